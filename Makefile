@@ -1,0 +1,97 @@
+# Normalization, from Scratch: build the site and run every test.
+#   make book   set everything up (first run only) and build the site into _build/html
+#   make test   the same set-up and build, then every test
+# `make help` lists the rest.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+.DELETE_ON_ERROR:
+
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+PY     := $(BIN)/python
+PIP    := $(PY) -m pip --disable-pip-version-check
+TORCH  := torch==2.13.0
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+JOBS   ?= 2
+
+PY_STAMP     := $(VENV)/.installed
+NPM_STAMP    := node_modules/.installed
+ASSET_STAMP  := _build/assets/.copied
+CHROME_STAMP := $(VENV)/.chromium
+
+.PHONY: help book test test-unit test-notebooks test-browser test-colab serve execute clean prereqs setup
+
+help: ## list the targets
+	@echo "Normalization, from Scratch"
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-15s %s\n", $$1, $$2}'
+
+prereqs: ## check that python3.11 and npm are on this machine
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: $(PYTHON) not found: install Python 3.11 (Debian: apt-get install python3.11 python3.11-venv) or run make PYTHON=/path/to/python3.11"; exit 1; }
+	@$(PYTHON) -c 'import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || { echo "make: $(PYTHON) is not a Python 3.11 with venv and ensurepip: install python3.11-venv, or run make PYTHON=/path/to/python3.11"; exit 1; }
+	@command -v npm >/dev/null 2>&1 || { echo "make: npm not found: install Node.js and npm (Debian: apt-get install nodejs npm); the site's MathJax and widget scripts come from the npm registry"; exit 1; }
+
+$(PY_STAMP): requirements.txt pyproject.toml | prereqs
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "make: installing Python packages into $(VENV) (log: $(VENV)/pip.log)"
+	@$(PIP) install $(TORCH) > $(VENV)/pip.log 2>&1 || { echo "make: pip could not install $(TORCH) (no network to PyPI?): see $(VENV)/pip.log"; exit 1; }
+	@$(PIP) install -r requirements.txt >> $(VENV)/pip.log 2>&1 || { echo "make: pip could not install requirements.txt (no network to PyPI?): see $(VENV)/pip.log"; exit 1; }
+	@$(PIP) install --no-deps --no-build-isolation -e . >> $(VENV)/pip.log 2>&1 || { echo "make: pip could not install norms in editable mode: see $(VENV)/pip.log"; exit 1; }
+	@touch $@
+
+$(NPM_STAMP): package.json package-lock.json | prereqs
+	@echo "make: installing the site's JavaScript from the npm registry (npm ci)"
+	@npm ci --no-audit --no-fund --ignore-scripts > .npm-ci.log 2>&1 || { echo "make: npm ci failed (no network to the npm registry?): see .npm-ci.log"; exit 1; }
+	@rm -f .npm-ci.log
+	@touch $@
+
+# Served from the site itself (Sphinx copies _build/assets into _static/).
+# Never under a folder named _static: jupyter-book 1.x adds a <script> for every .js there.
+$(ASSET_STAMP): $(NPM_STAMP)
+	@rm -rf _build/assets && mkdir -p _build/assets/vendor/html-manager
+	@cp -r node_modules/mathjax/es5 _build/assets/vendor/mathjax
+	@cp node_modules/requirejs/require.js _build/assets/vendor/require.js
+	@cp node_modules/@jupyter-widgets/html-manager/dist/*.js _build/assets/vendor/html-manager/
+	@touch $@
+
+$(CHROME_STAMP): | $(PY_STAMP)
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "make: installing Debian's chromium for the browser tests"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } > $(VENV)/apt.log 2>&1 \
+	  || { echo "make: could not install chromium (needs root and Debian's package mirror): run 'apt-get install chromium' as root; log: $(VENV)/apt.log"; exit 1; }; }
+	@touch $@
+
+setup: $(PY_STAMP) $(ASSET_STAMP) ## install everything (venv, norms, npm assets); make book/test do this
+
+book: setup ## build the site into _build/html (warnings are errors)
+	@$(PY) tools/cache_key.py
+	@$(BIN)/jupyter-book build . --warningiserror --keep-going --quiet
+	@echo "make: site built: _build/html/index.html (make serve to read it)"
+
+test: book $(CHROME_STAMP) ## build, then every test: norms, notebooks (nbval), browser, Colab venv
+	@$(BIN)/pytest -n $(JOBS) --dist loadfile tests book --nbval --nbval-sanitize-with tools/nbval_sanitize.cfg --nbval-cell-timeout 20 -q
+
+test-unit: setup ## only the unit tests of norms (fast)
+	@$(BIN)/pytest -n $(JOBS) --dist loadfile tests -q -m "not browser and not colab"
+
+test-notebooks: setup ## only nbval over the notebooks
+	@$(BIN)/pytest -n $(JOBS) --dist loadfile book --nbval --nbval-sanitize-with tools/nbval_sanitize.cfg --nbval-cell-timeout 20 -q
+
+test-browser: book $(CHROME_STAMP) ## only the browser checks of the built site
+	@$(BIN)/pytest tests -q -m browser
+
+test-colab: setup ## only the fresh-venv (Colab-like) run of every notebook
+	@$(BIN)/pytest tests -q -m colab
+
+serve: book ## serve the built site on http://$(HOST):$(PORT)
+	@echo "Serving _build/html on http://$(HOST):$(PORT) (Ctrl-C stops)"
+	@$(PY) -m http.server $(PORT) --bind $(HOST) --directory _build/html
+
+execute: setup ## re-run every notebook and store its outputs (commit the result)
+	@$(PY) tools/execute.py
+
+clean: ## remove the build, the venv and node_modules
+	rm -rf _build $(VENV) node_modules .npm-ci.log

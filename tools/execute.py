@@ -1,0 +1,55 @@
+"""Re-run notebooks top to bottom and store their outputs in place (``make execute``).
+
+Notebooks are committed executed so that Colab and GitHub show their outputs, and
+nbval (``make test``) re-runs them and compares every output with the stored one.
+Widget state and per-cell timing are not stored: both change on every run.
+
+Usage: ``python tools/execute.py [NOTEBOOK ...]`` (default: every notebook in book/).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+CELL_TIMEOUT = 20  # seconds; the book's limit for one cell on a 2-core machine
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def execute(path: Path) -> tuple[Path, float]:
+    """Execute one notebook in its own folder and write it back; return its run time."""
+    nb = nbformat.read(path, as_version=4)
+    start = time.perf_counter()
+    NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        record_timing=False,
+        store_widget_state=False,
+    ).execute()
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+    nb.metadata.pop("widgets", None)
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nbformat.write(nb, path)
+    return path, time.perf_counter() - start
+
+
+def main(argv: list[str]) -> int:
+    paths = [Path(a).resolve() for a in argv] or sorted(
+        p for p in (ROOT / "book").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
+    )
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        for path, seconds in pool.map(execute, paths):
+            print(f"executed {path.relative_to(ROOT)} in {seconds:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
