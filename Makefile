@@ -29,10 +29,16 @@ help: ## list the targets
 	@echo "Normalization, from Scratch"
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-15s %s\n", $$1, $$2}'
 
+NO_PYTHON := $(PYTHON) not found: install Python 3.11 (Debian: apt-get install python3.11 python3.11-venv) or run make PYTHON=/path/to/python3.11
+BAD_PYTHON := $(PYTHON) is not a Python 3.11 with venv and ensurepip: install python3.11-venv or run make PYTHON=/path/to/python3.11
+NO_NPM := npm not found: install Node.js and npm (Debian: apt-get install nodejs npm); the site's MathJax and widget scripts come from the npm registry
+
+# Each missing prerequisite stops make with one line ($(error) prints exactly one).
 prereqs: ## check that python3.11 and npm are on this machine
-	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: $(PYTHON) not found: install Python 3.11 (Debian: apt-get install python3.11 python3.11-venv) or run make PYTHON=/path/to/python3.11"; exit 1; }
-	@$(PYTHON) -c 'import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || { echo "make: $(PYTHON) is not a Python 3.11 with venv and ensurepip: install python3.11-venv, or run make PYTHON=/path/to/python3.11"; exit 1; }
-	@command -v npm >/dev/null 2>&1 || { echo "make: npm not found: install Node.js and npm (Debian: apt-get install nodejs npm); the site's MathJax and widget scripts come from the npm registry"; exit 1; }
+	$(if $(shell command -v $(PYTHON)),,$(error $(NO_PYTHON)))
+	$(if $(shell $(PYTHON) -c 'import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null && echo ok),,$(error $(BAD_PYTHON)))
+	$(if $(shell command -v npm),,$(error $(NO_NPM)))
+	@:
 
 $(PY_STAMP): requirements.txt pyproject.toml | prereqs
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -86,7 +92,7 @@ test-browser: book $(CHROME_STAMP) ## only the browser checks of the built site
 test-colab: setup ## only the fresh-venv (Colab-like) run of every notebook
 	@$(BIN)/pytest tests -q -m colab
 
-serve: book ## serve the built site on http://$(HOST):$(PORT)
+serve: book ## serve the built site on http://127.0.0.1:8000 (HOST=, PORT= to change)
 	@echo "Serving _build/html on http://$(HOST):$(PORT) (Ctrl-C stops)"
 	@$(PY) -m http.server $(PORT) --bind $(HOST) --directory _build/html
 

@@ -1,0 +1,73 @@
+"""Every page of the built site, in a real browser: self-contained, no broken
+requests, no JavaScript errors, all maths typeset, and no widget control that
+cannot work without a kernel."""
+
+from __future__ import annotations
+
+from urllib.parse import urlparse
+
+import pytest
+
+from .conftest import SITE
+
+SKIPPED_FOLDERS = {"_static", "_sources", "_images", "_downloads"}
+
+
+def site_pages() -> list[str]:
+    """Every HTML page of the built site, relative to its root."""
+    if not SITE.exists():
+        return ["index.html"]  # the `site` fixture then fails with a clear message
+    return sorted(
+        p.relative_to(SITE).as_posix()
+        for p in SITE.rglob("*.html")
+        if not SKIPPED_FOLDERS & set(p.relative_to(SITE).parts)
+    )
+
+
+# Text a reader would see if MathJax did not run: TeX delimiters and commands.
+FIND_RAW_TEX = r"""() => {
+  const skip = new Set(["SCRIPT", "STYLE", "PRE", "CODE", "TEXTAREA", "MJX-CONTAINER", "MJX-ASSISTIVE-MML"]);
+  const raw = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    let el = node.parentElement, skipped = false;
+    for (; el; el = el.parentElement) { if (skip.has(el.tagName)) { skipped = true; break; } }
+    if (!skipped && /\\\(|\\\[|\$\$|\\begin\{|\\frac|\\mathrm/.test(node.textContent)) {
+      raw.push(node.textContent.trim().slice(0, 80));
+    }
+  }
+  return raw;
+}"""
+
+WIDGET_VIEWS = """() => document.querySelectorAll(
+  'script[type="application/vnd.jupyter.widget-view+json"], .jupyter-widgets, .widget-interact'
+).length"""
+
+
+def off_site(url: str) -> bool:
+    parsed = urlparse(url)
+    return parsed.scheme in ("http", "https", "ws", "wss") and parsed.hostname != "127.0.0.1"
+
+
+@pytest.mark.parametrize("path", site_pages())
+def test_page(page, base_url, path):
+    page.goto(f"{base_url}/{path}", wait_until="networkidle")
+    math_count = page.evaluate("() => document.querySelectorAll('.math').length")
+    if math_count:
+        page.wait_for_function("() => window.MathJax && window.MathJax.startup", timeout=15000)
+        page.evaluate("() => window.MathJax.startup.promise")
+        page.wait_for_load_state("networkidle")
+    rec = page.recorder
+    assert not [u for u in rec.requests if off_site(u)], f"{path} loads from other hosts"
+    assert not rec.bad_responses, f"{path}: failed responses {rec.bad_responses}"
+    assert not rec.failed, f"{path}: failed requests {rec.failed}"
+    assert not rec.errors, f"{path}: JavaScript errors {rec.errors}"
+    if math_count:
+        typeset = page.evaluate("() => document.querySelectorAll('mjx-container').length")
+        assert typeset >= math_count, f"{path}: {math_count} maths, only {typeset} typeset"
+    assert page.evaluate(FIND_RAW_TEX) == [], f"{path} shows untypeset TeX"
+    assert page.evaluate(WIDGET_VIEWS) == 0, f"{path} shows a widget control that needs a kernel"
+
+
+def test_site_has_pages():
+    assert len(site_pages()) >= 3, "the site has fewer pages than the table of contents"

@@ -1,0 +1,163 @@
+"""The build's own guarantees: pinned inputs, a self-contained site, a build that fails
+on a raising notebook, a cache that cannot serve stale outputs, clear set-up errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import cache_key  # noqa: E402
+
+
+def config() -> dict:
+    return yaml.safe_load((ROOT / "_config.yml").read_text())
+
+
+def test_requirements_are_pinned_and_torch_is_the_local_wheel():
+    lines = [
+        line.split("#")[0].strip()
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if line.split("#")[0].strip()
+    ]
+    unpinned = [line for line in lines if "==" not in line]
+    assert unpinned == [], f"unpinned requirements: {unpinned}"
+    assert "torch==2.13.0" in lines
+
+
+def test_npm_assets_are_pinned_and_locked():
+    package = json.loads((ROOT / "package.json").read_text())
+    loose = {k: v for k, v in package["dependencies"].items() if not re.fullmatch(r"\d+\.\d+\.\d+", v)}
+    assert loose == {}, f"npm dependencies must be exact versions: {loose}"
+    lock = json.loads((ROOT / "package-lock.json").read_text())
+    for name, version in package["dependencies"].items():
+        assert lock["packages"][f"node_modules/{name}"]["version"] == version
+
+
+def test_no_static_folder_that_jupyter_book_would_inject():
+    # jupyter-book 1.x adds a <script> to every page for each .js under <root>/_static.
+    assert not (ROOT / "_static").exists()
+    assert not (ROOT / "book" / "_static").exists()
+
+
+def test_no_third_party_javascript_is_committed():
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True)
+    js = [f for f in tracked.stdout.split() if f.endswith(".js")]
+    assert js == [], f"committed JavaScript: {js}"
+
+
+def test_site_loads_scripts_from_itself():
+    sphinx = config()["sphinx"]["config"]
+    urls = [sphinx["mathjax_path"], *sphinx["nb_ipywidgets_js"]]
+    assert not [u for u in urls if "//" in u], f"scripts from other hosts: {urls}"
+
+
+def test_build_executes_with_a_cache_and_fails_on_errors():
+    execute = config()["execute"]
+    assert execute["execute_notebooks"] == "cache"  # never the stored outputs
+    assert execute["raise_on_error"] is True
+    assert execute["allow_errors"] is False
+
+
+def test_cache_is_wiped_when_norms_changes(tmp_path):
+    (tmp_path / "norms").mkdir()
+    (tmp_path / "norms" / "functional.py").write_text("EPS = 1e-5\n")
+    (tmp_path / "requirements.txt").write_text("torch==2.13.0\n")
+    cache = tmp_path / cache_key.CACHE
+    assert cache_key.refresh(tmp_path) is True  # no key yet
+    cache.mkdir(parents=True)
+    (cache / "global.db").write_text("cached outputs")
+    assert cache_key.refresh(tmp_path) is False  # unchanged inputs keep the cache
+    assert (cache / "global.db").exists()
+    (tmp_path / "norms" / "functional.py").write_text("EPS = 1e-6\n")
+    assert cache_key.refresh(tmp_path) is True
+    assert not cache.exists()
+    (tmp_path / "requirements.txt").write_text("torch==2.13.0\nnumpy==2.4.6\n")
+    assert cache_key.refresh(tmp_path) is True
+
+
+def _make(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["make", "--no-print-directory", *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def test_missing_python_is_one_clear_line():
+    result = _make("prereqs", "PYTHON=python3.11-that-does-not-exist")
+    assert result.returncode != 0
+    assert result.stdout == ""
+    assert re.fullmatch(
+        r"Makefile:\d+: \*\*\* python3.11-that-does-not-exist not found: install Python 3.11 "
+        r"\(Debian: apt-get install python3.11 python3.11-venv\) or run make PYTHON=/path/to/python3.11.  Stop.\n",
+        result.stderr,
+    ), result.stderr
+
+
+def test_missing_npm_is_one_clear_line(tmp_path):
+    # A PATH with python3.11 and the shell tools, but no npm.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    real_python = subprocess.run(
+        ["python3.11", "-c", "import sys; print(sys._base_executable)"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    (bin_dir / "python3.11").symlink_to(real_python)
+    for tool in ("bash", "sh"):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    env = {**os.environ, "PATH": str(bin_dir)}
+    result = subprocess.run(
+        [shutil.which("make"), "--no-print-directory", "prereqs"], cwd=ROOT, capture_output=True, text=True, env=env
+    )
+    assert result.returncode != 0
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "*** npm not found: install Node.js and npm" in result.stderr
+
+
+BROKEN_BOOK = {
+    "_config.yml": """
+        title: broken
+        only_build_toc_files: true
+        execute:
+          execute_notebooks: force
+          raise_on_error: true
+    """,
+    "_toc.yml": """
+        format: jb-book
+        root: index
+    """,
+    "index.md": """
+        ---
+        kernelspec:
+          name: python3
+          display_name: Python 3
+        jupytext:
+          text_representation:
+            format_name: myst
+        ---
+        # Broken
+        ```{code-cell} python3
+        raise RuntimeError("this notebook fails")
+        ```
+    """,
+}
+
+
+def test_a_notebook_that_raises_fails_the_build(tmp_path):
+    for name, text in BROKEN_BOOK.items():
+        (tmp_path / name).write_text(textwrap.dedent(text).lstrip())
+    jb = Path(sys.executable).parent / "jupyter-book"
+    result = subprocess.run(
+        [str(jb), "build", str(tmp_path), "--warningiserror", "--keep-going", "--quiet"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode != 0, "a raising notebook built without error"
+    assert "this notebook fails" in result.stdout + result.stderr
