@@ -36,6 +36,7 @@ def execute(path: Path) -> tuple[Path, float]:
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
     nb.metadata.pop("widgets", None)
+    nb.metadata.pop("jupytext", None)
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     nbformat.write(nb, path)
     return path, time.perf_counter() - start
