@@ -47,7 +47,7 @@ def colab_kernel(tmp_path_factory):
         [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *map(pinned, COLAB_PACKAGES)],
         check=True, capture_output=True, text=True,
     )
-    missing = subprocess.run([str(python), "-c", "import norms"], capture_output=True)
+    missing = subprocess.run([str(python), "-c", "import norms"], capture_output=True, cwd=root)
     assert missing.returncode != 0, "the fresh venv must not have norms"
     kernel_dir = root / "kernels" / "colab"
     kernel_dir.mkdir(parents=True)
@@ -55,7 +55,7 @@ def colab_kernel(tmp_path_factory):
         "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "Colab-like", "language": "python",
     }))
-    return KernelSpecManager(kernel_dirs=[str(root / "kernels")]), python
+    return KernelSpecManager(kernel_dirs=[str(root / "kernels")]), python, root
 
 
 def local_setup(nb, url: str) -> None:
@@ -69,12 +69,12 @@ def local_setup(nb, url: str) -> None:
 
 @pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.relative_to(BOOK).as_posix())
 def test_notebook_runs_with_only_colab_packages(colab_kernel, path):
-    spec_manager, python = colab_kernel
+    spec_manager, python, root = colab_kernel
     nb = nbformat.read(path, as_version=4)
     local_setup(nb, repository_url())
     km = KernelManager(kernel_name="colab", kernel_spec_manager=spec_manager)
     NotebookClient(nb, km=km, timeout=300, resources={"metadata": {"path": str(path.parent)}}).execute()
     where = subprocess.run(
-        [str(python), "-c", "import norms; print(norms.__file__)"], capture_output=True, text=True, check=True
+        [str(python), "-c", "import norms; print(norms.__file__)"], capture_output=True, text=True, check=True, cwd=root
     ).stdout
     assert "site-packages" in where, f"norms was not installed into the venv: {where}"

@@ -1,0 +1,36 @@
+"""Put a computed value into the book's text, with or without Jupyter Book.
+
+On the website, ``glue("name", value)`` stores ``value`` so that the prose can show
+it with ``{glue:text}`name:.3f``` (myst-nb's glue). In Colab or plain Jupyter, where
+myst-nb is not installed, the same call still works: it just shows nothing (or the
+value, with ``display=True``), so a notebook runs the same everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["glue"]
+
+
+def glue(name: str, value: Any, display: bool = False) -> None:
+    """Store ``value`` under ``name`` for the text of the page.
+
+    Args:
+        name: the key the text refers to, e.g. ``{glue:text}`bn-max-err:.1e```.
+        value: the value; numbers, strings and figures all work.
+        display: also show the value where the cell is (as myst-nb's ``glue`` does).
+
+    Example:
+        >>> glue("answer", 42)  # shows nothing; the page text can now use it
+    """
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        myst_glue = None
+    if myst_glue is not None:
+        myst_glue(name, value, display=display)
+    elif display:
+        from IPython.display import display as show
+
+        show(value)
