@@ -1,0 +1,34 @@
+"""norms: normalization layers from scratch, drop-in compatible with ``torch.nn``.
+
+The modules (:class:`BatchNorm1d`/``2d``/``3d``, :class:`LayerNorm`,
+:class:`RMSNorm`, :class:`GroupNorm`, :class:`InstanceNorm1d`/``2d``/``3d``)
+have torch.nn's constructor signatures, parameter and buffer names and
+``state_dict`` layout, and compute through :mod:`norms.functional`, which is
+written from tensor primitives. :mod:`norms.axes` is the one definition of
+which axes each of them reduces over.
+
+Importing ``norms`` is cheap: it imports torch and nothing else (no plotting).
+"""
+
+from . import axes, functional
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from .groupnorm import GroupNorm
+from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
+from .layernorm import LayerNorm
+from .rmsnorm import RMSNorm
+
+# (further submodules, e.g. norms.autograd, are wired in here by the lead)
+
+__all__ = [
+    "axes",
+    "functional",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "BatchNorm3d",
+    "LayerNorm",
+    "RMSNorm",
+    "GroupNorm",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
+]

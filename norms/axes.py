@@ -1,0 +1,400 @@
+r"""Which axes does each normalization reduce over? One definition, used everywhere.
+
+Every normalization layer in this package computes a *statistic* (a mean and a
+variance, or for RMSNorm a root-mean-square) over some group of input elements,
+then rescales each element with the statistic of its group. The layers differ
+*only* in how the elements are grouped. This module is the single source of
+truth for that grouping:
+
+* the low-level functions :func:`batch_norm_dims`, :func:`instance_norm_dims`,
+  :func:`layer_norm_dims` and :func:`group_norm_shape` are what
+  :mod:`norms.functional` itself calls to decide which dimensions to reduce, so
+  the code and the description cannot disagree;
+* :func:`describe` turns a module (ours *or* the matching ``torch.nn`` one) and
+  an input shape into a :class:`Reduction` record that the figures, widgets and
+  quiz answer keys are generated from.
+
+.. code-block:: text
+
+    norm           input          reduced dims      statistics shape
+    BatchNorm2d    (N, C, H, W)   (0, 2, 3)         (C,)
+    LayerNorm(W)   (N, C, H, W)   (3,)              (N, C, H)
+    LayerNorm(H,W) (N, C, H, W)   (2, 3)            (N, C)
+    RMSNorm(W)     (N, C, H, W)   (3,)              (N, C, H)
+    InstanceNorm2d (N, C, H, W)   (2, 3)            (N, C)
+    GroupNorm(G,C) (N, C, H, W)   (1, 2, 3)*        (N, G)
+
+    * channels are only partly reduced: C//G consecutive channels share a
+      statistic. With G == C each channel is alone and the row reads (2, 3).
+
+Example::
+
+    >>> import torch, norms
+    >>> r = norms.axes.describe(torch.nn.GroupNorm(2, 4), (8, 4, 5, 5))
+    >>> r.reduced_dims, r.num_statistics, r.elements_per_statistic, r.stat_shape
+    ((1, 2, 3), 16, 50, (8, 2))
+    >>> r.statistic_index[0, :, 0, 0]
+    tensor([0, 0, 1, 1])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+__all__ = [
+    "Reduction",
+    "describe",
+    "batch_norm_dims",
+    "instance_norm_dims",
+    "layer_norm_dims",
+    "group_norm_shape",
+    "group_norm_dims",
+    "rank_error_message",
+]
+
+
+# --------------------------------------------------------------------------
+# Low-level, pure functions: these are what norms.functional reduces over.
+# --------------------------------------------------------------------------
+
+
+def batch_norm_dims(ndim: int) -> tuple[int, ...]:
+    """Dims BatchNorm reduces for an input of rank ``ndim`` laid out ``(N, C, *S)``.
+
+    Everything except the channel dim 1: ``(0, 2, 3, ..., ndim-1)``.
+
+    >>> batch_norm_dims(4)
+    (0, 2, 3)
+    >>> batch_norm_dims(2)  # BatchNorm1d on (N, C)
+    (0,)
+    """
+    return (0, *range(2, ndim))
+
+
+def instance_norm_dims(ndim: int) -> tuple[int, ...]:
+    """Dims InstanceNorm reduces for a batched input ``(N, C, *S)``: the spatial ones.
+
+    ``(2, ..., ndim-1)``. (Unbatched ``(C, *S)`` input is handled by adding a
+    batch dim of size 1 first, as torch does.)
+
+    >>> instance_norm_dims(4)
+    (2, 3)
+    """
+    return tuple(range(2, ndim))
+
+
+def layer_norm_dims(ndim: int, normalized_ndim: int) -> tuple[int, ...]:
+    """Dims LayerNorm / RMSNorm reduce: the last ``normalized_ndim`` of ``ndim``.
+
+    >>> layer_norm_dims(4, 2)  # LayerNorm([H, W]) on (N, C, H, W)
+    (2, 3)
+    """
+    return tuple(range(ndim - normalized_ndim, ndim))
+
+
+def group_norm_shape(input_shape: Sequence[int], num_groups: int) -> tuple[int, int, int]:
+    """The view GroupNorm reduces the *last* dim of: ``(N, C, *S) -> (N, G, C//G * prod(S))``.
+
+    Channels are split into ``num_groups`` blocks of ``C // G`` *consecutive*
+    channels; each ``(sample, group)`` pair gets one statistic.
+
+    >>> group_norm_shape((8, 6, 4, 4), 3)
+    (8, 3, 32)
+    """
+    n, c = input_shape[0], input_shape[1]
+    return (n, num_groups, (c // num_groups) * math.prod(input_shape[2:]))
+
+
+def group_norm_dims(ndim: int, channels_per_group: int) -> tuple[int, ...]:
+    """Dims of the *original* ``(N, C, *S)`` input that GroupNorm reduces over.
+
+    The channel dim counts as reduced only when a group holds more than one
+    channel (``C // G > 1``); with ``G == C`` GroupNorm is InstanceNorm.
+
+    >>> group_norm_dims(4, 2), group_norm_dims(4, 1)
+    ((1, 2, 3), (2, 3))
+    """
+    return ((1,) if channels_per_group > 1 else ()) + tuple(range(2, ndim))
+
+
+def rank_error_message(
+    allowed: Sequence[int], got: int, shape: Sequence[int] | None = None, layout: str | None = None
+) -> str:
+    """torch.nn's wording for a wrong input rank, plus the shape got and wanted.
+
+    >>> rank_error_message((4,), 3, (3, 5, 6), "(N, C, H, W)")
+    'expected 4D input (got 3D input): input of shape (3, 5, 6), wanted (N, C, H, W)'
+    """
+    want = " or ".join(f"{d}D" for d in allowed)
+    msg = f"expected {want} input (got {got}D input)"
+    if shape is not None:
+        msg += f": input of shape {tuple(shape)}"
+        if layout:
+            msg += f", wanted {layout}"
+    return msg
+
+
+# --------------------------------------------------------------------------
+# The Reduction record
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """How a normalization layer groups the elements of one input shape.
+
+    Attributes:
+        norm: class name of the layer, e.g. ``"BatchNorm2d"``.
+        input_shape: the input shape described.
+        reduced_dims: dims reduced over. Dim ``d`` is listed iff two elements
+            differing only in coordinate ``d`` share a statistic. (For a dim of
+            size 1 that test is vacuous; it is then listed iff the layer reduces
+            over it by construction, e.g. ``H`` of BatchNorm2d on ``(N, C, 1, 1)``.)
+            GroupNorm's channel dim is listed iff ``C // G > 1``.
+        kept_dims: the dims not in ``reduced_dims``. The statistics are indexed
+            by these, except for GroupNorm with ``C // G > 1`` where they are
+            indexed by ``(N, G)`` and the channel dim is only partly reduced.
+        num_statistics: how many statistics are computed: how many means, and
+            as many variances. RMSNorm computes no mean and no variance but this
+            many root-mean-square values.
+        elements_per_statistic: how many input elements each statistic is
+            computed from (the ``n`` of the ``n / (n - 1)`` Bessel correction
+            used for BatchNorm's running variance).
+        stat_shape: shape of the tensor of statistics as the layer computes them:
+            ``(C,)`` for BatchNorm, ``(N, C)`` for InstanceNorm (``(C,)``
+            unbatched), ``(N, G)`` for GroupNorm, ``input_shape[:-k]`` for
+            LayerNorm / RMSNorm over ``k`` dims. ``prod(stat_shape) == num_statistics``.
+        statistic_index: int64 tensor of shape ``input_shape``; element value is
+            the id of the statistic that element belongs to, ids
+            ``0 .. num_statistics-1`` in row-major order of ``stat_shape``
+            (so ``statistic_index.view(-1)`` scatters straight into
+            ``stats.view(-1)``).
+        param_shape: shape of ``weight`` (gamma) and ``bias`` (beta); ``None`` when
+            the layer has no affine parameters. ``(C,)`` for BatchNorm,
+            InstanceNorm and GroupNorm, ``normalized_shape`` for LayerNorm / RMSNorm.
+        param_dims: input dims the parameters run along (``(1,)`` for a per-channel
+            gamma, the last ``k`` dims for LayerNorm / RMSNorm); ``None`` without
+            parameters.
+        has_mean: False for RMSNorm (it rescales without centring), else True.
+        has_bias: whether there is a beta parameter (never for RMSNorm).
+        train_eval_differ: True iff the layer normalizes with running statistics
+            in eval mode, i.e. BatchNorm or InstanceNorm with
+            ``track_running_stats=True``. The grouping above is the same in both
+            modes; in eval those layers read the stored per-channel statistics
+            instead of computing them from the input.
+    """
+
+    norm: str
+    input_shape: tuple[int, ...]
+    reduced_dims: tuple[int, ...]
+    kept_dims: tuple[int, ...]
+    num_statistics: int
+    elements_per_statistic: int
+    stat_shape: tuple[int, ...]
+    param_shape: tuple[int, ...] | None
+    param_dims: tuple[int, ...] | None
+    has_mean: bool
+    has_bias: bool
+    train_eval_differ: bool
+    statistic_index: torch.Tensor = field(repr=False, compare=False)
+
+    def summary(self) -> str:
+        """One line for humans, e.g. ``BatchNorm2d on (8, 3, 4, 4): reduces dims (0, 2, 3) ...``."""
+        what = "mean+variance" if self.has_mean else "RMS"
+        shape = tuple(self.input_shape)
+        s = (
+            f"{self.norm} on {shape}: reduces dims {self.reduced_dims}, "
+            f"{self.num_statistics} {what} statistic"
+            f"{'' if self.num_statistics == 1 else 's'} of "
+            f"{self.elements_per_statistic} element"
+            f"{'' if self.elements_per_statistic == 1 else 's'} each "
+            f"(stats shape {self.stat_shape})"
+        )
+        if self.param_shape is not None:
+            s += f", affine params of shape {self.param_shape}"
+        if self.train_eval_differ:
+            s += "; eval mode uses running statistics"
+        return s
+
+
+# --------------------------------------------------------------------------
+# describe()
+# --------------------------------------------------------------------------
+
+# Class name -> (kind, allowed ranks). Ranks for InstanceNorm include the
+# unbatched one (the smaller).
+_KINDS: dict[str, tuple[str, tuple[int, ...] | None]] = {
+    "BatchNorm1d": ("batch", (2, 3)),
+    "BatchNorm2d": ("batch", (4,)),
+    "BatchNorm3d": ("batch", (5,)),
+    "InstanceNorm1d": ("instance", (2, 3)),
+    "InstanceNorm2d": ("instance", (3, 4)),
+    "InstanceNorm3d": ("instance", (4, 5)),
+    "LayerNorm": ("layer", None),
+    "RMSNorm": ("rms", None),
+    "GroupNorm": ("group", None),
+}
+
+#: The input layouts each fixed-rank layer accepts, for error messages.
+LAYOUTS: dict[str, str] = {
+    "BatchNorm1d": "(N, C) or (N, C, L)",
+    "BatchNorm2d": "(N, C, H, W)",
+    "BatchNorm3d": "(N, C, D, H, W)",
+    "InstanceNorm1d": "(N, C, L) or (C, L)",
+    "InstanceNorm2d": "(N, C, H, W) or (C, H, W)",
+    "InstanceNorm3d": "(N, C, D, H, W) or (C, D, H, W)",
+}
+
+
+def _kind_of(module: object) -> tuple[str, str, tuple[int, ...] | None]:
+    for cls in type(module).__mro__:
+        if cls.__name__ in _KINDS and cls.__module__.split(".")[0] in ("torch", "norms"):
+            kind, ranks = _KINDS[cls.__name__]
+            return cls.__name__, kind, ranks
+    raise TypeError(
+        "describe() expects a norms or torch.nn normalization module "
+        f"({', '.join(_KINDS)}), got {type(module).__qualname__}"
+    )
+
+
+def _as_shape(input_shape: object) -> tuple[int, ...]:
+    if isinstance(input_shape, torch.Tensor):
+        raise TypeError("describe() takes an input *shape*; pass tensor.shape")
+    try:
+        shape = tuple(int(s) for s in input_shape)  # type: ignore[union-attr]
+    except TypeError:
+        raise TypeError(f"input_shape must be a sequence of ints, got {input_shape!r}") from None
+    if any(s < 0 for s in shape):
+        raise ValueError(f"input_shape must not have negative sizes, got {shape}")
+    return shape
+
+
+def _index_over(input_shape: tuple[int, ...], stat_dims: Sequence[int]) -> torch.Tensor:
+    """Statistic ids when the kept dims ``stat_dims`` (in order) index the statistics."""
+    stat_shape = [input_shape[d] for d in stat_dims]
+    view = [1] * len(input_shape)
+    for d in stat_dims:
+        view[d] = input_shape[d]
+    ids = torch.arange(math.prod(stat_shape), dtype=torch.int64)
+    return ids.view(view).expand(input_shape).contiguous()
+
+
+def describe(module: torch.nn.Module, input_shape: Sequence[int] | torch.Size) -> Reduction:
+    """Describe which elements share a statistic when ``module`` sees ``input_shape``.
+
+    Args:
+        module: a ``norms`` module or the matching ``torch.nn`` one
+            (BatchNorm1d/2d/3d, LayerNorm, RMSNorm, GroupNorm, InstanceNorm1d/2d/3d).
+        input_shape: a tuple of ints or a ``torch.Size``.
+
+    Returns:
+        a :class:`Reduction`.
+
+    Raises:
+        ValueError: if ``module`` would reject an input of this shape (wrong rank,
+            wrong channel count, ``normalized_shape`` mismatch, channels not
+            divisible by the groups). Always ValueError here, even where
+            ``forward`` raises torch's RuntimeError. Degenerate shapes that only
+            fail in training (one value per channel) are *not* rejected: the
+            grouping is still well defined.
+        TypeError: if ``module`` is not a supported normalization layer.
+    """
+    name, kind, ranks = _kind_of(module)
+    shape = _as_shape(input_shape)
+    ndim = len(shape)
+
+    def fail(msg: str) -> None:
+        raise ValueError(f"{name}: input of shape {shape} rejected: {msg}")
+
+    if ranks is not None and ndim not in ranks:
+        fail(f"{rank_error_message(ranks, ndim)}, wanted {LAYOUTS[name]}")
+
+    has_mean, has_bias = True, getattr(module, "bias", None) is not None
+    weight = getattr(module, "weight", None)
+    param_shape = None if weight is None else tuple(weight.shape)
+
+    if kind in ("batch", "instance"):
+        num_features = module.num_features
+        track = bool(module.track_running_stats)
+        train_eval_differ = track
+        if kind == "instance" and ndim == ranks[0]:  # unbatched (C, *S)
+            chan = 0
+            reduced = tuple(range(1, ndim))
+            stat_dims: tuple[int, ...] = (0,)
+        else:
+            chan = 1
+            reduced = batch_norm_dims(ndim) if kind == "batch" else instance_norm_dims(ndim)
+            stat_dims = (1,) if kind == "batch" else (0, 1)
+        c = shape[chan]
+        # Same rules as forward: a mismatch only matters if something is sized by C.
+        if c != num_features and (module.affine or track):
+            fail(
+                f"expected {num_features} channels in dim {chan} "
+                f"(num_features={num_features}), got {c}"
+            )
+        param_dims = None if param_shape is None else (chan,)
+        index = _index_over(shape, stat_dims)
+    elif kind in ("layer", "rms"):
+        ns = tuple(module.normalized_shape)
+        k = len(ns)
+        if k == 0:
+            fail("normalized_shape must have at least one dimension")
+        if ndim < k or shape[ndim - k :] != ns:
+            fail(
+                f"normalized_shape={list(ns)} needs the input's last {k} dim"
+                f"{'' if k == 1 else 's'} to be {ns}, got input shape {shape}"
+            )
+        reduced = layer_norm_dims(ndim, k)
+        stat_dims = tuple(range(ndim - k))
+        param_dims = None if param_shape is None else reduced
+        train_eval_differ = False
+        if kind == "rms":
+            has_mean, has_bias = False, False
+        index = _index_over(shape, stat_dims)
+    else:  # group
+        g = int(module.num_groups)
+        if ndim < 2:
+            fail(f"expected at least 2 dimensions (N, C, *), got {ndim}")
+        n, c = shape[0], shape[1]
+        if c % g != 0:
+            fail(f"number of channels {c} (dim 1) is not divisible by num_groups={g}")
+        if param_shape is not None and c != module.num_channels:
+            fail(f"expected {module.num_channels} channels in dim 1 (num_channels), got {c}")
+        cpg = c // g
+        reduced = group_norm_dims(ndim, cpg)
+        train_eval_differ = False
+        param_dims = None if param_shape is None else (1,)
+        # id = n * G + c // (C//G), broadcast over the spatial dims.
+        ids = torch.arange(n, dtype=torch.int64)[:, None] * g + (
+            torch.arange(c, dtype=torch.int64) // max(cpg, 1)
+        )[None, :]  # (N, C)
+        index = ids.view(n, c, *([1] * (ndim - 2))).expand(shape).contiguous()
+        stat_shape = (n, g)
+
+    if kind != "group":
+        stat_shape = tuple(shape[d] for d in stat_dims)
+    num_stats = math.prod(stat_shape)
+    if kind == "group":
+        per = (shape[1] // g) * math.prod(shape[2:])
+    else:
+        per = math.prod(shape[d] for d in reduced)
+    kept = tuple(d for d in range(ndim) if d not in reduced)
+    return Reduction(
+        norm=name,
+        input_shape=shape,
+        reduced_dims=reduced,
+        kept_dims=kept,
+        num_statistics=num_stats,
+        elements_per_statistic=per,
+        stat_shape=stat_shape,
+        param_shape=param_shape,
+        param_dims=param_dims,
+        has_mean=has_mean,
+        has_bias=has_bias,
+        train_eval_differ=train_eval_differ,
+        statistic_index=index,
+    )

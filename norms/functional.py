@@ -1,0 +1,471 @@
+r"""Normalization functions written from tensor primitives.
+
+Drop-in replacements for ``torch.nn.functional.{batch_norm, layer_norm,
+rms_norm, group_norm, instance_norm}``: same signatures, defaults, results
+(to floating-point rounding), gradients (through ordinary autograd), running
+statistics updates and exception types. None of them calls a fused torch
+normalization kernel; each is a handful of ``mean``/``rsqrt``/``reshape``
+calls, and *which* dims they reduce comes from :mod:`norms.axes`.
+
+All of them follow the same recipe::
+
+    mean = x.mean(dims, keepdim=True)            # one pass
+    xc   = x - mean                              # centred input, kept ...
+    var  = (xc * xc).mean(dims, keepdim=True)    # ... for the (biased) variance
+    y    = xc * rsqrt(var + eps)                 # ... and reused for the output
+    y    = y * weight + bias                     # per-channel / per-element affine
+
+The variance is always the mean of squared deviations, never
+``E[x²] - E[x]²``, which cancels catastrophically when ``|mean| >> std``.
+``float16``/``bfloat16`` inputs are computed in ``float32`` and cast back, as
+torch's kernels do.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from . import axes
+
+__all__ = ["batch_norm", "instance_norm", "layer_norm", "rms_norm", "group_norm"]
+
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+
+
+def _opmath(dtype: torch.dtype) -> torch.dtype:
+    """The dtype we compute in: float32 for half/bfloat16, else the input's own."""
+    return torch.float32 if dtype in _LOW_PRECISION else dtype
+
+
+def _shape(t: Tensor) -> tuple[int, ...]:
+    return tuple(t.shape)
+
+
+def _check_floating(input: Tensor, fname: str) -> None:
+    # torch: NotImplementedError: "batch_norm" not implemented for 'Long'
+    # (NotImplementedError is a subclass of RuntimeError.)
+    if not input.is_floating_point():
+        raise NotImplementedError(
+            f'"{fname}" not implemented for input of dtype {input.dtype} '
+            f"(shape {_shape(input)}): normalization needs a floating-point "
+            "tensor, convert it first, e.g. x.float()"
+        )
+
+
+def _check_param_dtypes(input: Tensor, fname: str, **params: Tensor | None) -> None:
+    """Parameters must share the input's dtype; half/bfloat16 input may use float32 ones.
+
+    That is torch's CPU rule ("mixed dtype (CPU): expect parameter to have
+    scalar type of Float"), a RuntimeError.
+    """
+    for name, p in params.items():
+        if p is None or p.dtype == input.dtype:
+            continue
+        if input.dtype in _LOW_PRECISION and p.dtype == torch.float32:
+            continue
+        raise RuntimeError(
+            f"{fname}: mixed dtype: {name} has dtype {p.dtype} but input has dtype "
+            f"{input.dtype}; parameters must have the input's dtype (or float32 "
+            "for float16/bfloat16 input)"
+        )
+
+
+def _check_channels(input: Tensor, fname: str, **params: Tensor | None) -> None:
+    """Per-channel tensors must have one element per channel of ``input`` (dim 1)."""
+    c = input.shape[1]
+    for name, p in params.items():
+        if p is not None and p.numel() != c:
+            raise RuntimeError(
+                f"{fname}: expected input with {p.numel()} channels in dim 1 "
+                f"(the size of {name}), got input of shape {_shape(input)} "
+                f"with {c} channels"
+            )
+
+
+def _channel_view(t: Tensor, ndim: int, dtype: torch.dtype) -> Tensor:
+    """A per-channel vector (C,) viewed as (1, C, 1, ..., 1) to broadcast over (N, C, *S)."""
+    return t.to(dtype).reshape(1, -1, *([1] * (ndim - 2)))
+
+
+def _affine(y: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+    """y * weight + bias, in one pass when both are present."""
+    if weight is not None and bias is not None:
+        return torch.addcmul(bias, y, weight)
+    if weight is not None:
+        return y * weight
+    if bias is not None:
+        return y + bias
+    return y
+
+
+@torch.no_grad()
+def _update_running(buf: Tensor, new: Tensor, momentum: float) -> None:
+    """buf <- (1 - momentum) * buf + momentum * new, in place and without autograd history."""
+    buf.copy_(buf.to(new.dtype) * (1 - momentum) + new * momentum)
+
+
+def _batch_mean(t: Tensor, dims: tuple[int, ...]) -> Tensor:
+    """``t.mean(dims, keepdim=True)`` for BatchNorm's ``dims = (0, 2, 3, ...)``.
+
+    Reduces the spatial dims first, then the batch dim: the same number
+    (every (n, c) row has the same count, so the mean of the row means is the
+    mean) but more accurate in float32, because the big reduction runs over
+    contiguous memory, which torch sums pairwise. Still a single pass.
+    """
+    if len(dims) > 1:
+        t = t.mean(dims[1:], keepdim=True)  # (N, C, 1, ...)
+    return t.mean(dims[:1], keepdim=True)  # (1, C, 1, ...)
+
+
+def _verify_batch_size(size: Sequence[int]) -> None:
+    # Same check and message as torch.nn.functional._verify_batch_size:
+    # one value per channel means a variance of 0 and a meaningless update.
+    size_prods = size[0] * math.prod(size[2:])
+    if size_prods == 1:
+        raise ValueError(
+            f"Expected more than 1 value per channel when training, got input size {size}"
+        )
+
+
+def _verify_spatial_size(size: Sequence[int]) -> None:
+    if math.prod(size[2:]) == 1:
+        raise ValueError(
+            f"Expected more than 1 spatial element when training, got input size {size}"
+        )
+
+
+def _normalized_shape(normalized_shape: Sequence[int], fname: str) -> tuple[int, ...]:
+    if isinstance(normalized_shape, (int, torch.SymInt)) or not isinstance(
+        normalized_shape, Sequence
+    ):
+        # torch.nn.functional (unlike the modules) does not accept a bare int.
+        raise TypeError(
+            f"{fname}(): argument 'normalized_shape' (position 2) must be tuple of ints, "
+            f"not {type(normalized_shape).__name__}"
+        )
+    ns = tuple(int(s) for s in normalized_shape)
+    if len(ns) == 0:
+        raise RuntimeError(
+            "Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
+            "least one element, but got normalized_shape = []"
+        )
+    return ns
+
+
+def _check_normalized_shape(input: Tensor, ns: tuple[int, ...], fname: str, **params) -> None:
+    k = len(ns)
+    if input.dim() < k or _shape(input)[input.dim() - k :] != ns:
+        raise RuntimeError(
+            f"{fname}: given normalized_shape={list(ns)}, expected input with shape "
+            f"(*, {', '.join(map(str, ns))}) (its last {k} dim{'s' if k > 1 else ''} "
+            f"equal to {ns}), but got input of shape {_shape(input)}"
+        )
+    for name, p in params.items():
+        if p is not None and _shape(p) != ns:
+            raise RuntimeError(
+                f"{fname}: expected {name} to be of same shape as normalized_shape, "
+                f"but got {name} of shape {_shape(p)} and normalized_shape = {ns}"
+            )
+
+
+# --------------------------------------------------------------------------
+# batch_norm
+# --------------------------------------------------------------------------
+
+
+def batch_norm(
+    input: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    r"""Batch Normalization for each channel across a batch, like :func:`torch.nn.functional.batch_norm`.
+
+    ``input`` is ``(N, C, *S)``. With ``training=True`` the mean and biased
+    variance of each channel are computed over dims ``(0, 2, 3, ...)`` and, if
+    given, ``running_mean``/``running_var`` are updated in place with
+    ``(1 - momentum) * running + momentum * batch_stat``, using the *unbiased*
+    variance (times ``n / (n - 1)``). With ``training=False`` the running
+    statistics are used instead.
+    """
+    _check_floating(input, "batch_norm")
+    if training:
+        if input.dim() < 2:
+            raise IndexError(
+                f"batch_norm: expected input of shape (N, C, *) with at least 2 dims, "
+                f"got input of shape {_shape(input)}"
+            )
+        _verify_batch_size(input.size())
+        if eps <= 0.0:
+            raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
+    elif eps < 0.0:
+        raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
+    if (running_mean is None) != (running_var is None):
+        if training:
+            raise ValueError(
+                "running_mean and running_var must either both be None or neither be None"
+            )
+        missing = "running_mean" if running_mean is None else "running_var"
+        raise RuntimeError(f"{missing} must be defined in evaluation mode")
+    if not training and running_mean is None:
+        raise RuntimeError("running_mean must be defined in evaluation mode")
+    if input.dim() < 2:
+        raise RuntimeError(
+            f"batch_norm: expected input of shape (N, C, *) with at least 2 dims, "
+            f"got input of shape {_shape(input)}"
+        )
+    _check_param_dtypes(
+        input, "batch_norm", running_mean=running_mean, running_var=running_var,
+        weight=weight, bias=bias,
+    )
+    _check_channels(
+        input, "batch_norm", running_mean=running_mean, running_var=running_var,
+        weight=weight, bias=bias,
+    )
+
+    ndim = input.dim()
+    dtype = _opmath(input.dtype)
+    x = input.to(dtype)  # (N, C, *S); no copy unless half/bfloat16
+    dims = axes.batch_norm_dims(ndim)  # (0, 2, 3, ...)
+
+    if training:
+        mean = _batch_mean(x, dims)  # (1, C, 1, ...)
+        xc = x - mean  # (N, C, *S)
+        var = _batch_mean(xc * xc, dims)  # (1, C, 1, ...) biased
+        if running_mean is not None and input.numel() > 0:
+            n = input.numel() // input.shape[1]  # elements per channel
+            _update_running(running_mean, mean.detach().view(-1), momentum)
+            _update_running(running_var, var.detach().view(-1) * (n / (n - 1)), momentum)
+    else:
+        mean = _channel_view(running_mean, ndim, dtype)  # (1, C, 1, ...)
+        var = _channel_view(running_var, ndim, dtype)  # (1, C, 1, ...)
+        xc = x - mean  # (N, C, *S)
+
+    # Fold 1/std and gamma into one per-channel scale: a single pass over xc.
+    scale = torch.rsqrt(var + eps)  # (1, C, 1, ...)
+    if weight is not None:
+        scale = scale * _channel_view(weight, ndim, dtype)
+    shift = None if bias is None else _channel_view(bias, ndim, dtype)
+    y = _affine(xc, scale, shift)
+    return y.to(input.dtype)
+
+
+# --------------------------------------------------------------------------
+# instance_norm
+# --------------------------------------------------------------------------
+
+
+def instance_norm(
+    input: Tensor,
+    running_mean: Tensor | None = None,
+    running_var: Tensor | None = None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    r"""Instance Normalization, like :func:`torch.nn.functional.instance_norm`.
+
+    ``input`` is ``(N, C, *S)``; each ``(sample, channel)`` pair is normalized
+    over its spatial dims ``(2, 3, ...)``. With ``use_input_stats=True`` and
+    running statistics given, they are updated in place with the per-instance
+    statistics *averaged over the batch* (unbiased variance). With
+    ``use_input_stats=False`` the running statistics are used instead.
+    """
+    _check_floating(input, "instance_norm")
+    if use_input_stats:
+        _verify_spatial_size(input.size())
+    if (running_mean is None) != (running_var is None):
+        raise ValueError(
+            "running_mean and running_var must either both be None or neither be None"
+        )
+    if not use_input_stats and running_mean is None:
+        raise RuntimeError(
+            "Expected running_mean and running_var to be defined when use_input_stats is false"
+        )
+    if input.dim() < 2:
+        raise RuntimeError(
+            f"instance_norm: expected input of shape (N, C, *), got input of shape {_shape(input)}"
+        )
+    _check_param_dtypes(
+        input, "instance_norm", running_mean=running_mean, running_var=running_var,
+        weight=weight, bias=bias,
+    )
+    _check_channels(
+        input, "instance_norm", running_mean=running_mean, running_var=running_var,
+        weight=weight, bias=bias,
+    )
+
+    ndim = input.dim()
+    dtype = _opmath(input.dtype)
+    x = input.to(dtype)  # (N, C, *S)
+    dims = axes.instance_norm_dims(ndim)  # (2, 3, ...)
+
+    if use_input_stats:
+        mean = x.mean(dims, keepdim=True)  # (N, C, 1, ...)
+        xc = x - mean  # (N, C, *S)
+        var = (xc * xc).mean(dims, keepdim=True)  # (N, C, 1, ...) biased
+        if running_mean is not None and input.numel() > 0:
+            n = math.prod(input.shape[2:])  # elements per instance
+            nc = input.shape[:2]
+            _update_running(running_mean, mean.detach().view(nc).mean(0), momentum)
+            _update_running(
+                running_var, var.detach().view(nc).mean(0) * (n / (n - 1)), momentum
+            )
+    else:
+        mean = _channel_view(running_mean, ndim, dtype)  # (1, C, 1, ...)
+        var = _channel_view(running_var, ndim, dtype)  # (1, C, 1, ...)
+        xc = x - mean
+
+    scale = torch.rsqrt(var + eps)  # (N, C, 1, ...) or (1, C, 1, ...)
+    if weight is not None:
+        scale = scale * _channel_view(weight, ndim, dtype)
+    shift = None if bias is None else _channel_view(bias, ndim, dtype)
+    return _affine(xc, scale, shift).to(input.dtype)
+
+
+# --------------------------------------------------------------------------
+# layer_norm
+# --------------------------------------------------------------------------
+
+
+def layer_norm(
+    input: Tensor,
+    normalized_shape: list[int],
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    r"""Layer Normalization over the last ``len(normalized_shape)`` dims, like :func:`torch.nn.functional.layer_norm`.
+
+    ``weight`` and ``bias`` (if given) have shape ``normalized_shape`` and are
+    applied element-wise.
+    """
+    ns = _normalized_shape(normalized_shape, "layer_norm")
+    _check_floating(input, "layer_norm")
+    _check_normalized_shape(input, ns, "layer_norm", weight=weight, bias=bias)
+    _check_param_dtypes(input, "layer_norm", weight=weight, bias=bias)
+
+    dtype = _opmath(input.dtype)
+    x = input.to(dtype)  # (*, *normalized_shape)
+    dims = axes.layer_norm_dims(input.dim(), len(ns))  # the last k dims
+    mean = x.mean(dims, keepdim=True)  # (*, 1, ..., 1)
+    xc = x - mean  # (*, *normalized_shape)
+    var = (xc * xc).mean(dims, keepdim=True)  # (*, 1, ..., 1) biased
+    y = xc * torch.rsqrt(var + eps)  # (*, *normalized_shape)
+    y = _affine(
+        y,
+        None if weight is None else weight.to(dtype),  # (*normalized_shape), broadcasts
+        None if bias is None else bias.to(dtype),
+    )
+    return y.to(input.dtype)
+
+
+# --------------------------------------------------------------------------
+# rms_norm
+# --------------------------------------------------------------------------
+
+
+def rms_norm(
+    input: Tensor,
+    normalized_shape: list[int],
+    weight: Tensor | None = None,
+    eps: float | None = None,
+) -> Tensor:
+    r"""Root Mean Square Layer Normalization, like :func:`torch.nn.functional.rms_norm`.
+
+    ``y = x / sqrt(mean(x², last k dims) + eps) * weight``. No centring, no bias.
+    ``eps=None`` means ``torch.finfo(dtype).eps`` of the computation dtype
+    (float32 for float16/bfloat16 input). The weight may have any floating
+    dtype; it is applied in the computation dtype and the result has the
+    input's dtype, as in torch.
+    """
+    ns = _normalized_shape(normalized_shape, "rms_norm")
+    _check_floating(input, "rms_norm")
+    _check_normalized_shape(input, ns, "rms_norm", weight=weight)
+
+    dtype = _opmath(input.dtype)
+    if eps is None:
+        eps = torch.finfo(dtype).eps
+    x = input.to(dtype)  # (*, *normalized_shape); float32 for half: 300² fits
+    dims = axes.layer_norm_dims(input.dim(), len(ns))  # the last k dims
+    ms = (x * x).mean(dims, keepdim=True)  # (*, 1, ..., 1) mean square
+    y = x * torch.rsqrt(ms + eps)  # (*, *normalized_shape)
+    if weight is not None:
+        y = y * weight.to(dtype)  # (*normalized_shape), broadcasts
+    return y.to(input.dtype)
+
+
+# --------------------------------------------------------------------------
+# group_norm
+# --------------------------------------------------------------------------
+
+
+def group_norm(
+    input: Tensor,
+    num_groups: int,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    r"""Group Normalization, like :func:`torch.nn.functional.group_norm`.
+
+    ``input`` is ``(N, C, *S)``; its channels are split into ``num_groups``
+    blocks of ``C // num_groups`` consecutive channels, and each
+    ``(sample, group)`` is normalized over its channels and spatial positions.
+    ``weight``/``bias`` are per channel, shape ``(C,)``.
+    """
+    _check_floating(input, "group_norm")
+    if input.dim() < 2:
+        raise RuntimeError(
+            f"Expected at least 2 dimensions for input tensor but received {input.dim()} "
+            f"(input of shape {_shape(input)}; group_norm wants (N, C, *))"
+        )
+    n, c = input.shape[0], input.shape[1]
+    if num_groups == 0:
+        raise ZeroDivisionError("group_norm: num_groups must be positive, got 0")
+    if num_groups < 0:
+        raise RuntimeError(f"Expected num groups to be greater than 0, got {num_groups}")
+    if c % num_groups != 0:
+        raise RuntimeError(
+            f"Expected number of channels in input to be divisible by num_groups, but got "
+            f"input of shape {_shape(input)} ({c} channels) and num_groups={num_groups}"
+        )
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and (p.dim() != 1 or p.numel() != c):
+            raise RuntimeError(
+                f"group_norm: expected {name} to be a vector of size equal to the number of "
+                f"channels in input, but got {name} of shape {_shape(p)} and input of shape "
+                f"{_shape(input)} ({c} channels)"
+            )
+    _verify_batch_size([n * c // num_groups, num_groups] + list(input.shape[2:]))
+    _check_param_dtypes(input, "group_norm", weight=weight, bias=bias)
+
+    ndim = input.dim()
+    dtype = _opmath(input.dtype)
+    x = input.to(dtype).reshape(axes.group_norm_shape(input.shape, num_groups))
+    # x: (N, G, C//G * prod(S))
+    mean = x.mean(-1, keepdim=True)  # (N, G, 1)
+    xc = x - mean  # (N, G, C//G * prod(S))
+    var = (xc * xc).mean(-1, keepdim=True)  # (N, G, 1) biased
+    y = (xc * torch.rsqrt(var + eps)).view(input.shape)  # (N, C, *S)
+    y = _affine(
+        y,
+        None if weight is None else _channel_view(weight, ndim, dtype),  # (1, C, 1, ...)
+        None if bias is None else _channel_view(bias, ndim, dtype),
+    )
+    return y.to(input.dtype)
