@@ -1,0 +1,1464 @@
+r"""Figures that show which elements of a tensor share one statistic.
+
+Every figure here is *generated* from :func:`norms.axes.describe`: the colour of a
+cell is looked up in ``describe(module, input_shape).statistic_index``, never
+decided per normalization by hand. So a figure cannot disagree with the layer.
+
+Two drawings of an input tensor:
+
+* ``layout="image"``: a 3-D block of cells for image-like inputs ``(N, C, *S)``,
+  after Figure 2 of the GroupNorm paper (Wu & He, 2018). Channels ``C`` run left
+  to right, the spatial positions run top to bottom (``H`` and ``W`` folded into
+  one axis ``H·W``; ``L`` for ``(N, C, L)``; ``D·H·W`` for 3-D volumes) and the
+  samples ``N`` run into the page. A 2-D ``(N, C)`` input is a flat ``N × C`` grid.
+* ``layout="sequence"``: transformer-style ``(B, T, D)`` inputs as ``B`` panels
+  of ``T × D`` grids (tokens top to bottom, features left to right).
+
+One statistic is highlighted in strong vermillion, the others are light tints of
+the Okabe–Ito palette (safe for colour-blind readers); neighbouring statistics
+never share a tint.
+
+Every cell is one :class:`matplotlib.patches.Polygon` whose ``gid`` names its
+coordinates in the folded tensor: ``"cell-a-b-c"`` (block: ``n, c, s``; panels:
+``panel, row, column``). :func:`drawn_cells` and :func:`highlighted_cells` read
+the figure back from those artists, which is how the tests check a drawing.
+In the block only the front, top and right faces are visible, but every cell is
+drawn (back to front), so every element of the tensor has its artist.
+
+When no axes are given, figures are :class:`matplotlib.figure.Figure` objects
+made without pyplot: nothing is registered with pyplot's figure manager, so a
+notebook cell whose last line is the call shows the figure exactly once, and
+nothing needs closing.
+
+Public names:
+
+* :func:`plot_reduction`, :func:`plot_comparison`,
+  :func:`plot_sequence_comparison`, :func:`plot_reduction_grid`: the reduction
+  figures.
+* :func:`drawn_cells`, :func:`highlighted_cells`: read a reduction figure back.
+* :func:`simulate_running_stats`, :func:`plot_running_stats`,
+  :func:`static_running_stats`: BatchNorm's running averages over training steps.
+* :func:`simulate_batch_noise`, :func:`plot_batch_size`, :func:`static_batch_size`:
+  how noisy batch statistics are at small batch sizes.
+* :data:`OKABE_ITO`, :data:`HIGHLIGHT_COLOR`: the palette.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from matplotlib.axes import Axes
+from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Polygon
+
+from norms.axes import Reduction, describe
+from norms.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from norms.groupnorm import GroupNorm
+from norms.instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
+from norms.layernorm import LayerNorm
+from norms.rmsnorm import RMSNorm
+
+__all__ = [
+    "OKABE_ITO",
+    "HIGHLIGHT_COLOR",
+    "MAX_CELLS",
+    "plot_reduction",
+    "plot_comparison",
+    "plot_sequence_comparison",
+    "plot_reduction_grid",
+    "comparison_modules",
+    "drawn_cells",
+    "highlighted_cells",
+    "module_label",
+    "RunningStatsTrace",
+    "simulate_running_stats",
+    "plot_running_stats",
+    "static_running_stats",
+    "BatchNoise",
+    "simulate_batch_noise",
+    "DEFAULT_BATCH_SIZES",
+    "plot_batch_size",
+    "static_batch_size",
+]
+
+# --------------------------------------------------------------------------
+# Palette
+# --------------------------------------------------------------------------
+
+#: Okabe & Ito (2008), "Color Universal Design": orange, sky blue, bluish green,
+#: yellow, blue, vermillion, reddish purple, black.
+OKABE_ITO: tuple[str, ...] = (
+    "#E69F00",
+    "#56B4E9",
+    "#009E73",
+    "#F0E442",
+    "#0072B2",
+    "#D55E00",
+    "#CC79A7",
+    "#000000",
+)
+
+#: The highlighted statistic (Okabe–Ito vermillion). No other cell uses it.
+HIGHLIGHT_COLOR = "#D55E00"
+
+# Non-highlighted statistics cycle through light tints of these: Okabe–Ito sky
+# blue, bluish green, yellow, reddish purple, and a neutral grey. Vermillion and
+# its look-alike orange are left out so that nothing resembles the highlight;
+# Okabe–Ito blue is left out because, tinted, it is too close to sky blue.
+_TINT_BASES = ("#56B4E9", "#009E73", "#F0E442", "#CC79A7", "#8C8C8C")
+_TINT_AMOUNT = 0.62  # how far towards white
+_EDGE_COLOR = (0.25, 0.25, 0.25, 1.0)
+_HIGHLIGHT_EDGE = (0.35, 0.12, 0.0, 1.0)
+
+#: The most cells a reduction figure draws (larger shapes raise ValueError).
+MAX_CELLS = 1024
+_MAX_DEPTH = 16  # N in the block
+_MAX_SIDE = 64  # C and H·W in the block, T and D in panels
+_MAX_PANELS = 8  # B in the sequence layout
+
+_SPATIAL_NAMES = {1: ("L",), 2: ("H", "W"), 3: ("D", "H", "W")}
+
+_LAYOUTS = ("auto", "image", "sequence")
+
+
+def _tint(color: str, amount: float = _TINT_AMOUNT) -> np.ndarray:
+    rgba = np.array(to_rgba(color))
+    rgba[:3] = rgba[:3] + (1.0 - rgba[:3]) * amount
+    return rgba
+
+
+def _shade(rgba: np.ndarray, factor: float) -> np.ndarray:
+    """Lighter (``factor > 0``, towards white) or darker (``< 0``, towards black)."""
+    out = np.array(rgba, dtype=float)
+    if factor >= 0:
+        out[:3] = out[:3] + (1.0 - out[:3]) * factor
+    else:
+        out[:3] = out[:3] * (1.0 + factor)
+    return out
+
+
+def _neighbours(grid: np.ndarray) -> dict[int, set[int]]:
+    """Statistic ids that own neighbouring cells (along any axis of the folded grid)."""
+    pairs = []
+    for axis in range(grid.ndim):
+        a = np.moveaxis(grid, axis, 0)
+        left, right = a[:-1].ravel(), a[1:].ravel()
+        differ = left != right
+        pairs.append(np.stack([left[differ], right[differ]], axis=1))
+    adjacent: dict[int, set[int]] = {}
+    for i, j in np.unique(np.concatenate(pairs), axis=0):
+        adjacent.setdefault(int(i), set()).add(int(j))
+        adjacent.setdefault(int(j), set()).add(int(i))
+    return adjacent
+
+
+def _tint_indices(grid: np.ndarray) -> np.ndarray:
+    """A tint per statistic id such that neighbouring statistics get different tints.
+
+    Each id prefers tint ``id % 5`` (so consecutive statistics differ, as in
+    a plain cycle) but takes the next free one if an earlier neighbour has it.
+    A plain cycle is not enough: with 5 channels, InstanceNorm's statistic
+    ``n * 5 + c`` would give every sample the same tint per channel and look
+    exactly like BatchNorm. Greedy colouring in id order needs at most 4 tints
+    here: the statistics are boxes of a 3-D grid, and a box has at most one
+    earlier neighbour along each axis.
+    """
+    count = int(grid.max()) + 1
+    adjacent = _neighbours(grid)
+    tint = np.zeros(count, dtype=np.int64)
+    for sid in range(count):
+        taken = {int(tint[j]) for j in adjacent.get(sid, ()) if j < sid}
+        order = [(sid + k) % len(_TINT_BASES) for k in range(len(_TINT_BASES))]
+        free = [k for k in order if k not in taken]
+        tint[sid] = free[0] if free else sid % len(_TINT_BASES)
+    return tint
+
+
+def _cell_colors(grid: np.ndarray, highlight: int | None) -> np.ndarray:
+    """RGBA per cell: the highlight colour for statistic ``highlight``, else a tint."""
+    tints = np.stack([_tint(c) for c in _TINT_BASES])
+    colors = tints[_tint_indices(grid)[grid]]
+    if highlight is not None:
+        colors[grid == highlight] = to_rgba(HIGHLIGHT_COLOR)
+    return colors
+
+
+# --------------------------------------------------------------------------
+# What to draw: the folded view of describe(...).statistic_index
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _View:
+    """The statistic ids folded to 3-D, and how to label the drawing.
+
+    ``kind`` is ``"block"`` (grid is ``(N, C, S)``: depth, columns, rows) or
+    ``"panels"`` (grid is ``(P, R, K)``: panels, rows, columns). A label of
+    ``None`` means that axis is not drawn (it has size 1 and no meaning).
+    """
+
+    kind: str
+    grid: np.ndarray
+    labels: tuple[str | None, str | None, str | None]
+    dim_names: tuple[str, ...]
+
+
+def _is_unbatched(norm: str, ndim: int) -> bool:
+    """InstanceNorm{k}d accepts an unbatched ``(C, *S)`` input of rank k + 1."""
+    match = re.fullmatch(r"InstanceNorm(\d)d", norm)
+    return match is not None and ndim == int(match.group(1)) + 1
+
+
+def _resolve_layout(layout: str, norm: str, ndim: int) -> str:
+    if layout not in _LAYOUTS:
+        raise ValueError(f"layout must be one of {_LAYOUTS}, got {layout!r}")
+    if layout != "auto":
+        return layout
+    return "sequence" if norm in ("LayerNorm", "RMSNorm") and ndim <= 3 else "image"
+
+
+def _image_view(index: np.ndarray, norm: str) -> _View:
+    shape, ndim = index.shape, index.ndim
+    if ndim == 1:
+        return _View("panels", index.reshape(1, 1, -1), (None, None, "C"), ("C",))
+    if _is_unbatched(norm, ndim):
+        spatial = _SPATIAL_NAMES.get(ndim - 1, tuple(f"S{i}" for i in range(ndim - 1)))
+        grid = index.reshape(1, shape[0], -1)
+        return _View("block", grid, (None, "C", "·".join(spatial)), ("C", *spatial))
+    if ndim == 2:
+        return _View("panels", index.reshape(1, *shape), (None, "N", "C"), ("N", "C"))
+    spatial = _SPATIAL_NAMES.get(ndim - 2, tuple(f"S{i}" for i in range(ndim - 2)))
+    grid = index.reshape(shape[0], shape[1], -1)
+    return _View("block", grid, ("N", "C", "·".join(spatial)), ("N", "C", *spatial))
+
+
+def _sequence_view(index: np.ndarray) -> _View:
+    ndim = index.ndim
+    if ndim == 3:
+        return _View("panels", index, ("b", "T", "D"), ("B", "T", "D"))
+    if ndim == 2:
+        return _View("panels", index[None], (None, "T", "D"), ("T", "D"))
+    if ndim == 1:
+        return _View("panels", index.reshape(1, 1, -1), (None, None, "D"), ("D",))
+    raise ValueError(
+        f"layout='sequence' draws (B, T, D), (T, D) or (D,) inputs, got a {ndim}-D "
+        "shape; use layout='image'"
+    )
+
+
+def _check_size(view: _View) -> None:
+    a, b, c = view.grid.shape
+    total = a * b * c
+    limits = (_MAX_DEPTH, _MAX_SIDE, _MAX_SIDE) if view.kind == "block" else (
+        _MAX_PANELS,
+        _MAX_SIDE,
+        _MAX_SIDE,
+    )
+    if total > MAX_CELLS or a > limits[0] or b > limits[1] or c > limits[2]:
+        raise ValueError(
+            f"too many cells to draw: the figure draws every element, and this input "
+            f"folds to {a} × {b} × {c} = {total} cells (at most {MAX_CELLS}, and at most "
+            f"{limits[0]} × {limits[1]} × {limits[2]}). Use a smaller shape: which "
+            "elements share a statistic does not depend on the sizes."
+        )
+
+
+def _displayed_index(reduction: Reduction, permute: Sequence[int] | None) -> np.ndarray:
+    """``statistic_index`` laid out like the displayed input (undo ``permute``)."""
+    index = reduction.statistic_index
+    if permute is not None:
+        index = index.permute(*np.argsort(permute).tolist())
+    return index.numpy()
+
+
+def _displayed_dims(reduction: Reduction, permute: Sequence[int] | None) -> tuple[int, ...]:
+    if permute is None:
+        return tuple(reduction.reduced_dims)
+    return tuple(sorted(int(permute[d]) for d in reduction.reduced_dims))
+
+
+def _check_permute(permute: Sequence[int] | None, ndim: int) -> tuple[int, ...] | None:
+    if permute is None:
+        return None
+    perm = tuple(int(p) for p in permute)
+    if sorted(perm) != list(range(ndim)):
+        raise ValueError(f"permute must be a permutation of range({ndim}), got {permute!r}")
+    return perm
+
+
+# --------------------------------------------------------------------------
+# Text
+# --------------------------------------------------------------------------
+
+
+def module_label(module: torch.nn.Module) -> str:
+    """A short constructor-like label: ``BatchNorm2d(6)``, ``LayerNorm([6, 4])`` ...
+
+    Args:
+        module: a ``norms`` or ``torch.nn`` normalization module.
+
+    Returns:
+        the label.
+
+    Example:
+        >>> module_label(torch.nn.GroupNorm(2, 6))
+        'GroupNorm(2, 6)'
+    """
+    name = type(module).__name__
+    if hasattr(module, "num_groups"):
+        return f"{name}({module.num_groups}, {module.num_channels})"
+    if hasattr(module, "normalized_shape"):
+        shape = list(module.normalized_shape)
+        return f"{name}({shape[0]})" if len(shape) == 1 else f"{name}({shape})"
+    if hasattr(module, "num_features"):
+        return f"{name}({module.num_features})"
+    return name
+
+
+def _permute_label(permute: tuple[int, ...] | None) -> str:
+    if permute is None:
+        return ""
+    moved = [i for i, p in enumerate(permute) if p != i]
+    if len(moved) == 2:
+        return f" on x.transpose({moved[0]}, {moved[1]})"
+    return f" on x.permute{permute}"
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {plural or word + 's'}"
+
+
+def _stat_words(reduction: Reduction) -> str:
+    n = reduction.num_statistics
+    return _plural(n, "mean") if reduction.has_mean else _plural(n, "RMS value")
+
+
+def _param_words(reduction: Reduction) -> str:
+    if reduction.param_shape is None:
+        return "no γ, β"
+    names = "γ, β" if reduction.has_bias else "γ"
+    return f"{names}: {tuple(reduction.param_shape)}"
+
+
+def _dims_words(dims: tuple[int, ...], names: tuple[str, ...]) -> str:
+    if not dims:
+        return "reduces no dims ()"
+    named = ", ".join(names[d] for d in dims) if len(names) > max(dims) else ""
+    return f"reduces {named} {dims}" if named else f"reduces dims {dims}"
+
+
+def _title(
+    reduction: Reduction,
+    label: str,
+    shape: tuple[int, ...],
+    dims: tuple[int, ...],
+    names: tuple[str, ...],
+    compact: bool,
+) -> str:
+    reduces = _dims_words(dims, names)
+    if compact:
+        return f"{label}\n{reduces}\n{_stat_words(reduction)} · {_param_words(reduction)}"
+    per = _plural(reduction.elements_per_statistic, "element")
+    return (
+        f"{label}, input {shape}\n"
+        f"{reduces} → {_stat_words(reduction)} of {per} · {_param_words(reduction)}"
+    )
+
+
+def _legend(ax: Axes, reduction: Reduction, highlight: int | None) -> None:
+    shared = "1 mean and 1 variance" if reduction.has_mean else "1 RMS value"
+    handles = []
+    if highlight is not None:
+        handles.append(
+            Patch(
+                facecolor=HIGHLIGHT_COLOR,
+                edgecolor=_HIGHLIGHT_EDGE,
+                label=f"statistic {highlight}: these elements share {shared}",
+            )
+        )
+    if reduction.num_statistics > (0 if highlight is None else 1):
+        tints = [_tint(c) for c in _TINT_BASES[:3]]
+        handles.append(
+            Patch(facecolor=tints[0], edgecolor=_EDGE_COLOR, label="other statistics (light tints)")
+        )
+    ax.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        frameon=False,
+        fontsize=8.5,
+        ncols=1,
+        handlelength=1.2,
+    )
+
+
+# --------------------------------------------------------------------------
+# Drawing
+# --------------------------------------------------------------------------
+
+
+def _add_face(ax: Axes, corners: list[tuple[float, float]], color, edge, gid: str) -> None:
+    # add_artist, not add_patch: limits are set once, explicitly (much faster).
+    ax.add_artist(
+        Polygon(
+            np.asarray(corners, dtype=float),
+            closed=True,
+            facecolor=color,
+            edgecolor=edge,
+            linewidth=0.5,
+            gid=gid,
+        )
+    )
+
+
+def _edge_for(grid_value: int, highlight: int | None):
+    return _HIGHLIGHT_EDGE if highlight is not None and grid_value == highlight else _EDGE_COLOR
+
+
+_LABEL_STYLE = {"fontsize": 9, "color": "0.15"}
+_LINE_INCHES = 13 / 72  # height of one line of 9 pt label text, with some air
+_MAX_CELL_INCHES = 0.42  # a cell is never drawn larger than this
+
+
+def _axes_inches(ax: Axes, reserved: float) -> tuple[float, float]:
+    """Width and height in inches left for the drawing in ``ax``.
+
+    The axes box before any layout engine runs, less ``reserved`` inches of
+    height that the title and legend will take.
+    """
+    box = ax.get_position(original=True)  # not shrunk to an aspect ratio yet
+    fig_w, fig_h = ax.figure.get_size_inches()
+    return box.width * fig_w, max(box.height * fig_h - reserved, 0.3 * box.height * fig_h)
+
+
+def _inches_per_unit(ax: Axes, width: float, height: float, reserved: float) -> float:
+    """Scale of an equal-aspect drawing of ``width × height`` data units in ``ax``.
+
+    At most :data:`_MAX_CELL_INCHES` per unit: :func:`_set_limits` widens the
+    view of a small drawing rather than blowing its cells up.
+    """
+    box_w, box_h = _axes_inches(ax, reserved)
+    return min(box_w / width, box_h / height, _MAX_CELL_INCHES)
+
+
+def _set_limits(ax: Axes, x: tuple[float, float], y: tuple[float, float], reserved: float) -> None:
+    """Set the view to ``x × y``, widened about its centre if cells would be too big."""
+    box_w, box_h = _axes_inches(ax, reserved)
+    width, height = x[1] - x[0], y[1] - y[0]
+    grow = max(1.0, min(box_w / width, box_h / height) / _MAX_CELL_INCHES)
+    cx, cy = (x[0] + x[1]) / 2, (y[0] + y[1]) / 2
+    ax.set_xlim(cx - grow * width / 2, cx + grow * width / 2)
+    ax.set_ylim(cy - grow * height / 2, cy + grow * height / 2)
+
+
+def _text_pad(ax: Axes, width: float, height: float, reserved: float) -> float:
+    """One line of label text, in data units (labels sit outside the cells)."""
+    return _LINE_INCHES / _inches_per_unit(ax, width, height, reserved)
+
+
+def _label(ax: Axes, x: float, y: float, text: str, **kwargs) -> None:
+    ax.text(x, y, text, **{**_LABEL_STYLE, **kwargs})
+
+
+def _block_geometry(n: int, c: int, s: int) -> tuple[float, float, float]:
+    """Cell height and the per-sample depth offset (cabinet projection at 45°)."""
+    cell_h = min(1.0, max(0.3, 1.5 * max(c, 2) / s))
+    depth = 0.5 if n <= 8 else 4.0 / n
+    return cell_h, depth, depth
+
+
+def _draw_block(ax: Axes, view: _View, highlight: int | None, reserved: float) -> None:
+    """Draw an ``(N, C, S)`` block: front faces of every cell, back to front,
+    plus the top faces of row 0 and the right faces of the last column."""
+    grid = view.grid
+    n_depth, n_cols, n_rows = grid.shape
+    colors = _cell_colors(grid, highlight)
+    cell_h, dx, dy = _block_geometry(n_depth, n_cols, n_rows)
+    height = n_rows * cell_h
+
+    for n in reversed(range(n_depth)):
+        ox, oy = n * dx, n * dy
+        for c in range(n_cols):
+            for s in range(n_rows):
+                x0, y0 = ox + c, oy + (n_rows - 1 - s) * cell_h
+                _add_face(
+                    ax,
+                    [(x0, y0), (x0 + 1, y0), (x0 + 1, y0 + cell_h), (x0, y0 + cell_h)],
+                    colors[n, c, s],
+                    _edge_for(grid[n, c, s], highlight),
+                    f"cell-{n}-{c}-{s}",
+                )
+        for c in range(n_cols):  # top faces: row s = 0
+            x0, y0 = ox + c, oy + height
+            _add_face(
+                ax,
+                [(x0, y0), (x0 + 1, y0), (x0 + 1 + dx, y0 + dy), (x0 + dx, y0 + dy)],
+                _shade(colors[n, c, 0], 0.35),
+                _edge_for(grid[n, c, 0], highlight),
+                f"cell-{n}-{c}-0-top",
+            )
+        for s in range(n_rows):  # right faces: column c = C-1
+            x0, y0 = ox + n_cols, oy + (n_rows - 1 - s) * cell_h
+            _add_face(
+                ax,
+                [(x0, y0), (x0 + dx, y0 + dy), (x0 + dx, y0 + dy + cell_h), (x0, y0 + cell_h)],
+                _shade(colors[n, n_cols - 1, s], -0.18),
+                _edge_for(grid[n, n_cols - 1, s], highlight),
+                f"cell-{n}-{n_cols - 1}-{s}-side",
+            )
+
+    width, top = n_cols + n_depth * dx, height + n_depth * dy
+    pad = _text_pad(ax, width + 2, top + 2, reserved)
+    depth_label, col_label, row_label = view.labels
+    _label(ax, n_cols / 2, -0.2 * pad, f"{col_label} = {n_cols}", ha="center", va="top")
+    _label(ax, -0.2 * pad, height / 2, f"{row_label} = {n_rows}", ha="right", va="center",
+           rotation=90)
+    if depth_label is not None:
+        mx, my = n_cols + n_depth * dx / 2, n_depth * dy / 2
+        _label(ax, mx + 0.15 * pad, my - 0.15 * pad, f"{depth_label} = {n_depth}", ha="center",
+               va="top", rotation=45, rotation_mode="anchor")
+    _set_limits(ax, (-1.3 * pad, width + 1.1 * pad), (-1.3 * pad, top + 0.3 * pad), reserved)
+
+
+def _panel_columns(
+    ax: Axes, n_panels: int, panel_w: float, panel_h: float, gap: float, reserved: float
+) -> int:
+    """How many panels per row make the cells largest (near-ties: fewer rows)."""
+    best, best_scale = n_panels, 0.0
+    for cols in range(n_panels, 0, -1):
+        rows = math.ceil(n_panels / cols)
+        width = cols * panel_w + (cols - 1) * gap
+        height = rows * panel_h + rows * gap  # a header line above every row
+        scale = _inches_per_unit(ax, width + 2, height + 2, reserved)
+        if scale > best_scale * 1.1:
+            best, best_scale = cols, scale
+    return best
+
+
+def _draw_panels(ax: Axes, view: _View, highlight: int | None, reserved: float) -> None:
+    """Draw ``P`` grids of ``R × K`` cells (row 0 at the top), wrapped into rows."""
+    grid = view.grid
+    n_panels, n_rows, n_cols = grid.shape
+    colors = _cell_colors(grid, highlight)
+    cell_h = min(1.0, max(0.4, 1.5 * n_cols / max(n_rows, 1))) if n_panels == 1 else 1.0
+    panel_h = n_rows * cell_h
+    gap = max(1.5, 0.25 * n_cols)
+    cols = _panel_columns(ax, n_panels, n_cols, panel_h, gap, reserved)
+    rows = math.ceil(n_panels / cols)
+    width = cols * n_cols + (cols - 1) * gap
+    panel_label, row_label, col_label = view.labels
+    header = 0.0 if panel_label is None else 1.0
+    pad = _text_pad(ax, width + 2, rows * (panel_h + header * gap) + 2, reserved)
+    step_y = panel_h + max(gap, 1.5 * pad) * header + 0.6 * pad  # row to row
+    for p in range(n_panels):
+        ox, oy = (p % cols) * (n_cols + gap), -(p // cols) * step_y
+        for r in range(n_rows):
+            for k in range(n_cols):
+                x0, y0 = ox + k, oy + (n_rows - 1 - r) * cell_h
+                _add_face(
+                    ax,
+                    [(x0, y0), (x0 + 1, y0), (x0 + 1, y0 + cell_h), (x0, y0 + cell_h)],
+                    colors[p, r, k],
+                    _edge_for(grid[p, r, k], highlight),
+                    f"cell-{p}-{r}-{k}",
+                )
+        if panel_label is not None:
+            _label(ax, ox + n_cols / 2, oy + panel_h + 0.15 * pad, f"{panel_label} = {p}",
+                   ha="center", va="bottom")
+    bottom = -(rows - 1) * step_y
+    _label(ax, n_cols / 2, bottom - 0.2 * pad, f"{col_label} = {n_cols}", ha="center", va="top")
+    if row_label is not None:
+        _label(ax, -0.2 * pad, panel_h / 2, f"{row_label} = {n_rows}", ha="right",
+               va="center", rotation=90)
+    top = panel_h + (1.4 * pad if panel_label is not None else 0.3 * pad)
+    _set_limits(ax, (-1.3 * pad, width + 0.3 * pad), (bottom - 1.3 * pad, top), reserved)
+
+
+# --------------------------------------------------------------------------
+# plot_reduction
+# --------------------------------------------------------------------------
+
+
+def _reserved_inches(title: bool | str, compact: bool, legend: bool) -> float:
+    """Height the title and the legend will take from the axes box."""
+    if title is True:
+        title_lines = 3 if compact else 2
+    else:
+        title_lines = 1 if title else 0
+    return _LINE_INCHES * (1.1 * title_lines + (2.6 if legend else 0.0))
+
+
+def _new_axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
+    if ax is not None:
+        return ax
+    return Figure(figsize=figsize, layout="constrained").subplots()
+
+
+def plot_reduction(
+    module: torch.nn.Module,
+    input_shape: Sequence[int],
+    ax: Axes | None = None,
+    highlight: int | None = 0,
+    *,
+    layout: str = "auto",
+    permute: Sequence[int] | None = None,
+    title: bool | str = True,
+    compact: bool = False,
+    legend: bool | None = None,
+    figsize: tuple[float, float] = (7, 3.5),
+) -> Figure:
+    """Draw an input tensor and mark which elements share one statistic.
+
+    The grouping comes from ``describe(module, shape).statistic_index``: cells
+    with the same id share a mean and a variance (RMSNorm: one RMS value).
+    Statistic ``highlight`` is drawn in vermillion, every other statistic in a
+    light tint of its own.
+
+    Image-like inputs ``(N, C, *S)`` are drawn as a block with ``C`` across,
+    the spatial dims folded into one axis down (``H·W``, ``L`` or ``D·H·W``) and
+    ``N`` into the page; ``(N, C)`` as a flat grid. Sequence inputs ``(B, T, D)``
+    are drawn as ``B`` panels of ``T × D`` grids. Every element gets a cell; an
+    input that folds to more than :data:`MAX_CELLS` cells (or more than 16
+    samples deep, 8 panels, 64 cells along a side) raises ``ValueError``
+    instead of drawing an unreadable figure.
+
+    Args:
+        module: a ``norms`` module or the matching ``torch.nn`` one.
+        input_shape: shape of the input as the reader sees it.
+        ax: axes to draw on; a new ``figsize`` figure when ``None``.
+        highlight: id of the statistic to highlight, or ``None`` for none.
+        layout: ``"image"``, ``"sequence"`` or ``"auto"`` (LayerNorm and RMSNorm
+            on inputs of rank ≤ 3 are sequences, everything else image-like).
+        permute: the module sees ``x.permute(*permute)`` rather than ``x`` (e.g.
+            ``(0, 2, 1)``: BatchNorm1d over the features of a ``(B, T, D)``
+            input). The figure still shows ``x``; the title says so.
+        title: ``True`` for the generated title (norm, input shape, reduced
+            dims, number of statistics, γ/β shape), ``False`` for none, or a string.
+        compact: a three-line title for small panels.
+        legend: draw the colour key below the drawing (default: ``not compact``).
+        figsize: size of the new figure when ``ax`` is ``None``.
+
+    Returns:
+        the :class:`~matplotlib.figure.Figure` drawn on.
+
+    Raises:
+        ValueError: the module rejects the shape, ``highlight`` is not a
+            statistic id, the layout does not fit the shape, or the input is too
+            large to draw.
+
+    Example:
+        >>> fig = plot_reduction(norms.GroupNorm(2, 6), (4, 6, 2, 2))
+        >>> sorted(highlighted_cells(fig))[:3]
+        [(0, 0, 0), (0, 0, 1), (0, 0, 2)]
+    """
+    shape = tuple(int(s) for s in input_shape)
+    if math.prod(shape) > MAX_CELLS:  # before describe() allocates an index that size
+        raise ValueError(
+            f"too many cells to draw: the figure draws every element, and {shape} has "
+            f"{math.prod(shape)} (at most {MAX_CELLS}). Use a smaller shape: which elements "
+            "share a statistic does not depend on the sizes."
+        )
+    perm = _check_permute(permute, len(shape))
+    seen_shape = shape if perm is None else tuple(shape[p] for p in perm)
+    reduction = describe(module, seen_shape)
+    if highlight is not None and not 0 <= highlight < reduction.num_statistics:
+        raise ValueError(
+            f"highlight={highlight} is not a statistic id: {reduction.norm} on {seen_shape} "
+            f"computes statistics 0 .. {reduction.num_statistics - 1}"
+        )
+    index = _displayed_index(reduction, perm)
+    kind = _resolve_layout(layout, reduction.norm, len(shape))
+    view = _sequence_view(index) if kind == "sequence" else _image_view(index, reduction.norm)
+    _check_size(view)
+
+    ax = _new_axes(ax, figsize)
+    ax.set_aspect("equal")
+    ax.set_axis_off()
+    show_legend = legend if legend is not None else not compact
+    reserved = _reserved_inches(title, compact, show_legend)
+    (_draw_block if view.kind == "block" else _draw_panels)(ax, view, highlight, reserved)
+
+    if title is True:
+        label = module_label(module) + _permute_label(perm)
+        dims = _displayed_dims(reduction, perm)
+        text = _title(reduction, label, shape, dims, view.dim_names, compact)
+        ax.set_title(text, fontsize=8.5 if compact else 10, loc="center")
+    elif title:
+        ax.set_title(str(title), fontsize=10)
+    if show_legend:
+        _legend(ax, reduction, highlight)
+    return ax.figure
+
+
+# --------------------------------------------------------------------------
+# Reading a figure back
+# --------------------------------------------------------------------------
+
+_CELL_GID = re.compile(r"cell-(\d+)-(\d+)-(\d+)")
+
+
+def _cell_axes(fig_or_ax: Figure | Axes) -> Axes:
+    if isinstance(fig_or_ax, Axes):
+        return fig_or_ax
+    with_cells = [ax for ax in fig_or_ax.axes if any(_is_cell(a) for a in ax.patches)]
+    if len(with_cells) != 1:
+        raise ValueError(
+            f"the figure has {len(with_cells)} panels with cells, not exactly one; "
+            "pass one of fig.axes"
+        )
+    return with_cells[0]
+
+
+def _is_cell(artist) -> bool:
+    gid = artist.get_gid()
+    return isinstance(gid, str) and _CELL_GID.fullmatch(gid) is not None
+
+
+def drawn_cells(fig_or_ax: Figure | Axes) -> dict[tuple[int, int, int], tuple[float, ...]]:
+    """The cells of a reduction figure and the RGBA colour each is filled with.
+
+    Read from the drawn artists: every polygon whose ``gid`` is
+    ``"cell-a-b-c"`` (front faces; the shading faces end in ``-top``/``-side``).
+
+    Args:
+        fig_or_ax: a figure with one reduction panel, or the panel's axes.
+
+    Returns:
+        ``{(a, b, c): rgba}`` in the folded coordinates of the drawing: block
+        ``(n, c, s)`` with ``s`` the folded spatial index, panels ``(panel, row, col)``.
+
+    Example:
+        >>> cells = drawn_cells(plot_reduction(norms.LayerNorm(8), (2, 4, 8)))
+        >>> len(cells)
+        64
+    """
+    ax = _cell_axes(fig_or_ax)
+    cells = {}
+    for patch in ax.patches:
+        match = _CELL_GID.fullmatch(str(patch.get_gid()))
+        if match:
+            cells[tuple(int(g) for g in match.groups())] = tuple(patch.get_facecolor())
+    return cells
+
+
+def highlighted_cells(fig_or_ax: Figure | Axes) -> set[tuple[int, int, int]]:
+    """Coordinates of the cells filled with :data:`HIGHLIGHT_COLOR`.
+
+    Args:
+        fig_or_ax: a figure with one reduction panel, or the panel's axes.
+
+    Returns:
+        the set of ``(a, b, c)`` folded coordinates (see :func:`drawn_cells`).
+
+    Example:
+        >>> fig = plot_reduction(norms.BatchNorm2d(3), (2, 3, 2, 2))
+        >>> sorted(highlighted_cells(fig))
+        [(0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 0, 3), (1, 0, 0), (1, 0, 1), (1, 0, 2), (1, 0, 3)]
+    """
+    target = np.array(to_rgba(HIGHLIGHT_COLOR))
+    return {
+        coords
+        for coords, rgba in drawn_cells(fig_or_ax).items()
+        if np.allclose(rgba, target, atol=1e-6)
+    }
+
+
+# --------------------------------------------------------------------------
+# Several norms side by side
+# --------------------------------------------------------------------------
+
+
+_BATCH_NORMS = {1: BatchNorm1d, 2: BatchNorm2d, 3: BatchNorm3d}
+_INSTANCE_NORMS = {1: InstanceNorm1d, 2: InstanceNorm2d, 3: InstanceNorm3d}
+
+
+def _default_groups(channels: int) -> int:
+    """The smallest number of groups > 1 that leaves several channels per group."""
+    for g in range(2, channels):
+        if channels % g == 0:
+            return g
+    return 1
+
+
+def comparison_modules(
+    input_shape: Sequence[int], groups: int | None = None
+) -> list[torch.nn.Module]:
+    """The five norms of :func:`plot_comparison` for an ``(N, C, *S)`` input.
+
+    Args:
+        input_shape: ``(N, C, L)``, ``(N, C, H, W)`` or ``(N, C, D, H, W)``.
+        groups: GroupNorm's groups; default the smallest divisor of ``C`` above 1
+            that still puts several channels in a group (1 if there is none).
+
+    Returns:
+        ``[BatchNorm{k}d(C), LayerNorm(shape[1:]), InstanceNorm{k}d(C),
+        GroupNorm(groups, C), RMSNorm(shape[1:])]`` from ``norms``.
+
+    Example:
+        >>> [module_label(m) for m in comparison_modules((4, 6, 2, 2))][:2]
+        ['BatchNorm2d(6)', 'LayerNorm([6, 2, 2])']
+    """
+    shape = tuple(int(s) for s in input_shape)
+    if len(shape) not in (3, 4, 5):
+        raise ValueError(
+            f"plot_comparison needs an (N, C, L), (N, C, H, W) or (N, C, D, H, W) "
+            f"input, got {len(shape)}-D {shape}"
+        )
+    k, channels = len(shape) - 2, shape[1]
+    groups = _default_groups(channels) if groups is None else groups
+    return [
+        _BATCH_NORMS[k](channels),
+        LayerNorm(list(shape[1:])),
+        _INSTANCE_NORMS[k](channels),
+        GroupNorm(groups, channels),
+        RMSNorm(list(shape[1:])),
+    ]
+
+
+def _axes_grid(axes, count: int, figsize: tuple[float, float], ncols: int | None = None):
+    """``(figure, count axes, spare axes)``: the given axes, or a new grid of them.
+
+    A new grid has ``ncols`` columns (default: one row); the cells it has
+    beyond ``count`` are returned, switched off, as spare axes.
+    """
+    if axes is not None:
+        axes = list(np.ravel(axes))
+        if len(axes) < count:
+            raise ValueError(f"need {count} axes, got {len(axes)}")
+        return axes[0].figure, axes[:count], []
+    ncols = ncols or count
+    nrows = math.ceil(count / ncols)
+    fig = Figure(figsize=figsize, layout="constrained")
+    grid = fig.subplots(nrows, ncols, squeeze=False)
+    flat = list(grid.ravel())
+    for extra in flat[count:]:
+        extra.set_axis_off()
+    return fig, flat[:count], flat[count:]
+
+
+def _axes_row(axes, count: int, figsize: tuple[float, float]):
+    fig, used, _ = _axes_grid(axes, count, figsize)
+    return fig, used
+
+
+def _shared_legend(fig: Figure, highlight: int | None, spare: list[Axes]) -> None:
+    """The colour key once for a figure of several panels: in a spare cell if any."""
+    if highlight is None:
+        return
+    handles = [
+        Patch(facecolor=HIGHLIGHT_COLOR, edgecolor=_HIGHLIGHT_EDGE,
+              label=f"statistic {highlight}: elements that\nshare one statistic"),
+        Patch(facecolor=_tint(_TINT_BASES[0]), edgecolor=_EDGE_COLOR,
+              label="other statistics\n(light tints)"),
+    ]
+    if spare:
+        spare[0].legend(handles=handles, loc="center", frameon=False, fontsize=9,
+                        labelspacing=1.2)
+    else:
+        for handle in handles:
+            handle.set_label(handle.get_label().replace("\n", " "))
+        fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False,
+                   fontsize=8.5)
+
+
+def plot_comparison(
+    input_shape: Sequence[int] = (4, 6, 2, 2),
+    axes=None,
+    *,
+    groups: int | None = None,
+    highlight: int | None = 0,
+    figsize: tuple[float, float] = (7, 4.9),
+) -> Figure:
+    """BatchNorm, LayerNorm, InstanceNorm, GroupNorm and RMSNorm on the same input.
+
+    One panel per norm (see :func:`comparison_modules`), each drawn by
+    :func:`plot_reduction` with statistic ``highlight`` marked; a new figure
+    has two rows of three panels, the sixth cell holding the colour key.
+
+    Args:
+        input_shape: ``(N, C, L)``, ``(N, C, H, W)`` or ``(N, C, D, H, W)``.
+        axes: five axes to draw on; a new figure when ``None``.
+        groups: GroupNorm's groups (default: see :func:`comparison_modules`).
+        highlight: statistic id highlighted in every panel (``None``: none).
+        figsize: size of the new figure.
+
+    Returns:
+        the figure.
+
+    Example:
+        >>> fig = plot_comparison((4, 6, 2, 2))
+        >>> len([ax for ax in fig.axes if ax.patches])  # the sixth cell is the key
+        5
+    """
+    shape = tuple(int(s) for s in input_shape)
+    modules = comparison_modules(shape, groups)
+    fig, axes, spare = _axes_grid(axes, len(modules), figsize, ncols=3)
+    for module, ax in zip(modules, axes):
+        plot_reduction(module, shape, ax=ax, highlight=highlight, layout="image", compact=True)
+    fig.suptitle(f"The same input {shape}, five ways to share statistics", fontsize=10.5)
+    _shared_legend(fig, highlight, spare)
+    return fig
+
+
+def plot_sequence_comparison(
+    input_shape: Sequence[int] = (2, 4, 6),
+    axes=None,
+    *,
+    highlight: int | None = 0,
+    figsize: tuple[float, float] = (7, 3.2),
+) -> Figure:
+    """What BatchNorm, LayerNorm and RMSNorm share on a transformer's ``(B, T, D)`` input.
+
+    BatchNorm1d expects channels in dim 1, so it is applied the way sequence
+    models must use it: to ``x.transpose(1, 2)``, i.e. one statistic per feature
+    ``d`` over all sequences and tokens. LayerNorm(D) and RMSNorm(D) take one
+    statistic per token.
+
+    Args:
+        input_shape: ``(B, T, D)``.
+        axes: three axes to draw on; a new figure when ``None``.
+        highlight: statistic id highlighted in every panel (``None``: none).
+        figsize: size of the new figure.
+
+    Returns:
+        the figure.
+
+    Example:
+        >>> fig = plot_sequence_comparison((2, 4, 6))
+        >>> len(fig.axes)
+        3
+    """
+    shape = tuple(int(s) for s in input_shape)
+    if len(shape) != 3:
+        raise ValueError(f"plot_sequence_comparison needs a (B, T, D) input, got {shape}")
+    d = shape[2]
+    panels = [
+        (BatchNorm1d(d), (0, 2, 1)),
+        (LayerNorm(d), None),
+        (RMSNorm(d), None),
+    ]
+    fig, axes, spare = _axes_grid(axes, len(panels), figsize)
+    for (module, perm), ax in zip(panels, axes):
+        plot_reduction(module, shape, ax=ax, highlight=highlight, layout="sequence",
+                       permute=perm, compact=True)
+    fig.suptitle(f"A batch of sequences (B, T, D) = {shape}", fontsize=10.5)
+    _shared_legend(fig, highlight, spare)
+    return fig
+
+
+def plot_reduction_grid(
+    modules: Sequence[torch.nn.Module] | None = None,
+    input_shape: Sequence[int] = (2, 6, 2, 2),
+    axes=None,
+    *,
+    highlight: int | None = 0,
+    layout: str = "auto",
+    ncols: int | None = None,
+    figsize: tuple[float, float] | None = None,
+) -> Figure:
+    """A small grid of :func:`plot_reduction` panels: the static reduction explorer.
+
+    By default GroupNorm with every number of groups that divides ``C``: from
+    one group (LayerNorm over ``C, H, W``) to ``C`` groups (InstanceNorm).
+
+    Args:
+        modules: the modules to draw, one panel each; default as above.
+        input_shape: the input shape, the same for every panel.
+        axes: axes to draw on (at least ``len(modules)``); new figure if ``None``.
+        highlight: statistic id highlighted in every panel (``None``: none).
+        layout: passed to :func:`plot_reduction`.
+        ncols: panels per row of a new figure (default up to 4).
+        figsize: size of a new figure (default 7 wide, 2.6 per row).
+
+    Returns:
+        the figure.
+
+    Example:
+        >>> fig = plot_reduction_grid(input_shape=(2, 6, 2, 2))
+        >>> [ax.get_title().splitlines()[0] for ax in fig.axes if ax.patches][:2]
+        ['GroupNorm(1, 6)', 'GroupNorm(2, 6)']
+    """
+    shape = tuple(int(s) for s in input_shape)
+    if modules is None:
+        if len(shape) < 2:
+            raise ValueError(f"the default GroupNorm grid needs an (N, C, ...) input, got {shape}")
+        channels = shape[1]
+        modules = [GroupNorm(g, channels) for g in range(1, channels + 1)
+                   if channels % g == 0]
+    modules = list(modules)
+    ncols = ncols or min(4, len(modules))
+    nrows = math.ceil(len(modules) / ncols)
+    figsize = figsize or (7, 2.6 * nrows + 0.4)
+    fig, axes, spare = _axes_grid(axes, len(modules), figsize, ncols=ncols)
+    for module, ax in zip(modules, axes):
+        plot_reduction(module, shape, ax=ax, highlight=highlight, layout=layout, compact=True)
+    fig.suptitle(f"Input {shape}", fontsize=10.5)
+    _shared_legend(fig, highlight, spare)
+    return fig
+
+
+# --------------------------------------------------------------------------
+# Running statistics
+# --------------------------------------------------------------------------
+
+_TRUE_MEAN = (2.0, -1.0)
+_TRUE_STD = (1.5, 0.5)
+_FEATURE_COLORS = ("#0072B2", "#E69F00")
+
+
+@dataclass(frozen=True)
+class RunningStatsTrace:
+    """BatchNorm1d's running statistics after every training step.
+
+    Attributes:
+        momentum: the momentum used (``None``: cumulative average).
+        batch_size: samples per step.
+        running_mean: ``(steps + 1, F)``; row 0 is the initial value (zeros).
+        running_var: ``(steps + 1, F)``; row 0 is the initial value (ones).
+        true_mean: ``(F,)`` mean of the distribution the data is drawn from.
+        true_var: ``(F,)`` its variance.
+        train_output: ``(batch_size, F)`` train-mode output on a fresh batch.
+        eval_output: ``(batch_size, F)`` eval-mode output on the same batch.
+    """
+
+    momentum: float | None
+    batch_size: int
+    running_mean: np.ndarray
+    running_var: np.ndarray
+    true_mean: np.ndarray
+    true_var: np.ndarray
+    train_output: np.ndarray
+    eval_output: np.ndarray
+
+    @property
+    def max_gap(self) -> float:
+        """Largest ``|eval output - train output|`` on the fresh batch."""
+        return float(np.abs(self.eval_output - self.train_output).max())
+
+
+def simulate_running_stats(
+    momentum: float | None = 0.1,
+    batch_size: int = 16,
+    steps: int = 100,
+    seed: int = 0,
+    mean: Sequence[float] = _TRUE_MEAN,
+    std: Sequence[float] = _TRUE_STD,
+) -> RunningStatsTrace:
+    """Train a ``norms.BatchNorm1d`` on synthetic data and record its running statistics.
+
+    Every step feeds a batch of ``batch_size`` samples drawn from a normal
+    distribution with the given per-feature ``mean`` and ``std`` (seeded). At
+    the end one more fresh batch goes through the layer in train mode (batch
+    statistics) and in eval mode (running statistics).
+
+    Args:
+        momentum: BatchNorm's momentum, or ``None`` for a cumulative average.
+        batch_size: samples per batch (BatchNorm1d rejects 1 in training).
+        steps: number of training steps (forward passes).
+        seed: seed of the data.
+        mean: true mean per feature.
+        std: true standard deviation per feature.
+
+    Returns:
+        a :class:`RunningStatsTrace`.
+
+    Example:
+        >>> trace = simulate_running_stats(momentum=0.1, steps=50)
+        >>> trace.running_mean.shape
+        (51, 2)
+    """
+    if steps < 1:
+        raise ValueError(f"steps must be at least 1, got {steps}")
+    mean_t = torch.tensor(mean, dtype=torch.float32)
+    std_t = torch.tensor(std, dtype=torch.float32)
+    features = mean_t.numel()
+    generator = torch.Generator().manual_seed(seed)
+    layer = BatchNorm1d(features, momentum=momentum)
+    means, variances = [layer.running_mean.clone()], [layer.running_var.clone()]
+    with torch.no_grad():
+        for _ in range(steps):
+            batch = mean_t + std_t * torch.randn(batch_size, features, generator=generator)
+            layer(batch)
+            means.append(layer.running_mean.clone())
+            variances.append(layer.running_var.clone())
+        fresh = mean_t + std_t * torch.randn(batch_size, features, generator=generator)
+        train_out = copy.deepcopy(layer).train()(fresh)
+        eval_out = layer.eval()(fresh)
+    return RunningStatsTrace(
+        momentum=momentum,
+        batch_size=batch_size,
+        running_mean=torch.stack(means).numpy(),
+        running_var=torch.stack(variances).numpy(),
+        true_mean=mean_t.numpy(),
+        true_var=(std_t**2).numpy(),
+        train_output=train_out.numpy(),
+        eval_output=eval_out.numpy(),
+    )
+
+
+def _momentum_words(momentum: float | None) -> str:
+    return "momentum=None (cumulative)" if momentum is None else f"momentum={momentum:g}"
+
+
+def _plot_trace(ax: Axes, values: np.ndarray, truth: np.ndarray, what: str, legend: bool) -> None:
+    steps = np.arange(values.shape[0])
+    for f in range(values.shape[1]):
+        color = _FEATURE_COLORS[f % len(_FEATURE_COLORS)]
+        ax.plot(steps, values[:, f], color=color, lw=1.6, label=f"feature {f}")
+        ax.axhline(truth[f], color=color, lw=1.0, ls="--")
+    ax.set_xlabel("training step")
+    ax.set_title(what, fontsize=10)
+    if legend:
+        ax.plot([], [], color="0.3", ls="--", lw=1.0, label="true value")
+        ax.legend(fontsize=8, frameon=False)
+
+
+def plot_running_stats(
+    momentum: float | None = 0.1,
+    batch_size: int = 16,
+    steps: int = 100,
+    seed: int = 0,
+    axes=None,
+    *,
+    trace: RunningStatsTrace | None = None,
+    figsize: tuple[float, float] = (7, 2.8),
+) -> Figure:
+    """Running mean and variance over training steps, and train vs eval output.
+
+    Three panels: ``running_mean`` and ``running_var`` per step with the true
+    values dashed, and the eval-mode output against the train-mode output on a
+    fresh batch (points off the diagonal: the two modes disagree).
+
+    Args:
+        momentum, batch_size, steps, seed: see :func:`simulate_running_stats`.
+        axes: three axes; a new figure when ``None``.
+        trace: an already computed trace (the other settings are then ignored).
+        figsize: size of the new figure.
+
+    Returns:
+        the figure.
+
+    Example:
+        >>> fig = plot_running_stats(momentum=None, steps=30)
+        >>> len(fig.axes)
+        3
+    """
+    trace = trace or simulate_running_stats(momentum, batch_size, steps, seed)
+    fig, (ax_mean, ax_var, ax_out) = _axes_row(axes, 3, figsize)
+    _plot_trace(ax_mean, trace.running_mean, trace.true_mean, "running_mean", legend=True)
+    _plot_trace(ax_var, trace.running_var, trace.true_var, "running_var", legend=False)
+    for f in range(trace.train_output.shape[1]):
+        ax_out.scatter(trace.train_output[:, f], trace.eval_output[:, f], s=12,
+                       color=_FEATURE_COLORS[f % len(_FEATURE_COLORS)], alpha=0.85)
+    both = np.concatenate([trace.train_output.ravel(), trace.eval_output.ravel()])
+    lo, hi = float(both.min()), float(both.max())
+    ax_out.plot([lo, hi], [lo, hi], color="0.5", lw=1.0, ls=":")
+    ax_out.set_xlabel("train-mode output")
+    ax_out.set_ylabel("eval-mode output")
+    ax_out.set_title(f"max |eval − train| = {trace.max_gap:.3f}", fontsize=10)
+    fig.suptitle(
+        f"BatchNorm1d, {_momentum_words(trace.momentum)}, batch size {trace.batch_size}",
+        fontsize=10.5,
+    )
+    return fig
+
+
+def static_running_stats(
+    momenta: Sequence[float | None] = (0.01, 0.1, 0.5, None),
+    batch_size: int = 16,
+    steps: int = 200,
+    seed: int = 0,
+    axes=None,
+    *,
+    figsize: tuple[float, float] = (7, 3.0),
+) -> Figure:
+    """Running mean and variance of feature 0 for several momenta: the static explorer.
+
+    Args:
+        momenta: momenta to compare (``None``: cumulative average).
+        batch_size, steps, seed: see :func:`simulate_running_stats`.
+        axes: two axes; a new figure when ``None``.
+        figsize: size of the new figure.
+
+    Returns:
+        the figure.
+
+    Example:
+        >>> fig = static_running_stats(momenta=(0.1, None), steps=50)
+        >>> len(fig.axes)
+        2
+    """
+    fig, (ax_mean, ax_var) = _axes_row(axes, 2, figsize)
+    palette = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#000000")
+    styles = ("-", "-", "-", "-.", "--", ":")
+    trace = None
+    for i, momentum in enumerate(momenta):
+        trace = simulate_running_stats(momentum, batch_size, steps, seed)
+        style = {"color": palette[i % len(palette)], "ls": styles[i % len(styles)], "lw": 1.6}
+        label = "None (cumulative)" if momentum is None else f"{momentum:g}"
+        ax_mean.plot(trace.running_mean[:, 0], label=label, **style)
+        ax_var.plot(trace.running_var[:, 0], **style)
+    if trace is not None:
+        ax_mean.axhline(trace.true_mean[0], color="0.3", lw=1.0, ls="--")
+        ax_var.axhline(trace.true_var[0], color="0.3", lw=1.0, ls="--")
+    ax_mean.set_title("running_mean (true value dashed)", fontsize=10)
+    ax_var.set_title("running_var (true value dashed)", fontsize=10)
+    for ax in (ax_mean, ax_var):
+        ax.set_xlabel("training step")
+    ax_mean.legend(title="momentum", fontsize=8, title_fontsize=8, frameon=False)
+    fig.suptitle(f"BatchNorm1d running statistics, batch size {batch_size}", fontsize=10.5)
+    return fig
+
+
+# --------------------------------------------------------------------------
+# Batch size and the noise of batch statistics
+# --------------------------------------------------------------------------
+
+#: Batch sizes on the x axis of the batch-noise curve.
+DEFAULT_BATCH_SIZES = (2, 4, 8, 16, 32, 64)
+
+_NOISE_COLORS = {"BatchNorm2d": "#D55E00", "LayerNorm": "#0072B2", "GroupNorm": "#009E73"}
+_NOISE_MARKERS = {"BatchNorm2d": "o", "LayerNorm": "s", "GroupNorm": "^"}
+
+
+@dataclass(frozen=True)
+class BatchNoise:
+    """The normalized value of one fixed element of one fixed sample, across random batches.
+
+    Attributes:
+        batch_sizes: the batch sizes tried.
+        values: ``{label: array (len(batch_sizes), trials)}`` for BatchNorm2d,
+            LayerNorm and GroupNorm; ``values[k][i, t]`` is the output at the
+            fixed element when sample 0 is batched with ``batch_sizes[i] - 1``
+            random other samples, in trial ``t``.
+        labels: ``{key: module label}`` for the legend.
+    """
+
+    batch_sizes: tuple[int, ...]
+    values: dict[str, np.ndarray]
+    labels: dict[str, str]
+
+    def spread(self, key: str) -> np.ndarray:
+        """Standard deviation across trials, per batch size."""
+        return self.values[key].std(axis=1)
+
+
+def _normalize_trials(
+    layer: torch.nn.Module, batches: torch.Tensor, batchwise: bool
+) -> torch.Tensor:
+    """Run ``layer`` on every trial's batch; return the outputs ``(trials, b, C, H, W)``.
+
+    ``batchwise``: the layer mixes samples (BatchNorm), so each trial must be
+    its own batch. Trials are stacked along channels instead of looping:
+    BatchNorm2d treats every channel on its own, so T trials of C channels are
+    one batch of T·C channels.
+    """
+    trials, b, c, h, w = batches.shape
+    if batchwise:
+        stacked = batches.transpose(0, 1).reshape(b, trials * c, h, w)
+        return layer(stacked).reshape(b, trials, c, h, w).transpose(0, 1)
+    return layer(batches.reshape(trials * b, c, h, w)).reshape(trials, b, c, h, w)
+
+
+def simulate_batch_noise(
+    batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES,
+    trials: int = 200,
+    channels: int = 4,
+    groups: int = 2,
+    spatial: tuple[int, int] = (4, 4),
+    seed: int = 0,
+) -> BatchNoise:
+    """Batch one fixed sample with random others; record its normalized value.
+
+    Every sample is a per-channel offset, plus a random per-channel shift of its
+    own, plus pixel noise. Sample 0 (fixed) is put in a batch with ``b - 1``
+    fresh random samples,
+    ``trials`` times per batch size ``b``, and normalized in training mode by
+    ``norms.BatchNorm2d(C)``, ``norms.LayerNorm([C, H, W])`` and
+    ``norms.GroupNorm(groups, C)``. The value recorded is the output at
+    ``[0, 0, 0, 0]``. BatchNorm's statistics come from the batch, so the value
+    moves with the company sample 0 keeps; the other two never look at other
+    samples.
+
+    Args:
+        batch_sizes: batch sizes to try.
+        trials: random batches per batch size.
+        channels: ``C``.
+        groups: GroupNorm's groups (must divide ``channels``).
+        spatial: ``(H, W)``.
+        seed: seed of the data.
+
+    Returns:
+        a :class:`BatchNoise`.
+
+    Example:
+        >>> noise = simulate_batch_noise(batch_sizes=(2, 32), trials=50)
+        >>> bool(noise.spread("BatchNorm2d")[0] > noise.spread("BatchNorm2d")[1])
+        True
+    """
+    h, w = spatial
+    generator = torch.Generator().manual_seed(seed)
+    offsets = torch.linspace(-1.0, 2.0, channels).view(channels, 1, 1)
+
+    def samples(*lead: int) -> torch.Tensor:
+        # Each sample has its own per-channel shift (images differ in brightness)
+        # plus per-pixel noise.
+        shift = torch.randn(*lead, channels, 1, 1, generator=generator)
+        return offsets + shift + 0.5 * torch.randn(*lead, channels, h, w, generator=generator)
+
+    fixed = samples()
+    layers = {
+        "LayerNorm": LayerNorm([channels, h, w]),
+        "GroupNorm": GroupNorm(groups, channels),
+    }
+    labels = {"BatchNorm2d": module_label(BatchNorm2d(channels))}
+    labels.update({key: module_label(layer) for key, layer in layers.items()})
+    values: dict[str, list[np.ndarray]] = {"BatchNorm2d": [], **{k: [] for k in layers}}
+    with torch.no_grad():
+        for b in batch_sizes:
+            others = samples(trials, b - 1)
+            batches = torch.cat([fixed.expand(trials, 1, channels, h, w), others], dim=1)
+            batch_norm = BatchNorm2d(trials * channels)
+            out = _normalize_trials(batch_norm, batches, batchwise=True)
+            values["BatchNorm2d"].append(out[:, 0, 0, 0, 0].numpy())
+            for key, layer in layers.items():
+                out = _normalize_trials(layer, batches, batchwise=False)
+                values[key].append(out[:, 0, 0, 0, 0].numpy())
+    return BatchNoise(
+        batch_sizes=tuple(int(b) for b in batch_sizes),
+        values={k: np.stack(v) for k, v in values.items()},
+        labels=labels,
+    )
+
+
+def _plot_spread(ax: Axes, noise: BatchNoise) -> None:
+    sizes = np.array(noise.batch_sizes)
+    styles = {"BatchNorm2d": "-", "LayerNorm": "-", "GroupNorm": "--"}
+    for key in ("BatchNorm2d", "LayerNorm", "GroupNorm"):
+        ax.plot(sizes, noise.spread(key), styles[key], marker=_NOISE_MARKERS[key],
+                markersize=4.5, lw=1.5, color=_NOISE_COLORS[key], label=noise.labels[key])
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [str(s) for s in sizes])
+    ax.minorticks_off()
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("std across batches")
+    ax.set_title("how much sample 0's output moves", fontsize=10)
+    ax.legend(fontsize=8, frameon=False)
+
+
+def _plot_strips(ax: Axes, columns: list[tuple[str, np.ndarray, str]], seed: int) -> None:
+    """One column of jittered dots per ``(label, values, colour)``."""
+    jitter = np.random.default_rng(seed)
+    for i, (_, values, color) in enumerate(columns):
+        x = i + jitter.uniform(-0.18, 0.18, size=values.shape)
+        ax.scatter(x, values, s=7, color=color, alpha=0.55, linewidths=0)
+    ax.set_xticks(range(len(columns)), [label for label, _, _ in columns], fontsize=8.5)
+    ax.set_xlim(-0.6, len(columns) - 0.4)
+    ax.set_ylabel("output y[0, 0, 0, 0]")
+
+
+def plot_batch_size(
+    batch_size: int = 4,
+    trials: int = 200,
+    channels: int = 4,
+    groups: int = 2,
+    seed: int = 0,
+    axes=None,
+    *,
+    noise: BatchNoise | None = None,
+    figsize: tuple[float, float] = (7, 3.0),
+) -> Figure:
+    """How noisy BatchNorm is at small batch sizes, next to LayerNorm and GroupNorm.
+
+    Left: the spread (std across ``trials`` random batches) of sample 0's
+    normalized value against the batch size. Right: every trial's value at
+    ``batch_size``. See :func:`simulate_batch_noise`.
+
+    Args:
+        batch_size: the batch size shown on the right (also added to the curve).
+        trials, channels, groups, seed: see :func:`simulate_batch_noise`.
+        axes: two axes; a new figure when ``None``.
+        noise: an already computed :class:`BatchNoise` whose batch sizes include
+            ``batch_size`` (``trials``, ``channels``, ``groups``, ``seed`` are
+            then ignored).
+        figsize: size of the new figure.
+
+    Returns:
+        the figure.
+
+    Example:
+        >>> fig = plot_batch_size(batch_size=2, trials=50)
+        >>> len(fig.axes)
+        2
+    """
+    if noise is None:
+        sizes = tuple(sorted({*DEFAULT_BATCH_SIZES, int(batch_size)}))
+        noise = simulate_batch_noise(sizes, trials, channels, groups, seed=seed)
+    if int(batch_size) not in noise.batch_sizes:
+        raise ValueError(f"noise has batch sizes {noise.batch_sizes}, not {batch_size}")
+    trials = noise.values["BatchNorm2d"].shape[1]
+    fig, (ax_spread, ax_strip) = _axes_row(axes, 2, figsize)
+    _plot_spread(ax_spread, noise)
+    i = noise.batch_sizes.index(int(batch_size))
+    columns = [
+        (key.replace("Norm2d", "Norm").replace("Norm", "Norm\n").strip(), noise.values[key][i],
+         _NOISE_COLORS[key])
+        for key in ("BatchNorm2d", "LayerNorm", "GroupNorm")
+    ]
+    _plot_strips(ax_strip, columns, seed)
+    ax_strip.set_title(f"batch size {batch_size}: {trials} random batches", fontsize=10)
+    fig.suptitle("Sample 0 is fixed; only the other samples in its batch change", fontsize=10.5)
+    return fig
+
+
+def static_batch_size(
+    batch_sizes: Sequence[int] = (2, 8, 32),
+    trials: int = 200,
+    channels: int = 4,
+    groups: int = 2,
+    seed: int = 0,
+    axes=None,
+    *,
+    figsize: tuple[float, float] = (7, 3.0),
+) -> Figure:
+    """The static batch-size explorer: the spread curve and BatchNorm at a few batch sizes.
+
+    Args:
+        batch_sizes: batch sizes whose BatchNorm values are shown as dots on
+            the right (LayerNorm and GroupNorm give one value at any size).
+        trials, channels, groups, seed: see :func:`simulate_batch_noise`.
+        axes: two axes; a new figure when ``None``.
+        figsize: size of the new figure.
+
+    Returns:
+        the figure.
+
+    Example:
+        >>> fig = static_batch_size(batch_sizes=(2, 16), trials=50)
+        >>> len(fig.axes)
+        2
+    """
+    shown = tuple(int(b) for b in batch_sizes)
+    sizes = tuple(sorted({*DEFAULT_BATCH_SIZES, *shown}))
+    noise = simulate_batch_noise(sizes, trials, channels, groups, seed=seed)
+    fig, (ax_spread, ax_strip) = _axes_row(axes, 2, figsize)
+    _plot_spread(ax_spread, noise)
+    columns = [
+        (f"BN\nb={b}", noise.values["BatchNorm2d"][sizes.index(b)], _NOISE_COLORS["BatchNorm2d"])
+        for b in shown
+    ]
+    columns += [
+        ("LN\nany b", noise.values["LayerNorm"][sizes.index(shown[0])], _NOISE_COLORS["LayerNorm"]),
+        ("GN\nany b", noise.values["GroupNorm"][sizes.index(shown[0])], _NOISE_COLORS["GroupNorm"]),
+    ]
+    _plot_strips(ax_strip, columns, seed)
+    ax_strip.set_title(f"{trials} random batches per column", fontsize=10)
+    fig.suptitle("Sample 0 is fixed; only the other samples in its batch change", fontsize=10.5)
+    return fig
