@@ -1,0 +1,945 @@
+"""Self-check quizzes whose answer keys are computed by ``norms`` itself.
+
+A notebook cell only needs::
+
+    import norms.quiz
+    norms.quiz.show("batchnorm")          # a few questions on one chapter's topic
+    norms.quiz.self_quiz()                # a big generated bank, a random few per visit
+
+Questions are dicts in jupyterquiz's format (``"question"``, ``"type"`` one of
+``"multiple_choice"``/``"many_choice"``/``"numeric"``, ``"answers"`` with
+``"answer"``/``"correct"``/``"feedback"``, numeric answers with ``"value"`` or
+``"range"``), and every option carries feedback. Numbers in the answer keys
+are never typed in: they come from :func:`norms.axes.describe`, from the
+modules' parameters and state_dict, or from running a module (a BatchNorm
+step, a batch of size one, an input with a small variance, ...).
+
+Every generator takes a ``random.Random`` and returns one question, so
+``questions_for(topic, n, seed)`` and ``bank(seed, size)`` are deterministic.
+Each question also carries ``"_meta"`` (what was asked: layer, arguments, input
+shape, ...) for tests; :func:`show` strips it before display.
+
+Rendering (:func:`show`, :func:`self_quiz`, :func:`render`) goes through
+``jupyterquiz.display_quiz`` with the questions passed inline (nothing is
+fetched), a container id derived from the content instead of a random one (so
+the output is identical on every run), and jupyterquiz's fallback that loads
+MathJax from cdn.jsdelivr.net removed: the page loads nothing from other hosts.
+"""
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import math
+import random
+import re
+import warnings
+from typing import Callable
+
+import torch
+
+import norms
+from norms.axes import describe
+
+__all__ = ["TOPICS", "topics", "questions_for", "bank", "show", "self_quiz", "render", "display_questions"]
+
+
+# ----------------------------------------------------------------------------
+# Question builders
+# ----------------------------------------------------------------------------
+
+def _fmt(text: str) -> str:
+    """Escape for innerHTML, then turn `code` spans into <code>. jupyterquiz treats `$` as math and
+    [a](b) as a link, so the texts here use neither."""
+    out = html.escape(text, quote=False)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+
+
+def _choice(question: str, options: list, meta: dict, code: str | None = None) -> dict:
+    """options: [(answer, correct, feedback[, key])]. Type follows the number of correct options.
+    The optional keys (what each option stands for, for tests) go to ``_meta["keys"]``."""
+    seen = set()
+    answers, keys = [], []
+    for answer, correct, feedback, *key in options:
+        if answer in seen:
+            continue
+        seen.add(answer)
+        answers.append({"answer": _fmt(answer), "correct": bool(correct), "feedback": _fmt(feedback)})
+        keys.append(key[0] if key else None)
+    if any(k is not None for k in keys):
+        meta = dict(meta, keys=keys)
+    ncorrect = sum(a["correct"] for a in answers)
+    if ncorrect == 0:
+        raise AssertionError(f"question without a correct option: {question}")
+    q = {"question": _fmt(question), "type": "many_choice" if ncorrect > 1 else "multiple_choice",
+         "answers": answers}
+    if code:
+        q["code"] = html.escape(code, quote=False)
+    q["_meta"] = meta
+    return q
+
+
+def _numeric(question: str, value: float, meta: dict, *, correct_fb: str, wrong: list, default_fb: str,
+             tol: float = 0.0, code: str | None = None) -> dict:
+    """value: the key; wrong: [(value, feedback)] for common mistakes (kept only if clearly different)."""
+    def entry(v, ok, fb):
+        if tol:
+            return {"type": "range", "range": [round(v - tol, 10), round(v + tol, 10)], "correct": ok,
+                    "feedback": _fmt(fb)}
+        return {"type": "value", "value": v, "correct": ok, "feedback": _fmt(fb)}
+
+    answers = [entry(value, True, correct_fb)]
+    taken = [value]
+    for v, fb in wrong:
+        if all(abs(v - t) > 2.5 * tol + 1e-9 for t in taken):
+            answers.append(entry(v, False, fb))
+            taken.append(v)
+    answers.append({"type": "default", "feedback": _fmt(default_fb)})
+    q = {"question": _fmt(question), "type": "numeric", "answers": answers}
+    if code:
+        q["code"] = html.escape(code, quote=False)
+    q["_meta"] = meta
+    return q
+
+
+def _shape(s) -> str:
+    return "(" + ", ".join(str(int(v)) for v in s) + ("," if len(s) == 1 else "") + ")"
+
+
+# ----------------------------------------------------------------------------
+# Random layers and inputs
+# ----------------------------------------------------------------------------
+
+def _ctor(name: str, args: tuple, kwargs: dict | None = None) -> str:
+    parts = [repr(list(a)) if isinstance(a, tuple) else repr(a) for a in args]
+    parts += [f"{k}={v!r}" for k, v in (kwargs or {}).items()]
+    return f"norms.{name}({', '.join(parts)})"
+
+
+def _case(rng: random.Random, name: str) -> tuple:
+    """(name, args, kwargs, input_shape) for a random but sensible use of layer ``name``.
+    Every dim is >= 2 (so 'reduced or not' is never vacuous) and shapes stay small."""
+    N = rng.choice([2, 4, 8])
+    if name == "BatchNorm1d":
+        C = rng.choice([3, 4, 6, 16])
+        shape = (N, C) if rng.random() < 0.5 else (N, C, rng.choice([5, 7, 10]))
+        return name, (C,), {}, shape
+    if name == "BatchNorm2d":
+        C = rng.choice([3, 8, 16])
+        return name, (C,), {}, (N, C, rng.choice([4, 5, 7]), rng.choice([4, 6, 7]))
+    if name == "BatchNorm3d":
+        C = rng.choice([2, 3, 4])
+        return name, (C,), {}, (N, C, rng.choice([2, 3]), rng.choice([4, 5]), rng.choice([4, 6]))
+    if name.startswith("InstanceNorm"):
+        d = int(name[-2])
+        C = rng.choice([3, 4, 8])
+        spatial = tuple(rng.choice([4, 5, 6, 7]) for _ in range(d))
+        kwargs = {"affine": True} if rng.random() < 0.5 else {}
+        return name, (C,), kwargs, (N, C) + spatial
+    if name in ("LayerNorm", "RMSNorm"):
+        r = rng.random()
+        if r < 0.5 or name == "RMSNorm":
+            D = rng.choice([8, 16, 32])
+            shape = (N, rng.choice([3, 5, 10]), D) if rng.random() < 0.7 else (N, D)
+            return name, (D,), {}, shape
+        C, H, W = rng.choice([3, 4, 8]), rng.choice([4, 5]), rng.choice([6, 7])
+        ns = (C, H, W) if r < 0.8 else (H, W)
+        return name, (ns,), {}, (N, C, H, W)
+    if name == "GroupNorm":
+        C = rng.choice([6, 8, 12, 16])
+        G = rng.choice([g for g in range(2, C) if C % g == 0])
+        spatial = (rng.choice([3, 4, 5]), rng.choice([4, 6, 7])) if rng.random() < 0.8 else (rng.choice([5, 9]),)
+        return name, (G, C), {}, (N, C) + spatial
+    raise ValueError(name)
+
+
+def _module(name, args, kwargs=None):
+    return getattr(norms, name)(*args, **(kwargs or {}))
+
+
+_ALL = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "RMSNorm", "GroupNorm",
+        "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
+
+
+def _what(name):
+    return {"BatchNorm1d": "BatchNorm", "BatchNorm2d": "BatchNorm", "BatchNorm3d": "BatchNorm",
+            "InstanceNorm1d": "InstanceNorm", "InstanceNorm2d": "InstanceNorm", "InstanceNorm3d": "InstanceNorm",
+            "LayerNorm": "LayerNorm", "RMSNorm": "RMSNorm", "GroupNorm": "GroupNorm"}[name]
+
+
+def _alternatives(shape):
+    """Other layers that accept ``shape``: [(description, Reduction)], for distractors."""
+    nd = len(shape)
+    out = []
+    C = shape[1]
+    if nd in (2, 3):
+        out.append((f"BatchNorm1d({C})", describe(norms.BatchNorm1d(C), shape)))
+    if nd in (4, 5):
+        bn = norms.BatchNorm2d if nd == 4 else norms.BatchNorm3d
+        out.append((f"{bn.__name__}({C})", describe(bn(C), shape)))
+    if nd >= 3:
+        inn = {3: norms.InstanceNorm1d, 4: norms.InstanceNorm2d, 5: norms.InstanceNorm3d}[nd]
+        out.append((f"{inn.__name__}({C})", describe(inn(C), shape)))
+        out.append((f"LayerNorm({list(shape[1:])})", describe(norms.LayerNorm(list(shape[1:])), shape)))
+    out.append((f"LayerNorm({shape[-1]})", describe(norms.LayerNorm(shape[-1]), shape)))
+    for g in (2, 4, 3):
+        if C % g == 0 and C != g:
+            out.append((f"GroupNorm({g}, {C})", describe(norms.GroupNorm(g, C), shape)))
+            break
+    return out
+
+
+def _stat_words(r) -> str:
+    return "means (and as many variances)" if r.has_mean else "root-mean-square values"
+
+
+# ----------------------------------------------------------------------------
+# Computed questions
+# ----------------------------------------------------------------------------
+
+def q_num_statistics(rng, names=None):
+    name, args, kwargs, shape = _case(rng, rng.choice(names or _ALL))
+    m = _module(name, args, kwargs)
+    r = describe(m, shape)
+    noun = "means" if r.has_mean else "root-mean-square (RMS) values"
+    question = (f"`{_ctor(name, args, kwargs)}` is applied in training mode to an input of shape "
+                f"{_shape(shape)}. How many {noun} does it compute?")
+    wrong = []
+    for label, alt in _alternatives(shape):
+        if alt.num_statistics != r.num_statistics:
+            wrong.append((alt.num_statistics, f"{alt.num_statistics} is what {label} would compute on this "
+                                              f"input: it reduces over dims {alt.reduced_dims}. {name} reduces "
+                                              f"over dims {r.reduced_dims}."))
+    wrong.append((math.prod(shape), "That is one per element: then every element would be its own mean and "
+                                    "the output would be all zeros."))
+    correct_fb = (f"Correct: {name} reduces over dims {r.reduced_dims}, leaving statistics of shape "
+                  f"{_shape(r.stat_shape)}, each from {r.elements_per_statistic} elements.")
+    if not r.has_mean:
+        correct_fb += " RMSNorm subtracts no mean at all."
+    return _numeric(question, r.num_statistics, dict(kind="num_statistics", norm=name, args=args, kwargs=kwargs,
+                                                     shape=shape),
+                    correct_fb=correct_fb, wrong=wrong,
+                    default_fb=f"Not quite. Work out which dims {name} reduces over; the statistics are indexed "
+                               "by the remaining dims.")
+
+
+def q_param_shape(rng, names=None):
+    pool = [n for n in (names or _ALL)]
+    name, args, kwargs, shape = _case(rng, rng.choice(pool))
+    if name.startswith("InstanceNorm"):
+        kwargs = {"affine": True}
+    m = _module(name, args, kwargs)
+    r = describe(m, shape)
+    correct = tuple(m.weight.shape)
+    which = "γ (`weight`)"
+    question = (f"What is the shape of {which} of `{_ctor(name, args, kwargs)}`, which is used on inputs "
+                f"of shape {_shape(shape)}?")
+    C = shape[1]
+    cands = [
+        ((C,), "one γ per channel: that is BatchNorm, InstanceNorm and GroupNorm."),
+        (tuple(shape[1:]), "one γ per feature of a sample: that is LayerNorm over every dim but the batch."),
+        ((shape[-1],), "one γ per entry of the last dim: LayerNorm/RMSNorm over the last dim."),
+        (tuple(shape), "that would need a γ per element of the batch, but parameters cannot depend on the "
+                       "batch size."),
+        ((shape[0], C), "parameters never have a batch dim: the same γ serves every sample."),
+        (tuple(r.stat_shape), "that is the shape of the statistics, not of γ."),
+        ((1,), "a single scalar γ would not let the layer rescale features independently."),
+    ]
+    if name == "GroupNorm":
+        cands.append(((args[0],), "GroupNorm shares statistics within a group but still has one γ per channel."))
+    options = [(_shape(correct), True, f"Correct: {_what(name)}'s γ has shape {_shape(correct)} "
+                                       f"(it runs along dims {r.param_dims} of the input).", correct)]
+    wrong, seen = [], {correct}
+    for s, fb in cands:
+        if s not in seen:
+            seen.add(s)
+            wrong.append((_shape(s), False, f"No: {fb}", s))
+    options += rng.sample(wrong, min(3, len(wrong)))
+    return _choice(question, options, dict(kind="param_shape", norm=name, args=args, kwargs=kwargs, shape=shape))
+
+
+def q_state_dict(rng, names=None):
+    name = rng.choice(names or _ALL)
+    name, args, kwargs, shape = _case(rng, name)
+    if name.startswith("InstanceNorm"):
+        kwargs = rng.choice([{"affine": True}, {"affine": True, "track_running_stats": True}])
+    m = _module(name, args, kwargs)
+    keys = set(m.state_dict())
+    params = {n for n, _ in m.named_parameters()}
+    explain = {
+        "weight": "γ, the learnable scale",
+        "bias": "β, the learnable shift",
+        "running_mean": "the running mean used in eval mode (a buffer)",
+        "running_var": "the running (unbiased) variance used in eval mode (a buffer)",
+        "num_batches_tracked": "a counter of training steps (a buffer; used when momentum=None)",
+    }
+    options = []
+    for k, what in explain.items():
+        if k in keys:
+            kind = "a parameter" if k in params else "a buffer"
+            options.append((f"`{k}`", True, f"Yes: {what}; it is {kind}, so it is saved.", k))
+        else:
+            options.append((f"`{k}`", False, f"No: `{_ctor(name, args, kwargs)}` has no {k}"
+                            + (" (RMSNorm only rescales, so there is no β)." if name == "RMSNorm" and k == "bias"
+                               else " (no running statistics: it always normalizes with the statistics of the "
+                                    "current input)." if k.startswith(("running", "num")) else "."), k))
+    question = f"Which entries does the `state_dict()` of `{_ctor(name, args, kwargs)}` contain? Select all."
+    return _choice(question, options, dict(kind="state_dict", norm=name, args=args, kwargs=kwargs))
+
+
+def q_reduced_dims(rng, names=None):
+    name, args, kwargs, shape = _case(rng, rng.choice(names or _ALL))
+    m = _module(name, args, kwargs)
+    r = describe(m, shape)
+    labels = ["N", "C"] + {2: [], 3: ["L"], 4: ["H", "W"], 5: ["D", "H", "W"]}[len(shape)]
+    if name in ("LayerNorm", "RMSNorm") and len(shape) <= 3:
+        labels = ["B", "T", "D"][-len(shape):] if len(shape) == 3 else ["N", "D"]
+    options = []
+    for d, size in enumerate(shape):
+        label = f"dim {d} ({labels[d]} = {size})"
+        if d in r.reduced_dims:
+            extra = ""
+            if name == "GroupNorm" and d == 1:
+                extra = f" (partly: blocks of {shape[1] // args[0]} consecutive channels share a statistic)"
+            options.append((label, True, f"Yes{extra}: two elements that differ only in dim {d} share a "
+                                         "statistic.", d))
+        else:
+            options.append((label, False, f"No: every index along dim {d} gets its own statistics, so it is "
+                                          "kept, not reduced.", d))
+    question = (f"`{_ctor(name, args, kwargs)}` gets an input of shape {_shape(shape)}. Over which dims does it "
+                "compute its statistics? Select every dim that is reduced.")
+    return _choice(question, options, dict(kind="reduced_dims", norm=name, args=args, kwargs=kwargs, shape=shape))
+
+
+def _differs_in_eval(m, shape, gen):
+    """Run one training step, then compare train- and eval-mode outputs on the same input."""
+    m.train()
+    m(torch.randn(shape, generator=gen) * 2 + 1)
+    x = torch.randn(shape, generator=gen)
+    with torch.no_grad():
+        y_train = m.train()(x)
+        y_eval = m.eval()(x)
+    m.train()
+    return not torch.allclose(y_train, y_eval, atol=1e-5)
+
+
+def q_train_eval(rng, names=None):
+    name = rng.choice(names or _ALL)
+    name, args, kwargs, shape = _case(rng, name)
+    if name.startswith("InstanceNorm"):
+        kwargs = rng.choice([{}, {"track_running_stats": True}])
+    m = _module(name, args, kwargs)
+    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    differ = _differs_in_eval(m, shape, gen)
+    tracks = getattr(m, "running_mean", None) is not None
+    yes_running = "Yes: in eval mode it normalizes with the running mean and variance collected in training."
+    no_own = "No: it has no running statistics, so both modes normalize each input with its own statistics."
+    options = [
+        (yes_running, differ and tracks,
+         "Correct: " + yes_running[5:] if differ else
+         "No: this layer keeps no running statistics"
+         + ("; InstanceNorm only does with track_running_stats=True." if name.startswith("Instance") else "."),
+         "differ"),
+        (no_own, not differ,
+         "Correct: its statistics are computed per sample, from the input itself, in both modes." if not differ
+         else "No: this layer keeps running statistics (it has running_mean/running_var buffers) and uses them "
+              "in eval mode.", "same"),
+        ("Yes: eval mode switches off γ and β.", False,
+         "No: γ and β are applied in both modes; only the statistics can differ.", "affine"),
+        ("No: `.eval()` only affects dropout.", False,
+         "No: `.eval()` sets `self.training = False` on every submodule; any layer may read it (BatchNorm does).",
+         "dropout"),
+    ]
+    question = f"Does `{_ctor(name, args, kwargs)}` compute something different in `.train()` and `.eval()` mode?"
+    return _choice(question, options, dict(kind="train_eval", norm=name, args=args, kwargs=kwargs, shape=shape))
+
+
+def _small_batch(rng, n_rows, n_cols):
+    """Small integers; every column varies and has a clearly non-zero mean (so the distractors differ)."""
+    while True:
+        rows = [[rng.randint(-2, 4) for _ in range(n_cols)] for _ in range(n_rows)]
+        cols = list(zip(*rows))
+        if all(len(set(c)) > 1 and abs(sum(c)) / n_rows >= 0.5 for c in cols):
+            return rows
+
+
+def _bn_step(rows, momentum):
+    m = norms.BatchNorm1d(len(rows[0]), momentum=momentum)
+    m.train()
+    x = torch.tensor(rows, dtype=torch.float64)
+    m = m.double()
+    m(x)
+    return m.running_mean.tolist(), m.running_var.tolist()
+
+
+def q_running_var(rng, names=None):
+    n_rows = rng.choice([3, 4])
+    rows = _small_batch(rng, n_rows, 2)
+    mom = rng.choice([0.1, 0.2, 0.5])
+    _, rv = _bn_step(rows, mom)
+    value = round(rv[0], 6)
+    col = [r[0] for r in rows]
+    mean = sum(col) / n_rows
+    ss = sum((v - mean) ** 2 for v in col)
+    vb, vu = ss / n_rows, ss / (n_rows - 1)
+    question = (f"A fresh `norms.BatchNorm1d(2, momentum={mom})` (so `running_var` starts as [1, 1]) does one "
+                f"training step on this batch of {n_rows} samples (one row per sample). What is `running_var[0]` "
+                "afterwards? (3 decimals)")
+    code = "x = torch.tensor(" + json.dumps(rows) + ", dtype=torch.float32)"
+    wrong = [
+        ((1 - mom) * 1 + mom * vb, "That uses the biased variance (÷n). BatchNorm normalizes with the biased "
+                                   "variance but stores the unbiased one (÷(n−1)) in running_var."),
+        (mom * 1 + (1 - mom) * vu, "That is the TensorFlow/Keras convention (momentum weighs the old value). In "
+                                   "PyTorch new = (1 − momentum)·old + momentum·batch."),
+        (mom * 1 + (1 - mom) * vb, "That mixes up both: Keras-style momentum and the biased variance."),
+        (vu, "That is the batch's unbiased variance alone; the running value only moves a fraction momentum "
+             "towards it."),
+        (vb, "That is the batch's biased variance alone; the running value only moves a fraction momentum "
+             "towards it, and it uses the unbiased variance."),
+    ]
+    return _numeric(question, value, dict(kind="running_var", rows=rows, momentum=mom),
+                    correct_fb=f"Correct: the unbiased batch variance of channel 0 is {vu:.4g}, and "
+                               f"(1 − {mom})·1 + {mom}·{vu:.4g} = {value:.4f}.",
+                    wrong=wrong, tol=0.0015, code=code,
+                    default_fb="Not quite. Compute channel 0's variance over the batch with n − 1 in the "
+                               "denominator, then running_var = (1 − momentum)·1 + momentum·variance.")
+
+
+def q_running_mean(rng, names=None):
+    n_rows = rng.choice([3, 4])
+    rows = _small_batch(rng, n_rows, 2)
+    mom = rng.choice([0.1, 0.2, 0.5])
+    rm, _ = _bn_step(rows, mom)
+    value = round(rm[1], 6)
+    mean = sum(r[1] for r in rows) / n_rows
+    question = (f"A fresh `norms.BatchNorm1d(2, momentum={mom})` (so `running_mean` starts as [0, 0]) does one "
+                f"training step on this batch (one row per sample). What is `running_mean[1]` afterwards? "
+                "(3 decimals)")
+    code = "x = torch.tensor(" + json.dumps(rows) + ", dtype=torch.float32)"
+    wrong = [((1 - mom) * mean, "That is the TensorFlow/Keras convention (momentum weighs the old value). In "
+                                "PyTorch new = (1 − momentum)·old + momentum·batch."),
+             (mean, "That is the batch mean itself; the running mean only moves a fraction momentum towards it.")]
+    return _numeric(question, value, dict(kind="running_mean", rows=rows, momentum=mom),
+                    correct_fb=f"Correct: channel 1's batch mean is {mean:.4g} and "
+                               f"(1 − {mom})·0 + {mom}·{mean:.4g} = {value:.4f}.",
+                    wrong=wrong, tol=0.0015, code=code,
+                    default_fb="Not quite: take the mean of the second column, then "
+                               "running_mean = (1 − momentum)·0 + momentum·mean.")
+
+
+_EPS_FORMULAS = {
+    True: [("inside", "(x − μ) / √(σ² + ε)"), ("outside", "(x − μ) / (√σ² + ε)"),
+           ("after", "(x − μ) / √σ² + ε"), ("numerator", "(x − μ + ε) / √σ²")],
+    False: [("inside", "x / √(mean(x²) + ε)"), ("outside", "x / (√mean(x²) + ε)"),
+            ("after", "x / √mean(x²) + ε"), ("numerator", "(x + ε) / √mean(x²)")],
+}
+_EPS_FEEDBACK = {
+    "inside": "ε goes inside the square root, added to the variance: it bounds the denominator below by √ε.",
+    "outside": "Adding ε after the square root also avoids dividing by zero, but it is not what torch.nn "
+               "(and norms) compute: the outputs differ when the variance is small.",
+    "after": "Adding ε to the output would just shift it; it would not protect the division at all.",
+    "numerator": "ε in the numerator does not protect against a zero denominator.",
+}
+
+
+def _eps_formula(x, dims, center, eps, where):
+    mean = x.mean(dims, keepdim=True) if center else torch.zeros((), dtype=x.dtype)
+    var = ((x - mean) ** 2).mean(dims, keepdim=True)
+    if where == "inside":
+        return (x - mean) / torch.sqrt(var + eps)
+    if where == "outside":
+        return (x - mean) / (torch.sqrt(var) + eps)
+    if where == "after":
+        return (x - mean) / torch.sqrt(var) + eps
+    return (x - mean + eps) / torch.sqrt(var)
+
+
+def q_eps(rng, names=None):
+    name = rng.choice(names or ["BatchNorm1d", "LayerNorm", "RMSNorm", "GroupNorm", "InstanceNorm1d"])
+    eps = rng.choice([1e-2, 1e-3, 0.1])
+    if name == "BatchNorm1d":
+        args, shape = (3,), (4, 3)
+    elif name in ("LayerNorm", "RMSNorm"):
+        args, shape = (4,), (2, 4)
+    elif name == "GroupNorm":
+        args, shape = (1, 2), (2, 2, 3)
+    else:
+        args, shape = (2,), (2, 2, 4)
+    m = _module(name, args, {"eps": eps}).double()
+    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    x = (torch.randn(shape, generator=gen, dtype=torch.float64) * 0.05).requires_grad_(False)
+    with torch.no_grad():
+        y = m.train()(x)
+    r = describe(m, shape)
+    dims = r.reduced_dims
+    matches = [w for w, _ in _EPS_FORMULAS[r.has_mean]
+               if torch.allclose(y, _eps_formula(x, dims, r.has_mean, eps, w), atol=1e-9)]
+    options = [(f, w in matches, "Correct: " + _EPS_FEEDBACK[w] if w in matches
+                 else "No: " + _EPS_FEEDBACK[w][0].lower() + _EPS_FEEDBACK[w][1:], w)
+               for w, f in _EPS_FORMULAS[r.has_mean]]
+    sym = "μ and σ² are the mean and (biased) variance" if r.has_mean else "mean(x²) is the mean of the squares"
+    question = (f"Which formula does `{_ctor(name, args, {'eps': eps})}` compute before applying γ"
+                f"{' and β' if r.has_bias else ''}? ({sym} over the reduced dims.)")
+    return _choice(question, options, dict(kind="eps", norm=name, args=args, kwargs={"eps": eps}, shape=shape))
+
+
+_BATCH_ONE_CASES = [
+    ("BatchNorm1d", (4,), lambda C: (1, C), "train"),
+    ("BatchNorm1d", (4,), lambda C: (1, C, 6), "train"),
+    ("BatchNorm1d", (4,), lambda C: (1, C), "eval"),
+    ("BatchNorm2d", (3,), lambda C: (1, C, 1, 1), "train"),
+    ("BatchNorm2d", (3,), lambda C: (1, C, 5, 5), "train"),
+    ("BatchNorm2d", (3,), lambda C: (1, C, 1, 1), "eval"),
+    ("LayerNorm", (8,), lambda D: (1, D), "train"),
+    ("GroupNorm", (2, 6), lambda _: (1, 6, 4, 4), "train"),
+    ("InstanceNorm1d", (3,), lambda C: (1, C, 5), "train"),
+]
+
+
+def _batch_one_outcome(name, args, shape, mode):
+    m = _module(name, args)
+    if mode == "eval":
+        m.train()(torch.randn((4,) + shape[1:]))
+        m.eval()
+    else:
+        m.train()
+    try:
+        y = m(torch.randn(shape))
+    except Exception as exc:  # noqa: BLE001 - the point is to see what it raises
+        return "raises", f"{type(exc).__name__}: {exc}"
+    if torch.isnan(y).any():
+        return "nan", ""
+    return "works", ""
+
+
+def q_batch_one(rng, names=None):
+    cases = [c for c in _BATCH_ONE_CASES if names is None or c[0] in names] or _BATCH_ONE_CASES
+    name, args, mk, mode = rng.choice(cases)
+    shape = mk(args[-1])
+    outcome, msg = _batch_one_outcome(name, args, shape, mode)
+    per_stat = describe(_module(name, args), shape).elements_per_statistic
+    mode_txt = "in training mode" if mode == "train" else "in eval mode (after some training)"
+    raise_fb = {
+        True: f"Correct: it raises `{msg}`. With {per_stat} value per statistic the batch variance is 0 "
+              "and the mean equals the value, so the output would carry no information (and the running "
+              "variance would get a division by n − 1 = 0).",
+        False: "No: it does not raise. " + (
+            "In eval mode BatchNorm uses the running statistics, so any batch size works."
+            if mode == "eval" else f"Each statistic is computed from {per_stat} values, which is enough."),
+    }
+    works_fb = {
+        True: "Correct: " + ("in eval mode BatchNorm normalizes with its running statistics, so a single sample "
+                             "is fine." if mode == "eval" else
+                             f"each statistic still comes from {per_stat} values of this one sample."),
+        False: f"No: it raises `{msg}`.",
+    }
+    options = [
+        ("It raises an error.", outcome == "raises", raise_fb[outcome == "raises"], "raises"),
+        ("It runs and returns a normalized output of the same shape.", outcome == "works",
+         works_fb[outcome == "works"], "works"),
+        ("It returns NaN everywhere (0/0).", outcome == "nan",
+         "No: eps keeps the denominator away from zero, so there is no 0/0; " + (
+             "and here it raises instead." if outcome == "raises" else "and here the output is finite."), "nan"),
+        ("It returns the input unchanged.", False,
+         "No: a normalization layer never skips normalizing because the batch is small.", "identity"),
+    ]
+    question = f"What happens when `{_ctor(name, args)}` gets an input of shape {_shape(shape)} {mode_txt}?"
+    return _choice(question, options, dict(kind="batch_one", norm=name, args=args, shape=shape, mode=mode))
+
+
+def q_which_layer(rng, names=None):
+    """Comparison: which layer reduces over these dims?"""
+    N, C, H, W = rng.choice([2, 4, 8]), rng.choice([4, 6, 8]), rng.choice([3, 5]), rng.choice([4, 7])
+    shape = (N, C, H, W)
+    layers = [("BatchNorm2d", (C,)), ("InstanceNorm2d", (C,)), ("LayerNorm", ((C, H, W),)),
+              ("LayerNorm", (W,)), ("GroupNorm", (2, C))]
+    descs = [(n, a, describe(_module(n, a), shape)) for n, a in layers]
+    unique = [d for d in descs if sum(o[2].reduced_dims == d[2].reduced_dims for o in descs) == 1]
+    target = rng.choice(unique)
+    options = []
+    for n, a, r in descs:
+        ok = r.reduced_dims == target[2].reduced_dims
+        fb = (f"Correct: `{_ctor(n, a)}` reduces over dims {r.reduced_dims}." if ok else
+              f"No: `{_ctor(n, a)}` reduces over dims {r.reduced_dims}.")
+        options.append((f"`{_ctor(n, a)}`", ok, fb, (n, a)))
+    question = (f"For an input of shape {_shape(shape)}, which layer computes its statistics over dims "
+                f"{target[2].reduced_dims} (elements that differ only along those dims share a mean and a variance)?")
+    options = [o for o in options if o[1]] + rng.sample([o for o in options if not o[1]],
+                                                        min(3, sum(not o[1] for o in options)))
+    return _choice(question, options, dict(kind="which_layer", shape=shape, dims=target[2].reduced_dims,
+                                           options=[(n, a) for n, a, _ in descs]))
+
+
+def _sample_independent(name, args, shape, gen):
+    """Does sample 0's output stay the same when sample 1 changes (training mode)?"""
+    m = _module(name, args).train()
+    x = torch.randn(shape, generator=gen)
+    x2 = x.clone()
+    x2[1] = x2[1] * 3 + 2
+    with torch.no_grad():
+        return torch.allclose(m(x)[0], m(x2)[0], atol=1e-6)
+
+
+def q_batch_independent(rng, names=None):
+    N, C, L = rng.choice([4, 8]), rng.choice([4, 6]), rng.choice([5, 7])
+    shape = (N, C, L)
+    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    layers = [("BatchNorm1d", (C,)), ("LayerNorm", (L,)), ("RMSNorm", (L,)), ("GroupNorm", (2, C)),
+              ("InstanceNorm1d", (C,))]
+    options = []
+    for n, a in layers:
+        ind = _sample_independent(n, a, shape, gen)
+        options.append((f"`{_ctor(n, a)}`", ind,
+                        "Yes: its statistics come from one sample only." if ind else
+                        "No: its statistics are shared across the batch, so changing another sample changes "
+                        "this sample's output (in training mode).", (n, a)))
+    question = (f"In training mode, on inputs of shape {_shape(shape)}, which layers give each sample an output "
+                "that does not depend on the other samples in the batch? Select all.")
+    return _choice(question, options, dict(kind="batch_independent", shape=shape, layers=layers))
+
+
+def q_groupnorm_special(rng, names=None):
+    C = rng.choice([4, 6, 8])
+    N, H, W = rng.choice([2, 3]), rng.choice([3, 4]), rng.choice([5, 6])
+    shape = (N, C, H, W)
+    G = rng.choice([1, C])
+    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    x = torch.randn(shape, generator=gen)
+    with torch.no_grad():
+        y = norms.GroupNorm(G, C)(x)
+        layers = [("InstanceNorm2d", (C,)), ("LayerNorm", ((C, H, W),)), ("BatchNorm2d", (C,)), ("LayerNorm", (W,))]
+        outs = {(n, a): _module(n, a)(x) for n, a in layers}
+    options = []
+    for (n, a), out in outs.items():
+        label = f"`{_ctor(n, a)}`"
+        same = torch.allclose(y, out, atol=1e-5)
+        options.append((label, same,
+                        ("Correct: with G = " + ("1 the single group holds every channel and position of a sample."
+                                                 if G == 1 else "C each group is one channel of one sample."))
+                        if same else "No: it groups different elements, so the outputs differ.", (n, a)))
+    question = (f"At initialization (γ = 1, β = 0), `norms.GroupNorm({G}, {C})` on an input of shape "
+                f"{_shape(shape)} computes exactly the same as which layer?")
+    return _choice(question, options, dict(kind="groupnorm_special", G=G, C=C, shape=shape))
+
+
+def q_invariance(rng, names=None):
+    D = rng.choice([4, 8, 16])
+    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    x = torch.randn(3, D, generator=gen, dtype=torch.float64) * 2 + 0.5
+    c, a = rng.choice([1.5, -2.0, 3.0]), rng.choice([2.0, 0.5, 5.0])
+    ln = norms.LayerNorm(D, eps=0.0).double()
+    rms = norms.RMSNorm(D, eps=0.0).double()
+
+    def same(f, g):
+        with torch.no_grad():
+            return torch.allclose(f(x), f(g(x)), atol=1e-9)
+
+    shift = lambda t: t + c  # noqa: E731
+    scale = lambda t: t * a  # noqa: E731
+    keys = [("LayerNorm", "shift"), ("RMSNorm", "shift"), ("LayerNorm", "scale"), ("RMSNorm", "scale")]
+    facts = [
+        (f"LayerNorm(x + c) = LayerNorm(x) (re-centering; here c = {c})", same(ln, shift),
+         "LayerNorm subtracts the mean, so adding the same c to every feature cancels out.",
+         "It does change: the added constant is not removed."),
+        (f"RMSNorm(x + c) = RMSNorm(x) (re-centering; here c = {c})", same(rms, shift),
+         "RMSNorm is invariant to re-centering.",
+         "RMSNorm does not subtract the mean, so adding c changes both x and its root mean square."),
+        (f"LayerNorm(a·x) = LayerNorm(x) (re-scaling; here a = {a})", same(ln, scale),
+         "scaling x scales its standard deviation by the same a, which cancels.",
+         "It is not invariant to re-scaling."),
+        (f"RMSNorm(a·x) = RMSNorm(x) (re-scaling; here a = {a})", same(rms, scale),
+         "scaling x scales its root mean square by the same a, which cancels: RMSNorm keeps LayerNorm's "
+         "re-scaling invariance and drops the re-centering one.",
+         "It is not invariant to re-scaling."),
+    ]
+    options = [(t, ok, ("Yes: " + yes) if ok else ("No: " + no), key) for (t, ok, yes, no), key in zip(facts, keys)]
+    question = (f"Take the feature vector x of one token (D = {D}) and ignore ε. Which of these hold? Select all.")
+    return _choice(question, options, dict(kind="invariance", D=D, c=c, a=a))
+
+
+def q_keras_momentum(rng, names=None):
+    k = rng.choice([0.99, 0.9, 0.95, 0.999])
+    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    x = torch.randn(8, 3, generator=gen, dtype=torch.float64) * 2 + 1
+    keras = k * torch.zeros(3, dtype=torch.float64) + (1 - k) * x.mean(0)
+    cands = sorted({round(k, 3), round(1 - k, 3), 0.1, 0.01, 0.5})[:5]
+    options = []
+    for mom in cands:
+        m = norms.BatchNorm1d(3, momentum=mom).double().train()
+        m(x)
+        ok = torch.allclose(m.running_mean, keras, atol=1e-12)
+        if ok:
+            fb = (f"Correct: PyTorch's momentum is the weight of the new batch, new = (1 − m)·old + m·batch, "
+                  f"so Keras's {k} (the weight of the old value) becomes {1 - k:.3g}.")
+        elif math.isclose(mom, k):
+            fb = ("No: the numbers are the same but the conventions are opposite. In Keras momentum weighs the "
+                  "old value; in PyTorch it weighs the new batch, so this would nearly replace the running "
+                  "mean at every step.")
+        elif mom == 0.1:
+            fb = "No: 0.1 is PyTorch's default, but Keras's default 0.99 corresponds to PyTorch momentum 0.01."
+        else:
+            fb = f"No: with momentum {mom} the running mean would move {mom:.3g} of the way to the batch mean."
+        options.append((f"momentum={mom:g}", ok, fb, mom))
+    question = (f"Keras's `BatchNormalization(momentum={k})` updates `moving_mean = {k}·moving_mean + "
+                f"{1 - k:.3g}·batch_mean`. Which `norms.BatchNorm1d` momentum gives the same update?")
+    return _choice(question, options, dict(kind="keras_momentum", keras=k))
+
+
+def q_biased_unbiased(rng, names=None):
+    n = rng.choice([2, 3, 4, 5])
+    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    x = torch.randn(n, 1, generator=gen, dtype=torch.float64) * 2 + 1
+    m = norms.BatchNorm1d(1, momentum=1.0, affine=False).double().train()
+    y = m(x)
+    vb, vu = x.var(0, unbiased=False), x.var(0, unbiased=True)
+    norm_biased = torch.allclose(y, (x - x.mean(0)) / torch.sqrt(vb + m.eps), atol=1e-9)
+    stored_unbiased = torch.allclose(m.running_var, vu, atol=1e-9)
+    combos = []
+    for nb in (True, False):
+        for su in (True, False):
+            ok = nb == norm_biased and su == stored_unbiased
+            text = (f"normalizes with the {'biased (÷n)' if nb else 'unbiased (÷(n−1))'} variance and stores the "
+                    f"{'unbiased (÷(n−1))' if su else 'biased (÷n)'} one in running_var")
+            if ok:
+                fb = ("Correct: the batch is normalized exactly (its own, biased variance makes the output have "
+                      "variance 1), while running_var estimates the population variance, for which ÷(n−1) is "
+                      "unbiased.")
+            elif not nb:
+                fb = ("No: normalizing with ÷(n−1) would leave the batch with variance (n−1)/n, not 1; "
+                      "torch.nn and norms normalize with ÷n.")
+            else:
+                fb = ("No: running_var gets the unbiased estimate (÷(n−1)); with small batches the biased one "
+                      "would systematically underestimate the variance seen at inference.")
+            combos.append((text[0].upper() + text[1:] + ".", ok, fb, (nb, su)))
+    question = (f"In training mode, BatchNorm with a batch of n = {n} samples …")
+    return _choice(question, combos, dict(kind="biased_unbiased", n=n))
+
+
+# ----------------------------------------------------------------------------
+# Conceptual questions (hand-written; each option explains itself)
+# ----------------------------------------------------------------------------
+
+_CONCEPTS = {
+    "affine": (
+        "Why do normalization layers multiply by γ and add β after normalizing?",
+        [("So the layer can still produce any scale and offset, including undoing the normalization "
+          "(γ = σ, β = μ) when that suits the next layer.", True,
+          "Correct: normalizing alone would force every feature to mean 0 and variance 1; γ and β give that "
+          "freedom back as two learned numbers per feature, decoupled from the batch statistics."),
+         ("To keep the output's variance exactly 1.", False,
+          "No: normalizing already gives variance 1; γ moves it away from 1."),
+         ("To avoid dividing by zero.", False, "No: that is what ε is for."),
+         ("Because the running statistics need them to converge.", False,
+          "No: running statistics are computed from the input, before γ and β are applied.")]),
+    "layernorm_transformers": (
+        "Why do transformers use LayerNorm (or RMSNorm) rather than BatchNorm?",
+        [("Each token is normalized over its own features, so nothing depends on the other sequences in the "
+          "batch, on padding or on batch size, and training and inference compute the same thing.", True,
+          "Correct: BatchNorm's statistics mix tokens from different sequences and positions, need running "
+          "averages at inference, and are noisy with small or variable batches."),
+         ("LayerNorm is much cheaper to compute.", False,
+          "No: both compute a mean and a variance per statistic; the cost is about the same."),
+         ("LayerNorm has no learnable parameters, so it cannot overfit.", False,
+          "No: LayerNorm has γ and β, one per feature (d_model of each)."),
+         ("BatchNorm cannot be applied to 3-D (batch, time, feature) tensors.", False,
+          "No: BatchNorm1d accepts (N, C, L); the problem is what its statistics mix, not the shape.")]),
+    "eps_purpose": (
+        "What is ε (eps) for?",
+        [("It keeps the denominator away from zero when a group of values has (almost) zero variance.", True,
+          "Correct: √(σ² + ε) ≥ √ε, so constant inputs give 0 instead of 0/0, and tiny variances do not blow "
+          "up the output."),
+         ("It is a learning rate for γ and β.", False, "No: ε is a fixed constant, not an optimizer setting."),
+         ("It makes the variance unbiased.", False,
+          "No: the unbiased variance divides by n − 1; ε is added, not a correction factor."),
+         ("It is the momentum of the running statistics.", False,
+          "No: that is the separate `momentum` argument.")]),
+    "small_batches": (
+        "Why does BatchNorm work poorly with very small batches (say 2 samples per GPU)?",
+        [("The batch mean and variance are then noisy estimates, so each sample's output depends strongly on "
+          "which other samples it was batched with, and the running averages are poor.", True,
+          "Correct: this is why GroupNorm and LayerNorm, whose statistics are per sample, are used there."),
+         ("The running mean overflows.", False, "No: the running mean is an average; it cannot overflow."),
+         ("γ and β cannot be learned with small batches.", False,
+          "No: they get gradients as usual; the problem is the statistics."),
+         ("BatchNorm refuses any batch smaller than 8.", False,
+          "No: it only refuses a single value per channel in training.")]),
+    "running_stats_why": (
+        "Why does BatchNorm keep running averages of the mean and variance?",
+        [("At inference there may be one sample, or samples that must not influence each other, so eval mode "
+          "uses fixed statistics estimated during training.", True,
+          "Correct: the running averages make the eval-mode layer a fixed affine map per channel."),
+         ("To speed up training.", False, "No: training normalizes with the batch's own statistics anyway."),
+         ("Because the gradient needs them.", False,
+          "No: the gradient flows through the batch statistics; the running ones are buffers without gradient."),
+         ("To initialize γ and β.", False, "No: γ starts at 1 and β at 0, independently of the data.")]),
+}
+
+
+def _concept(key):
+    def gen(rng, names=None):
+        question, options = _CONCEPTS[key]
+        return _choice(question, list(options), dict(kind="concept", concept=key))
+    gen.__name__ = f"concept_{key}"
+    return gen
+
+
+# ----------------------------------------------------------------------------
+# Topics
+# ----------------------------------------------------------------------------
+
+def _for(gen, names):
+    def g(rng):
+        return gen(rng, names)
+    g.__name__ = f"{gen.__name__}[{','.join(names) if names else 'all'}]"
+    return g
+
+
+_BN = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
+_IN = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
+
+TOPICS: dict[str, list[Callable]] = {
+    "batchnorm": [_for(q_num_statistics, _BN), _for(q_param_shape, _BN), _for(q_reduced_dims, _BN),
+                  _for(q_train_eval, _BN), _for(q_running_var, None), _for(q_running_mean, None),
+                  _for(q_eps, ["BatchNorm1d"]), _for(q_batch_one, _BN), _for(q_keras_momentum, None),
+                  _for(q_biased_unbiased, None), _for(q_state_dict, _BN), _concept("running_stats_why"),
+                  _concept("small_batches")],
+    "layernorm": [_for(q_num_statistics, ["LayerNorm"]), _for(q_param_shape, ["LayerNorm"]),
+                  _for(q_reduced_dims, ["LayerNorm"]), _for(q_train_eval, ["LayerNorm"]),
+                  _for(q_eps, ["LayerNorm"]), _for(q_batch_one, ["LayerNorm"]),
+                  _concept("layernorm_transformers"), _for(q_state_dict, ["LayerNorm"])],
+    "rmsnorm": [_for(q_num_statistics, ["RMSNorm"]), _for(q_param_shape, ["RMSNorm"]),
+                _for(q_reduced_dims, ["RMSNorm"]), _for(q_state_dict, ["RMSNorm"]), _for(q_eps, ["RMSNorm"]),
+                _for(q_invariance, None)],
+    "groupnorm": [_for(q_num_statistics, ["GroupNorm"]), _for(q_param_shape, ["GroupNorm"]),
+                  _for(q_reduced_dims, ["GroupNorm"]), _for(q_train_eval, ["GroupNorm"]),
+                  _for(q_groupnorm_special, None), _for(q_eps, ["GroupNorm"]), _for(q_batch_one, ["GroupNorm"]),
+                  _concept("small_batches")],
+    "instancenorm": [_for(q_num_statistics, _IN), _for(q_reduced_dims, _IN), _for(q_train_eval, _IN),
+                     _for(q_state_dict, _IN), _for(q_param_shape, _IN), _for(q_eps, ["InstanceNorm1d"])],
+    "why": [_concept("affine"), _concept("eps_purpose"), _concept("running_stats_why"), _concept("small_batches"),
+            _concept("layernorm_transformers"), _for(q_biased_unbiased, None), _for(q_keras_momentum, None),
+            _for(q_invariance, None)],
+    "comparison": [_for(q_which_layer, None), _for(q_batch_independent, None), _for(q_num_statistics, None),
+                   _for(q_reduced_dims, None), _for(q_train_eval, None), _for(q_batch_one, None),
+                   _for(q_invariance, None), _for(q_groupnorm_special, None)],
+}
+TOPICS["running"] = [_for(q_running_var, None), _for(q_running_mean, None), _for(q_keras_momentum, None),
+                     _for(q_biased_unbiased, None), _for(q_train_eval, _BN)]
+
+
+def topics() -> list:
+    """Names accepted by :func:`questions_for` and :func:`show`."""
+    return list(TOPICS)
+
+
+def _generate(gens, n, rng, tries_per_question=20):
+    out, seen = [], set()
+    order = []
+    attempts = 0
+    while len(out) < n and attempts < n * tries_per_question:
+        if not order:
+            order = list(gens)
+            rng.shuffle(order)
+        gen = order.pop()
+        attempts += 1
+        q = gen(rng)
+        key = (q["question"], q.get("code"))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(q)
+    return out
+
+
+def questions_for(topic: str, n: int = 4, seed: int = 0) -> list:
+    """``n`` distinct questions on ``topic`` (see :func:`topics`), deterministic in ``seed``."""
+    if topic not in TOPICS:
+        raise ValueError(f"unknown topic {topic!r}; choose from {', '.join(TOPICS)}")
+    return _generate(TOPICS[topic], n, random.Random(f"{topic}:{seed}"))
+
+
+def bank(seed: int = 0, size: int = 60) -> list:
+    """A mixed bank of ``size`` distinct questions from every topic, deterministic in ``seed``."""
+    gens = [g for t in TOPICS for g in TOPICS[t]]
+    return _generate(gens, size, random.Random(f"bank:{seed}"))
+
+
+# ----------------------------------------------------------------------------
+# Rendering through jupyterquiz, deterministic and without external loads
+# ----------------------------------------------------------------------------
+
+_MATHJAX_CDN_BLOCK = re.compile(
+    r"else\s*\{\s*console\.log\('WARNING: Trying to force load MathJax 3'\);.*?\}\)\(\);\s*\}", re.S)
+_MATHJAX_WAIT = ("else { if (MathJax.startup && MathJax.startup.promise) { "
+                 "MathJax.startup.promise.then(function () { MathJax.typeset([container]); }); } }")
+_EXTERNAL_SRC = re.compile(r"""\w+\.src\s*=\s*['"]https?://[^'"]*['"]\s*;""")
+_shown: dict = {}
+
+
+def _clean(questions):
+    return [{k: v for k, v in q.items() if not k.startswith("_")} for q in questions]
+
+
+def _patch_js(js: str) -> str:
+    """Remove jupyterquiz's MathJax-from-CDN fallback (it would also overwrite the page's MathJax) and
+    tolerate a MathJax that is configured but not loaded yet."""
+    js = _MATHJAX_CDN_BLOCK.sub(_MATHJAX_WAIT, js)
+    js = _EXTERNAL_SRC.sub("/* external load removed by norms.quiz */", js)
+    js = js.replace("version[0] ==", "(version || '')[0] ==").replace("v[0] ===", "(v || '')[0] ===")
+    js = js.replace("} else {\n                MathJax.typeset([container]);",
+                    "} else if (MathJax.typeset) {\n                MathJax.typeset([container]);")
+    if "://" in js:
+        warnings.warn("norms.quiz: the jupyterquiz script still mentions a URL; check it loads nothing external")
+    return js
+
+
+def render(questions: list, *, key: str | None = None, **options) -> dict:
+    """Run ``jupyterquiz.display_quiz`` on ``questions`` and return what it displays, cleaned:
+    ``{"html": ..., "javascript": ..., "div_id": ...}``. ``options`` are display_quiz's
+    (``num``, ``shuffle_answers``, ``colors``, ...). The container id is derived from the
+    questions, the options and ``key`` (not random), so the output is the same on every run."""
+    try:
+        import jupyterquiz.dynamic.display as jq_display
+    except ImportError as exc:  # an optional dependency: pip install "norms[quiz]"
+        raise ImportError("norms.quiz needs jupyterquiz to display quizzes: pip install jupyterquiz") from exc
+
+    qs = _clean(questions)
+    payload = json.dumps([qs, sorted(options.items()), key], sort_keys=True, default=str)
+    digest = hashlib.sha256(payload.encode()).hexdigest()
+    count = _shown.get(digest, 0)          # the same quiz twice on one page needs two ids
+    _shown[digest] = count + 1
+    captured = []
+    saved_display, saved_random = jq_display.display, jq_display.random
+    jq_display.display = lambda *objs, **kw: captured.extend(objs)
+    jq_display.random = random.Random(f"{digest}:{count}")   # display_quiz draws its div id from here
+    try:
+        jq_display.display_quiz(qs, **options)
+    finally:
+        jq_display.display, jq_display.random = saved_display, saved_random
+    html_out = "".join(o.data for o in captured if type(o).__name__ == "HTML")
+    if html_out.count("<div") > html_out.count("</div>"):
+        html_out += "</div>"  # jupyterquiz leaves its container open
+    js_out = _patch_js("".join(o.data for o in captured if type(o).__name__ == "Javascript"))
+    m = re.search(r'<div id="([A-Za-z0-9_]+)"', html_out)
+    return {"html": html_out, "javascript": js_out, "div_id": m.group(1) if m else None}
+
+
+def display_questions(questions: list, *, key: str | None = None, **options) -> None:
+    """Display ``questions`` (jupyterquiz dicts) in the notebook; see :func:`render`."""
+    from IPython.display import HTML, Javascript, display
+
+    out = render(questions, key=key, **options)
+    display(HTML(out["html"]))
+    display(Javascript(out["javascript"]))
+
+
+def show(topic: str, n: int = 4, seed: int = 0, **options) -> None:
+    """Display ``n`` questions on ``topic`` (e.g. ``norms.quiz.show("batchnorm")``). Works without a
+    kernel on the built site: everything is in the cell's output."""
+    display_questions(questions_for(topic, n, seed), key=f"{topic}:{n}:{seed}", **options)
+
+
+def self_quiz(bank_size: int = 60, num: int = 5, seed: int = 0, **options) -> None:
+    """Embed a bank of ``bank_size`` generated questions; the browser shows a random ``num`` of them
+    on each visit (reload the page, or re-run the cell, for new ones). Every option has feedback."""
+    display_questions(bank(seed, bank_size), key=f"self_quiz:{bank_size}:{seed}", num=num, **options)

@@ -1,0 +1,656 @@
+"""norms.check.grade: silent on correct layers, names each deliberate bug, never raises."""
+import pytest
+import torch
+from torch import nn
+
+from norms.check import PROBLEM_CODES, Report, grade
+
+# ----------------------------------------------------------------------------
+# A correct reader implementation (gamma/beta names, extra constructor arguments)
+# and one subclass per bug.
+# ----------------------------------------------------------------------------
+
+
+class ReaderBatchNorm(nn.Module):
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, verbose=False, *, tag="mine"):
+        super().__init__()
+        self.num_features, self.eps, self.momentum, self.verbose, self.tag = num_features, eps, momentum, verbose, tag
+        self.gamma = nn.Parameter(torch.ones(num_features))
+        self.beta = nn.Parameter(torch.zeros(num_features))
+        self.register_buffer("running_mean", torch.zeros(num_features))
+        self.register_buffer("running_var", torch.ones(num_features))
+
+    def dims(self, x):
+        return [0] + list(range(2, x.dim()))
+
+    def view(self, t, x):
+        return t.reshape([1, -1] + [1] * (x.dim() - 2))
+
+    def norm_stats(self, x):
+        return x.mean(self.dims(x)), x.var(self.dims(x), unbiased=False)
+
+    def update(self, x):
+        mean, var = x.mean(self.dims(x)), x.var(self.dims(x), unbiased=True)
+        m = self.momentum
+        with torch.no_grad():
+            self.running_mean.mul_(1 - m).add_(m * mean)
+            self.running_var.mul_(1 - m).add_(m * var)
+
+    def scale(self, x, mean, var):
+        return (x - self.view(mean, x)) / torch.sqrt(self.view(var, x) + self.eps)
+
+    def use_batch_stats(self):
+        return self.training
+
+    def forward(self, x):
+        if self.training:
+            self.update(x)
+        if self.use_batch_stats():
+            mean, var = self.norm_stats(x)
+        else:
+            mean, var = self.running_mean, self.running_var
+        return self.scale(x, mean, var) * self.view(self.gamma, x) + self.view(self.beta, x)
+
+
+class UnbiasedNormBN(ReaderBatchNorm):
+    def norm_stats(self, x):
+        return x.mean(self.dims(x)), x.var(self.dims(x), unbiased=True)
+
+
+class BiasedRunningVarBN(ReaderBatchNorm):
+    def update(self, x):
+        mean, var = x.mean(self.dims(x)), x.var(self.dims(x), unbiased=False)
+        m = self.momentum
+        with torch.no_grad():
+            self.running_mean.mul_(1 - m).add_(m * mean)
+            self.running_var.mul_(1 - m).add_(m * var)
+
+
+class EpsOutsideBN(ReaderBatchNorm):
+    def scale(self, x, mean, var):
+        return (x - self.view(mean, x)) / (torch.sqrt(self.view(var, x)) + self.eps)
+
+
+class NoEpsBN(ReaderBatchNorm):
+    def scale(self, x, mean, var):
+        return (x - self.view(mean, x)) / torch.sqrt(self.view(var, x))
+
+
+class Dim0OnlyBN(ReaderBatchNorm):
+    """Right for (N, C) inputs, wrong for (N, C, L): reduces over dim 0 only."""
+
+    def norm_stats(self, x):
+        return x.mean(0, keepdim=True), x.var(0, unbiased=False, keepdim=True)
+
+    def view(self, t, x):
+        return t if t.dim() == x.dim() else super().view(t, x)
+
+
+class PlainAttrBN(ReaderBatchNorm):
+    def __init__(self, num_features, eps=1e-5, momentum=0.1):
+        super().__init__(num_features, eps, momentum)
+        del self.running_mean, self.running_var
+        self.running_mean = torch.zeros(num_features)
+        self.running_var = torch.ones(num_features)
+
+    def update(self, x):
+        mean, var = x.detach().mean(self.dims(x)), x.detach().var(self.dims(x), unbiased=True)
+        m = self.momentum
+        self.running_mean = (1 - m) * self.running_mean + m * mean
+        self.running_var = (1 - m) * self.running_var + m * var
+
+
+class GraphRunningBN(ReaderBatchNorm):
+    def update(self, x):  # no torch.no_grad(), no detach
+        mean, var = x.mean(self.dims(x)), x.var(self.dims(x), unbiased=True)
+        m = self.momentum
+        self.running_mean = (1 - m) * self.running_mean + m * mean
+        self.running_var = (1 - m) * self.running_var + m * var
+
+
+class LazyParamsBN(ReaderBatchNorm):
+    def __init__(self, num_features):
+        super().__init__(num_features)
+        del self.gamma, self.beta
+
+    def forward(self, x):
+        if not hasattr(self, "gamma"):
+            self.gamma = nn.Parameter(torch.ones(x.shape[1]))
+            self.beta = nn.Parameter(torch.zeros(x.shape[1]))
+        return super().forward(x)
+
+
+class EvalBatchStatsBN(ReaderBatchNorm):
+    def use_batch_stats(self):
+        return True
+
+
+class KerasMomentumBN(ReaderBatchNorm):
+    def update(self, x):
+        mean, var = x.mean(self.dims(x)), x.var(self.dims(x), unbiased=True)
+        m = self.momentum
+        with torch.no_grad():
+            self.running_mean.mul_(m).add_((1 - m) * mean)
+            self.running_var.mul_(m).add_((1 - m) * var)
+
+
+class ParamRunningBN(ReaderBatchNorm):
+    def __init__(self, num_features):
+        super().__init__(num_features)
+        del self.running_mean, self.running_var
+        self.running_mean = nn.Parameter(torch.zeros(num_features), requires_grad=False)
+        self.running_var = nn.Parameter(torch.ones(num_features), requires_grad=False)
+
+    def update(self, x):
+        mean, var = x.mean(self.dims(x)), x.var(self.dims(x), unbiased=True)
+        with torch.no_grad():
+            self.running_mean.mul_(0.9).add_(0.1 * mean)
+            self.running_var.mul_(0.9).add_(0.1 * var)
+
+
+class NoUpdateBN(ReaderBatchNorm):
+    def update(self, x):
+        pass
+
+
+class DetachedStatsBN(ReaderBatchNorm):
+    def norm_stats(self, x):
+        mean, var = super().norm_stats(x)
+        return mean.detach(), var.detach()
+
+
+class SwappedAffineBN(ReaderBatchNorm):
+    def forward(self, x):
+        y = super().forward(x)
+        xhat = (y - self.view(self.beta, x)) / self.view(self.gamma, x)
+        return xhat * self.view(self.beta, x) + self.view(self.gamma, x)
+
+
+class NoAffineApplyBN(ReaderBatchNorm):
+    def forward(self, x):
+        return (super().forward(x) - self.view(self.beta, x)) / self.view(self.gamma, x)
+
+
+class ModifiesInputBN(ReaderBatchNorm):
+    def forward(self, x):
+        y = super().forward(x)
+        if not x.requires_grad:
+            x.mul_(0)
+        return y
+
+
+class NoAffineBN(ReaderBatchNorm):
+    def __init__(self, num_features):
+        super().__init__(num_features)
+        del self.gamma, self.beta
+        self.register_buffer("gamma", torch.ones(num_features))
+        self.register_buffer("beta", torch.zeros(num_features))
+
+
+class WeirdEpsBN(ReaderBatchNorm):
+    """Hard-codes eps=1e-3 and exposes no eps attribute."""
+
+    def __init__(self, num_features):
+        super().__init__(num_features)
+        del self.eps
+
+    def scale(self, x, mean, var):
+        return (x - self.view(mean, x)) / torch.sqrt(self.view(var, x) + 1e-3)
+
+
+class MomentVarBN2d(nn.Module):
+    """Correct, written differently: (1, C, 1, 1) parameters, var = E[x²] - E[x]², momentum kept as 0.1."""
+
+    def __init__(self, C, epsilon=1e-5):
+        super().__init__()
+        self.epsilon = epsilon
+        self.g = nn.Parameter(torch.ones(1, C, 1, 1))
+        self.b = nn.Parameter(torch.zeros(1, C, 1, 1))
+        self.register_buffer("moving_mean", torch.zeros(1, C, 1, 1))
+        self.register_buffer("moving_var", torch.ones(1, C, 1, 1))
+        self.register_buffer("steps", torch.tensor(0))
+
+    def forward(self, x):
+        if self.training:
+            mean = x.mean((0, 2, 3), keepdim=True)
+            var = (x * x).mean((0, 2, 3), keepdim=True) - mean ** 2
+            n = x.numel() / x.shape[1]
+            with torch.no_grad():
+                self.moving_mean.lerp_(mean, 0.1)
+                self.moving_var.lerp_(var * n / (n - 1), 0.1)
+                self.steps += 1
+        else:
+            mean, var = self.moving_mean, self.moving_var
+        return self.g * (x - mean) * torch.rsqrt(var + self.epsilon) + self.b
+
+
+class ReaderLayerNorm(nn.Module):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, dtype=None):
+        super().__init__()
+        self.shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.eps = eps
+        self.gamma = nn.Parameter(torch.ones(self.shape))
+        self.beta = nn.Parameter(torch.zeros(self.shape))
+
+    def dims(self, x):
+        return tuple(range(-len(self.shape), 0))
+
+    def forward(self, x):
+        mean = x.mean(self.dims(x), keepdim=True)
+        var = x.var(self.dims(x), keepdim=True, unbiased=False)
+        return (x - mean) / torch.sqrt(var + self.eps) * self.gamma + self.beta
+
+
+class Dim1LayerNorm(ReaderLayerNorm):
+    """Right for (N, D) inputs only: reduces over dim 1 instead of the last dim."""
+
+    def dims(self, x):
+        return (1,)
+
+
+class IntOnlyLayerNorm(nn.Module):
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+        self.bias = nn.Parameter(torch.zeros(d))
+
+    def forward(self, x):
+        mean = x.mean(-1, keepdim=True)
+        var = ((x - mean) ** 2).mean(-1, keepdim=True)
+        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
+
+
+class ReaderRMSNorm(nn.Module):
+    def __init__(self, normalized_shape, eps=1e-6):
+        super().__init__()
+        self.shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.eps = eps
+        self.scale = nn.Parameter(torch.ones(self.shape))
+
+    def forward(self, x):
+        dims = tuple(range(-len(self.shape), 0))
+        return x / torch.sqrt(x.pow(2).mean(dims, keepdim=True) + self.eps) * self.scale
+
+
+class CenteringRMSNorm(ReaderRMSNorm):
+    def forward(self, x):
+        dims = tuple(range(-len(self.shape), 0))
+        x = x - x.mean(dims, keepdim=True)
+        return x / torch.sqrt(x.pow(2).mean(dims, keepdim=True) + self.eps) * self.scale
+
+
+class ReaderGroupNorm(nn.Module):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True):
+        super().__init__()
+        self.G, self.eps = num_groups, eps
+        self.weight = nn.Parameter(torch.ones(num_channels))
+        self.bias = nn.Parameter(torch.zeros(num_channels))
+
+    def group(self, x):
+        return x.reshape(x.shape[0], self.G, -1)
+
+    def ungroup(self, xr, x):
+        return xr.reshape(x.shape)
+
+    def forward(self, x):
+        xr = self.group(x)
+        dims = tuple(range(2, xr.dim()))
+        mean = xr.mean(dims, keepdim=True)
+        var = xr.var(dims, keepdim=True, unbiased=False)
+        y = self.ungroup((xr - mean) / torch.sqrt(var + self.eps), x)
+        v = [1, -1] + [1] * (x.dim() - 2)
+        return y * self.weight.view(v) + self.bias.view(v)
+
+
+class InterleavedGroupNorm(ReaderGroupNorm):
+    def group(self, x):
+        return x.reshape(x.shape[0], -1, self.G, x[0, 0].numel()).transpose(1, 2)
+
+    def ungroup(self, xr, x):
+        return xr.transpose(1, 2).reshape(x.shape)
+
+
+class Hardcoded4dGroupNorm(ReaderGroupNorm):
+    def group(self, x):
+        N, C, H, W = x.shape  # only images
+        return x.reshape(N, self.G, C // self.G, H, W)
+
+
+class ReaderInstanceNorm(nn.Module):
+    def __init__(self, num_features, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+
+    def forward(self, x):
+        dims = tuple(range(2, x.dim()))
+        mean = x.mean(dims, keepdim=True)
+        var = x.var(dims, keepdim=True, unbiased=False)
+        return (x - mean) / torch.sqrt(var + self.eps)
+
+
+class CrashInit(nn.Module):
+    def __init__(self, num_features):
+        super().__init__()
+        raise RuntimeError("oops in init")
+
+
+class NeedsTwoArgs(nn.Module):
+    def __init__(self, num_features, something):
+        super().__init__()
+
+
+class CrashForward(ReaderBatchNorm):
+    def forward(self, x):
+        return x @ torch.ones(2, 2, 2)
+
+
+class TupleOut(ReaderBatchNorm):
+    def forward(self, x):
+        return super().forward(x), self.running_mean
+
+
+class NumpyOut(ReaderBatchNorm):
+    def forward(self, x):
+        return super().forward(x).detach().numpy()
+
+
+class NoKeepdim(ReaderBatchNorm):
+    def forward(self, x):
+        return super().forward(x).mean(0)
+
+
+class Float64Out(ReaderBatchNorm):
+    def forward(self, x):
+        return super().forward(x).double()
+
+
+class NotAModule:
+    def __init__(self, num_features):
+        pass
+
+    def __call__(self, x):
+        return x
+
+
+# ----------------------------------------------------------------------------
+# Plain functions
+# ----------------------------------------------------------------------------
+
+def batchnorm_fn(x, eps=1e-5):
+    dims = [0] + list(range(2, x.dim()))
+    mean = x.mean(dims, keepdim=True)
+    var = x.var(dims, keepdim=True, unbiased=False)
+    return (x - mean) / torch.sqrt(var + eps)
+
+
+def batchnorm_fn_unbiased(x, eps=1e-5):
+    dims = [0] + list(range(2, x.dim()))
+    mean = x.mean(dims, keepdim=True)
+    return (x - mean) / torch.sqrt(x.var(dims, keepdim=True) + eps)
+
+
+def layernorm_fn(x, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    return (x - mean) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps)
+
+
+def groupnorm_fn(x, num_groups, eps=1e-5):
+    xr = x.reshape(x.shape[0], num_groups, -1)
+    mean = xr.mean(-1, keepdim=True)
+    var = xr.var(-1, keepdim=True, unbiased=False)
+    return ((xr - mean) / torch.sqrt(var + eps)).reshape(x.shape)
+
+
+def rmsnorm_fn(x):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + torch.finfo(x.dtype).eps)
+
+
+ALL_REFS = [nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.LayerNorm, nn.RMSNorm, nn.GroupNorm,
+            nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d]
+
+
+# ----------------------------------------------------------------------------
+# Silent on correct implementations
+# ----------------------------------------------------------------------------
+
+def _assert_ok(report):
+    assert isinstance(report, Report)
+    assert report.ok, str(report)
+    assert report.checks
+
+
+@pytest.mark.parametrize("ref", ALL_REFS, ids=lambda c: c.__name__)
+def test_torch_itself_passes(ref):
+    _assert_ok(grade(ref, ref))
+
+
+@pytest.mark.parametrize("ref", ALL_REFS, ids=lambda c: c.__name__)
+def test_norms_classes_pass(ref):
+    norms = pytest.importorskip("norms")
+    cls = getattr(norms, ref.__name__, None)
+    if cls is None:
+        pytest.skip(f"norms.{ref.__name__} not available yet")
+    _assert_ok(grade(cls, ref))
+
+
+@pytest.mark.parametrize("ref", [nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d], ids=lambda c: c.__name__)
+def test_reader_batchnorm_with_gamma_beta_and_extra_args_passes(ref):
+    _assert_ok(grade(ReaderBatchNorm, ref))
+
+
+def test_differently_written_correct_batchnorm_passes():
+    _assert_ok(grade(MomentVarBN2d, nn.BatchNorm2d))
+
+
+@pytest.mark.parametrize("cand,ref", [
+    (ReaderLayerNorm, nn.LayerNorm), (IntOnlyLayerNorm, nn.LayerNorm), (ReaderRMSNorm, nn.RMSNorm),
+    (ReaderGroupNorm, nn.GroupNorm), (ReaderInstanceNorm, nn.InstanceNorm1d),
+    (ReaderInstanceNorm, nn.InstanceNorm2d), (ReaderInstanceNorm, nn.InstanceNorm3d),
+])
+def test_reader_implementations_pass(cand, ref):
+    _assert_ok(grade(cand, ref))
+
+
+def test_int_only_layernorm_gets_a_note_not_a_problem():
+    r = grade(IntOnlyLayerNorm, nn.LayerNorm)
+    assert r.ok and any("tuple" in n for n in r.notes)
+
+
+class AffineInstanceNorm2d(nn.InstanceNorm2d):
+    def __init__(self, C):
+        super().__init__(C, affine=True)
+
+
+class TrackingInstanceNorm1d(nn.InstanceNorm1d):
+    def __init__(self, C):
+        super().__init__(C, affine=True, track_running_stats=True)
+
+
+class BiasedTrackingInstanceNorm(nn.Module):
+    def __init__(self, C, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.register_buffer("running_mean", torch.zeros(C))
+        self.register_buffer("running_var", torch.ones(C))
+
+    def forward(self, x):
+        d = tuple(range(2, x.dim()))
+        mean, var = x.mean(d), x.var(d, unbiased=False)
+        if self.training:
+            with torch.no_grad():
+                self.running_mean.lerp_(mean.mean(0), 0.1)
+                self.running_var.lerp_(var.mean(0), 0.1)  # bug: biased
+        else:
+            mean, var = self.running_mean.expand_as(mean), self.running_var.expand_as(var)
+        view = mean.shape + (1,) * (x.dim() - 2)
+        return (x - mean.reshape(view)) / torch.sqrt(var.reshape(view) + self.eps)
+
+
+@pytest.mark.parametrize("cand,ref", [(AffineInstanceNorm2d, nn.InstanceNorm2d),
+                                      (TrackingInstanceNorm1d, nn.InstanceNorm1d)])
+def test_instance_norm_variants_pass(cand, ref):
+    _assert_ok(grade(cand, ref))
+
+
+def test_instance_norm_running_var_bug_is_named():
+    assert grade(BiasedTrackingInstanceNorm, nn.InstanceNorm1d).codes == ["running_var_biased"]
+
+
+@pytest.mark.parametrize("fn,ref", [
+    (torch.nn.functional.layer_norm, nn.LayerNorm), (torch.nn.functional.batch_norm, nn.BatchNorm2d),
+    (torch.nn.functional.group_norm, nn.GroupNorm), (torch.nn.functional.rms_norm, nn.RMSNorm),
+    ("layer_norm", nn.LayerNorm), ("batch_norm", nn.BatchNorm1d), ("group_norm", nn.GroupNorm),
+], ids=lambda v: getattr(v, "__name__", str(v)))
+def test_functional_apis_pass(fn, ref):
+    if isinstance(fn, str):
+        fn = getattr(pytest.importorskip("norms.functional"), fn)
+    _assert_ok(grade(fn, ref))
+
+
+@pytest.mark.parametrize("fn,ref", [(batchnorm_fn, nn.BatchNorm1d), (batchnorm_fn, nn.BatchNorm2d),
+                                    (layernorm_fn, nn.LayerNorm), (groupnorm_fn, nn.GroupNorm),
+                                    (rmsnorm_fn, nn.RMSNorm)])
+def test_correct_plain_functions_pass(fn, ref):
+    _assert_ok(grade(fn, ref))
+
+
+# ----------------------------------------------------------------------------
+# Each bug is named
+# ----------------------------------------------------------------------------
+
+BUGS = [
+    (UnbiasedNormBN, nn.BatchNorm1d, "unbiased_variance"),
+    (BiasedRunningVarBN, nn.BatchNorm1d, "running_var_biased"),
+    (EpsOutsideBN, nn.BatchNorm2d, "eps_outside_sqrt"),
+    (NoEpsBN, nn.BatchNorm1d, "eps_missing"),
+    (WeirdEpsBN, nn.BatchNorm1d, "eps_value"),
+    (Dim0OnlyBN, nn.BatchNorm1d, "wrong_dims"),
+    (Dim1LayerNorm, nn.LayerNorm, "wrong_dims"),
+    (InterleavedGroupNorm, nn.GroupNorm, "wrong_groups"),
+    (CenteringRMSNorm, nn.RMSNorm, "subtracts_mean"),
+    (PlainAttrBN, nn.BatchNorm1d, "running_stats_not_buffers"),
+    (ParamRunningBN, nn.BatchNorm1d, "running_stats_parameters"),
+    (GraphRunningBN, nn.BatchNorm2d, "running_stats_autograd"),
+    (LazyParamsBN, nn.BatchNorm1d, "params_created_in_forward"),
+    (NoAffineBN, nn.BatchNorm1d, "params_missing"),
+    (EvalBatchStatsBN, nn.BatchNorm1d, "eval_uses_batch_stats"),
+    (KerasMomentumBN, nn.BatchNorm1d, "momentum_convention"),
+    (NoUpdateBN, nn.BatchNorm1d, "running_stats_not_updated"),
+    (DetachedStatsBN, nn.BatchNorm1d, "gradient_mismatch"),
+    (SwappedAffineBN, nn.BatchNorm1d, "affine_swapped"),
+    (NoAffineApplyBN, nn.BatchNorm1d, "affine_not_applied"),
+    (ModifiesInputBN, nn.BatchNorm1d, "modifies_input"),
+    (Hardcoded4dGroupNorm, nn.GroupNorm, "forward_failed"),
+    (batchnorm_fn_unbiased, nn.BatchNorm1d, "unbiased_variance"),
+]
+
+
+@pytest.mark.parametrize("cand,ref,code", BUGS, ids=[b[0].__name__ for b in BUGS])
+def test_bug_is_named(cand, ref, code):
+    r = grade(cand, ref)
+    assert not r.ok
+    assert code in r.codes, str(r)
+    # the named problem explains itself and says how to fix it
+    p = r.problems[r.codes.index(code)]
+    assert p.detail and p.fix and p.title == PROBLEM_CODES[code][0]
+    assert code in str(r) and code in r._repr_html_()
+
+
+def test_specific_bugs_have_no_unrelated_findings():
+    assert grade(UnbiasedNormBN, nn.BatchNorm1d).codes == ["unbiased_variance"]
+    assert grade(BiasedRunningVarBN, nn.BatchNorm1d).codes == ["running_var_biased"]
+    assert grade(EpsOutsideBN, nn.BatchNorm2d).codes == ["eps_outside_sqrt"]
+    assert grade(KerasMomentumBN, nn.BatchNorm1d).codes == ["momentum_convention"]
+    assert grade(EvalBatchStatsBN, nn.BatchNorm2d).codes == ["eval_uses_batch_stats"]
+    assert grade(PlainAttrBN, nn.BatchNorm1d).codes == ["running_stats_not_buffers"]
+    assert grade(LazyParamsBN, nn.BatchNorm1d).codes == ["params_created_in_forward"]
+    assert grade(WeirdEpsBN, nn.BatchNorm1d).codes == ["eps_value"]
+    assert grade(NoEpsBN, nn.BatchNorm1d).codes == ["eps_missing"]
+    assert grade(Dim1LayerNorm, nn.LayerNorm).codes == ["wrong_dims"]
+    assert grade(InterleavedGroupNorm, nn.GroupNorm).codes == ["wrong_groups"]
+
+
+def test_shape_specific_bug_mentions_the_shape_it_got_right():
+    r = grade(Dim1LayerNorm, nn.LayerNorm)
+    p = r.problems[r.codes.index("wrong_dims")]
+    assert "right for input (4, 5)" in p.detail
+    r = grade(Dim0OnlyBN, nn.BatchNorm1d)
+    detail = r.problems[r.codes.index("wrong_dims")].detail
+    assert "(0,)" in detail and "right for input (8, 3)" in detail
+
+
+def test_plain_attributes_report_state_dict_and_to():
+    p = grade(PlainAttrBN, nn.BatchNorm1d).problems[0]
+    assert "state_dict" in p.detail and "float64" in p.detail
+
+
+# ----------------------------------------------------------------------------
+# Bad candidates give reports, not tracebacks
+# ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cand,code,text", [
+    (CrashInit, "constructor_failed", "oops in init"),
+    (NeedsTwoArgs, "constructor_failed", "something"),
+    (CrashForward, "forward_failed", "RuntimeError"),
+    (TupleOut, "wrong_type", "tuple"),
+    (lambda x: x.tolist(), "wrong_type", "list"),
+    (NumpyOut, "wrong_type", "ndarray"),
+    (NoKeepdim, "wrong_shape", "shape"),
+    (Float64Out, "wrong_dtype", "float64"),
+    (NotAModule, "not_a_module", "NotAModule"),
+    (42, "not_gradeable", "int"),
+    (lambda x: 1 / 0, "forward_failed", "ZeroDivisionError"),
+], ids=lambda v: getattr(v, "__name__", str(v)))
+def test_bad_candidates_give_reports(cand, code, text):
+    r = grade(cand, nn.BatchNorm1d)
+    assert code in r.codes, str(r)
+    assert text in str(r)
+
+
+def test_crash_message_points_at_reader_line():
+    r = grade(CrashForward, nn.BatchNorm1d)
+    assert "in forward" in r.problems[0].detail and "torch.ones(2, 2, 2)" in r.problems[0].detail
+
+
+def test_instance_is_accepted_with_a_note():
+    r = grade(ReaderBatchNorm(3), nn.BatchNorm1d)
+    assert r.ok and r.notes
+
+
+def test_unknown_reference_is_a_value_error():
+    with pytest.raises(ValueError):
+        grade(ReaderBatchNorm, nn.Linear)
+
+
+def test_report_rendering_and_determinism():
+    r = grade(UnbiasedNormBN, nn.BatchNorm1d)
+    s = str(r)
+    assert s.startswith("✗") and "Fix:" in s
+    h = r._repr_html_()
+    assert h.startswith("<div") and "http" not in h
+    assert str(grade(UnbiasedNormBN, nn.BatchNorm1d)) == s
+    ok = grade(nn.LayerNorm, nn.LayerNorm)
+    assert str(ok).startswith("✓") and "<details>" in ok._repr_html_()
+
+
+class OffByOnePercent(ReaderBatchNorm):
+    def forward(self, x):
+        return super().forward(x) * 1.01
+
+
+def test_unexplained_mismatch_gets_generic_message_without_warnings():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = grade(OffByOnePercent, nn.BatchNorm2d)
+    assert r.codes[0] == "output_mismatch"
+    assert "max abs error" in r.problems[0].detail and "(4, 3, 5, 7)" in r.problems[0].detail
+
+
+def test_global_rng_is_left_alone():
+    torch.manual_seed(123)
+    a = torch.rand(3)
+    torch.manual_seed(123)
+    grade(ReaderBatchNorm, nn.BatchNorm1d)
+    assert torch.equal(torch.rand(3), a)
