@@ -7,21 +7,29 @@ have torch.nn's constructor signatures, parameter and buffer names and
 written from tensor primitives. :mod:`norms.axes` is the one definition of
 which axes each of them reduces over.
 
+Also here: :mod:`norms.autograd` (hand-derived backward passes),
+:mod:`norms.quiz` (quizzes whose answers norms computes), :mod:`norms.check`
+(a grader for your own implementation) and :mod:`norms.glue`. The figures and
+widgets (:mod:`norms.viz`, :mod:`norms.widgets`) need matplotlib and ipywidgets
+and are imported explicitly: ``import norms.viz``.
+
 Importing ``norms`` is cheap: it imports torch and nothing else (no plotting).
 """
 
-from . import axes, functional
+from . import autograd, axes, check, functional, glue, quiz
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .groupnorm import GroupNorm
 from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from .layernorm import LayerNorm
 from .rmsnorm import RMSNorm
 
-# (further submodules, e.g. norms.autograd, are wired in here by the lead)
-
 __all__ = [
+    "autograd",
     "axes",
+    "check",
     "functional",
+    "glue",
+    "quiz",
     "BatchNorm1d",
     "BatchNorm2d",
     "BatchNorm3d",

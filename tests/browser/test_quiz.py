@@ -1,0 +1,46 @@
+"""Quizzes work on the static website, without a kernel: a click on a right and on a
+wrong answer shows the feedback norms.quiz wrote for that option."""
+
+from __future__ import annotations
+
+import re
+
+from .conftest import SITE
+
+
+def quiz_page() -> str:
+    """A chapter page with a multiple-choice quiz (the first in the site)."""
+    for path in sorted(SITE.rglob("*.html")):
+        if "_static" not in path.parts and "MultipleChoiceQn" in path.read_text(errors="ignore"):
+            return path.relative_to(SITE).as_posix()
+    # jupyterquiz builds its DOM in JavaScript; the class name is in the inline script.
+    raise AssertionError("no page of the built site has a multiple-choice quiz")
+
+
+def plain(html: str | None) -> str:
+    """The text of an option's feedback, as the reader sees it."""
+    assert html, "every option must carry feedback"
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html)).strip()
+
+
+def test_right_and_wrong_answers_show_their_feedback(page, base_url, site):
+    page.goto(f"{base_url}/{quiz_page()}", wait_until="networkidle")
+    question = page.locator(".MultipleChoiceQn").first
+    question.wait_for(state="visible", timeout=15000)
+    buttons = question.locator(".MCButton")
+    correct = question.locator('.MCButton[data-correct="true"]').first
+    wrong = question.locator('.MCButton:not([data-correct="true"])').first
+    assert buttons.count() >= 2
+    feedback = question.locator(".Feedback")
+
+    wrong.click()
+    assert re.search(r"\bincorrectButton\b", wrong.get_attribute("class"))
+    wrong_text = feedback.inner_text().strip()
+    assert plain(wrong.get_attribute("data-feedback"))[:40] in wrong_text, "the wrong option's feedback is not shown"
+
+    correct.click()
+    assert re.search(r"\bcorrectButton\b", correct.get_attribute("class"))
+    right_text = feedback.inner_text().strip()
+    assert plain(correct.get_attribute("data-feedback"))[:40] in right_text, "the right option's feedback is not shown"
+    assert right_text != wrong_text
+    assert not page.recorder.errors, page.recorder.errors
