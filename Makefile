@@ -74,6 +74,7 @@ setup: $(PY_STAMP) $(ASSET_STAMP) ## install everything (venv, norms, npm assets
 
 book: setup ## build the site into _build/html (warnings are errors)
 	@$(PY) tools/cache_key.py
+	@rm -rf _build/html   # no file of an earlier build may hide a missing one
 	@$(BIN)/jupyter-book build . --warningiserror --keep-going --quiet
 	@echo "make: site built: _build/html/index.html (make serve to read it)"
 

@@ -161,3 +161,21 @@ def test_a_notebook_that_raises_fails_the_build(tmp_path):
     )
     assert result.returncode != 0, "a raising notebook built without error"
     assert "this notebook fails" in result.stdout + result.stderr
+
+
+def test_every_asset_a_built_page_links_to_exists():
+    """Stylesheets, scripts and images the pages name must be in the site (the browser
+    test sees the same as a 404; this says which file and which page at once)."""
+    site = ROOT / "_build" / "html"
+    pages = [p for p in site.rglob("*.html") if "_static" not in p.parts]
+    if not pages:
+        pytest.skip("no built site (make book builds it before make test runs this)")
+    attr = re.compile(r'<(?:link|script|img)\b[^>]*?\b(?:href|src)="([^"#?]+)', re.I)
+    missing = []
+    for page in pages:
+        for url in attr.findall(page.read_text(errors="ignore")):
+            if "//" in url or url.startswith(("data:", "mailto:")):
+                continue
+            if not (page.parent / url).resolve().exists():
+                missing.append(f"{page.relative_to(site)} -> {url}")
+    assert missing == [], "pages link to files the site does not have:\n" + "\n".join(missing[:20])
