@@ -59,6 +59,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Polygon
 
 from norms.axes import Reduction, describe
+from norms.figure import BookFigure
 from norms.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from norms.groupnorm import GroupNorm
 from norms.instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
@@ -598,7 +599,7 @@ def _reserved_inches(title: bool | str, compact: bool, legend: bool) -> float:
 def _new_axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
     if ax is not None:
         return ax
-    return Figure(figsize=figsize, layout="constrained").subplots()
+    return BookFigure(figsize=figsize, layout="constrained").subplots()
 
 
 def plot_reduction(
@@ -835,7 +836,7 @@ def _axes_grid(axes, count: int, figsize: tuple[float, float], ncols: int | None
         return axes[0].figure, axes[:count], []
     ncols = ncols or count
     nrows = math.ceil(count / ncols)
-    fig = Figure(figsize=figsize, layout="constrained")
+    fig = BookFigure(figsize=figsize, layout="constrained")
     grid = fig.subplots(nrows, ncols, squeeze=False)
     flat = list(grid.ravel())
     for extra in flat[count:]:

@@ -25,7 +25,7 @@ The controls are exposed for notebooks and tests as ``explorer.controls``
     explorer.controls["groups"].value = 3
     explorer.info.value      # the numbers shown, as HTML
 
-Figures are :class:`matplotlib.figure.Figure` objects made without pyplot, so
+Figures are :class:`norms.figure.BookFigure` objects made without pyplot, so
 they are never registered with pyplot's figure manager (nothing to close, no
 leak, and the inline backend never shows them a second time). They are
 rendered to PNG into the ``Output``.
@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import re
 from collections.abc import Callable, Sequence
 
@@ -50,6 +49,7 @@ from matplotlib.figure import Figure
 
 from norms.axes import describe
 from norms.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from norms.figure import BookFigure, png_bytes
 from norms.groupnorm import GroupNorm
 from norms.instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from norms.layernorm import LayerNorm
@@ -74,7 +74,6 @@ __all__ = [
 ]
 
 _ERROR_COLOR = "#B3261E"
-_DPI = 100
 _STYLE = {"description_width": "initial"}
 
 _CHANNEL_NORMS: dict[str, type[torch.nn.Module]] = {
@@ -192,13 +191,11 @@ def build_module(
 
 def _png_output(fig: Figure) -> dict:
     """An nbformat ``display_data`` output holding ``fig`` as a PNG."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=_DPI)
     return {
         "output_type": "display_data",
         "data": {
-            "image/png": base64.b64encode(buffer.getvalue()).decode("ascii"),
-            "text/plain": f"<Figure size {fig.get_figwidth():g}x{fig.get_figheight():g} in>",
+            "image/png": base64.b64encode(png_bytes(fig)).decode("ascii"),
+            "text/plain": repr(fig),
         },
         "metadata": {},
     }
@@ -293,7 +290,7 @@ def _draw_reduction(explorer: Explorer) -> tuple[Figure, str]:
     module = build_module(norm, shape, c["groups"].value, c["last_dims"].value)
     reduction = describe(module, shape)
     c["highlight"].max = reduction.num_statistics - 1  # clamps the value
-    fig = Figure(figsize=(7, 3.5), layout="constrained")
+    fig = BookFigure(figsize=(7, 3.5), layout="constrained")
     plot_reduction(module, shape, ax=fig.add_subplot(), highlight=c["highlight"].value,
                    layout=c["layout"].value)
     return fig, _stat_html(reduction, tuple(reduction.reduced_dims))
@@ -362,7 +359,7 @@ def _draw_running_stats(explorer: Explorer) -> tuple[Figure, str]:
     momentum = None if c["cumulative"].value else float(c["momentum"].value)
     trace = simulate_running_stats(momentum, int(c["batch_size"].value), int(c["steps"].value),
                                    int(c["seed"].value))
-    fig = Figure(figsize=(7, 2.8), layout="constrained")
+    fig = BookFigure(figsize=(7, 2.8), layout="constrained")
     plot_running_stats(axes=fig.subplots(1, 3), trace=trace)
     steps = trace.running_mean.shape[0] - 1
     info = (
@@ -427,7 +424,7 @@ def _draw_batch_size(explorer: Explorer) -> tuple[Figure, str]:
     sizes = tuple(sorted({*DEFAULT_BATCH_SIZES, batch_size}))
     noise = simulate_batch_noise(sizes, trials, int(c["channels"].value), int(c["groups"].value),
                                  seed=int(c["seed"].value))
-    fig = Figure(figsize=(7, 3.0), layout="constrained")
+    fig = BookFigure(figsize=(7, 3.0), layout="constrained")
     plot_batch_size(batch_size, axes=fig.subplots(1, 2), noise=noise)
     i = sizes.index(batch_size)
     spread = {key: float(noise.spread(key)[i]) for key in noise.values}

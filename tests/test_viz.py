@@ -363,3 +363,29 @@ def test_static_figures_draw_on_given_axes():
     assert viz.static_batch_size(trials=10, axes=fig.subplots(1, 2)) is fig
     with pytest.raises(ValueError, match="need 2 axes"):
         viz.static_running_stats(axes=[Figure().add_subplot()])
+
+
+def test_figures_display_as_png_in_a_kernel_that_never_imported_pyplot():
+    """A fresh kernel has no PNG formatter for a Figure until pyplot is imported; the
+    book's figures must show as pictures anyway, not as ``<Figure size ...>``."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "import norms, norms.viz as viz\n"
+        "assert 'matplotlib.pyplot' not in sys.modules\n"
+        "shell = InteractiveShell.instance()\n"
+        "fig = viz.plot_reduction(norms.GroupNorm(2, 6), (2, 6, 3, 4))\n"
+        "data, _ = shell.display_formatter.format(fig)\n"
+        "assert data['image/png'][:4] == b'\\x89PNG', sorted(data)\n"
+        "fig = viz.plot_comparison((2, 6, 3, 4))\n"
+        "data, _ = shell.display_formatter.format(fig)\n"
+        "assert data['image/png'][:4] == b'\\x89PNG', sorted(data)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "agg"}
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
