@@ -596,6 +596,22 @@ def _reserved_inches(title: bool | str, compact: bool, legend: bool) -> float:
     return _LINE_INCHES * (1.1 * title_lines + (2.6 if legend else 0.0))
 
 
+def _grow_to_fit(fig: Figure, tries: int = 4) -> None:
+    """Make a figure this module created tall enough that nothing is cut off.
+
+    The constrained layout sizes the axes before the equal aspect shrinks them;
+    over a wide drawing the title can then end up partly above the figure. Lay
+    the figure out, measure what sticks out, grow the height, and repeat.
+    """
+    for _ in range(tries):
+        fig.draw_without_rendering()
+        box = fig.get_tightbbox()  # inches
+        over = max(0.0, box.y1 - fig.get_figheight()) + max(0.0, -box.y0)
+        if over < 0.01:
+            return
+        fig.set_size_inches(fig.get_figwidth(), fig.get_figheight() + 2 * over + 0.1)
+
+
 def _new_axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
     if ax is not None:
         return ax
@@ -636,7 +652,8 @@ def plot_reduction(
         ax: axes to draw on; a new ``figsize`` figure when ``None``.
         highlight: id of the statistic to highlight, or ``None`` for none.
         layout: ``"image"``, ``"sequence"`` or ``"auto"`` (LayerNorm and RMSNorm
-            on inputs of rank ≤ 3 are sequences, everything else image-like).
+            on inputs of rank ≤ 3 are sequences, and so is any rank-3 input with
+            ``permute``; everything else image-like).
         permute: the module sees ``x.permute(*permute)`` rather than ``x`` (e.g.
             ``(0, 2, 1)``: BatchNorm1d over the features of a ``(B, T, D)``
             input). The figure still shows ``x``; the title says so.
@@ -676,9 +693,12 @@ def plot_reduction(
         )
     index = _displayed_index(reduction, perm)
     kind = _resolve_layout(layout, reduction.norm, len(shape))
+    if layout == "auto" and perm is not None and len(shape) == 3:
+        kind = "sequence"  # a (B, T, D) input fed to BatchNorm1d as (B, D, T)
     view = _sequence_view(index) if kind == "sequence" else _image_view(index, reduction.norm)
     _check_size(view)
 
+    own_figure = ax is None
     ax = _new_axes(ax, figsize)
     ax.set_aspect("equal")
     ax.set_axis_off()
@@ -695,6 +715,8 @@ def plot_reduction(
         ax.set_title(str(title), fontsize=10)
     if show_legend:
         _legend(ax, reduction, highlight)
+    if own_figure:
+        _grow_to_fit(ax.figure)
     return ax.figure
 
 

@@ -290,9 +290,8 @@ def _draw_reduction(explorer: Explorer) -> tuple[Figure, str]:
     module = build_module(norm, shape, c["groups"].value, c["last_dims"].value)
     reduction = describe(module, shape)
     c["highlight"].max = reduction.num_statistics - 1  # clamps the value
-    fig = BookFigure(figsize=(7, 3.5), layout="constrained")
-    plot_reduction(module, shape, ax=fig.add_subplot(), highlight=c["highlight"].value,
-                   layout=c["layout"].value)
+    fig = plot_reduction(module, shape, highlight=c["highlight"].value, layout=c["layout"].value,
+                         figsize=(7, 3.5))
     return fig, _stat_html(reduction, tuple(reduction.reduced_dims))
 
 

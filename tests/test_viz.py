@@ -389,3 +389,34 @@ def test_figures_display_as_png_in_a_kernel_that_never_imported_pyplot():
         [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "agg"}
     )
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    "module, shape",
+    [
+        (norms.RMSNorm(6), (2, 4, 6)),
+        (norms.LayerNorm(16), (5, 6, 16)),
+        (norms.GroupNorm(2, 12), (4, 12, 3, 1)),
+        (norms.BatchNorm2d(4), (1, 4, 1, 1)),
+    ],
+    ids=["rms-2-panels", "ln-5-panels", "gn-wide-block", "bn-one-cell"],
+)
+def test_nothing_is_cut_off_at_the_figure_edges(module, shape):
+    """Wide drawings used to push the title a few points above the figure."""
+    import io
+
+    import matplotlib.image as mpimg
+
+    fig = viz.plot_reduction(module, shape)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    buffer.seek(0)
+    dark = mpimg.imread(buffer)[..., :3].mean(-1) < 0.6
+    edges = {"top": dark[0], "bottom": dark[-1], "left": dark[:, 0], "right": dark[:, -1]}
+    assert [name for name, row in edges.items() if row.any()] == []
+
+
+def test_a_permuted_sequence_is_drawn_as_a_sequence():
+    fig = viz.plot_reduction(norms.BatchNorm1d(6), (2, 4, 6), permute=(0, 2, 1))
+    title = fig.axes[0].get_title()
+    assert "reduces B, T (0, 1)" in title, title
