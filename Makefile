@@ -61,6 +61,7 @@ $(ASSET_STAMP): $(NPM_STAMP)
 	@cp -r node_modules/mathjax/es5 _build/assets/vendor/mathjax
 	@cp node_modules/requirejs/require.js _build/assets/vendor/require.js
 	@cp node_modules/@jupyter-widgets/html-manager/dist/*.js _build/assets/vendor/html-manager/
+	@cp node_modules/@jupyter-widgets/html-manager/dist/*.{woff,woff2,ttf,eot,svg} _build/assets/vendor/html-manager/
 	@touch $@
 
 $(CHROME_STAMP): | $(PY_STAMP)

@@ -25,7 +25,8 @@ def plain(html: str | None) -> str:
 
 def test_right_and_wrong_answers_show_their_feedback(page, base_url, site):
     page.goto(f"{base_url}/{quiz_page()}", wait_until="networkidle")
-    question = page.locator(".MultipleChoiceQn").first
+    # jupyterquiz: div.Quiz > (div.MultipleChoiceQn, div.Answer > label.MCButton, div.Feedback)
+    question = page.locator(".Quiz:has(.MultipleChoiceQn)").first
     question.wait_for(state="visible", timeout=15000)
     buttons = question.locator(".MCButton")
     correct = question.locator('.MCButton[data-correct="true"]').first
@@ -44,3 +45,27 @@ def test_right_and_wrong_answers_show_their_feedback(page, base_url, site):
     assert plain(correct.get_attribute("data-feedback"))[:40] in right_text, "the right option's feedback is not shown"
     assert right_text != wrong_text
     assert not page.recorder.errors, page.recorder.errors
+
+
+def quiz_pages() -> list[str]:
+    return [
+        p.relative_to(SITE).as_posix()
+        for p in sorted(SITE.rglob("*.html"))
+        if "_static" not in p.parts and "MultipleChoiceQn" in p.read_text(errors="ignore")
+    ]
+
+
+def test_every_chapter_quiz_renders_with_answers(page, base_url, site):
+    pages = quiz_pages()
+    chapters = {"batchnorm", "layernorm", "rmsnorm", "groupnorm", "why-normalize", "side-by-side", "self-quiz"}
+    assert {f"book/{c}.html" for c in chapters} <= set(pages), f"chapters without a quiz: {pages}"
+    for path in pages:
+        page.goto(f"{base_url}/{path}", wait_until="networkidle")
+        quizzes = page.locator(".Quiz")
+        quizzes.first.wait_for(state="attached", timeout=15000)
+        assert quizzes.count() >= 3, f"{path}: only {quizzes.count()} questions rendered"
+        for i in range(quizzes.count()):
+            quiz = quizzes.nth(i)
+            if quiz.locator(".MultipleChoiceQn").count():
+                assert quiz.locator(".MCButton").count() >= 2, f"{path}: question {i} has no answers"
+        assert not page.recorder.errors, page.recorder.errors
