@@ -198,6 +198,10 @@ PROBLEM_CODES = {
                                "using the batch mean and the unbiased batch variance."),
     "eval_uses_batch_stats": ("Eval mode still normalizes with batch statistics",
                               "When self.training is False, normalize with running_mean and running_var."),
+    "mode_from_grad_enabled": ("Train/eval mode is chosen from torch.is_grad_enabled()",
+                               "Decide with self.training alone: model.eval() may run with gradients on "
+                               "(e.g. to compute input gradients), and training steps may run under "
+                               "torch.no_grad() (e.g. to recompute statistics)."),
     "eval_mismatch": ("The eval-mode output differs from the torch layer",
                       "In eval mode compute (x - running_mean) / sqrt(running_var + eps) * weight + bias."),
     "grader_error": ("The grader itself failed",
@@ -525,8 +529,9 @@ def _explain(h, spec, shape, eps):
     """Problems (code, detail) that a matching hypothesis stands for."""
     out = []
     if h.dims == "interleaved":
-        out.append(("wrong_groups", f"Your output matches GroupNorm with groups made of every "
-                                    f"{spec.groups}-th channel (interleaved) instead of adjacent channels."))
+        out.append(("wrong_groups", "Your output matches GroupNorm with interleaved groups (channels "
+                                    f"g, g + {spec.groups}, g + {2 * spec.groups}, ... in group g) instead "
+                                    "of adjacent channels."))
     elif h.dims is not None:
         out.append(("wrong_dims", f"Your output matches statistics over dims {h.dims} of an input of "
                                   f"shape {shape}; {spec.name} uses {spec.describe_dims(shape)}."))
@@ -915,6 +920,7 @@ class _Grader:
         m.train()
         ref.train()
         passed, failed = self.passed, self.failed
+        failed_before = len(failed)
         for step, shape in enumerate(sc.train):
             where = f"training, {call}, input {shape}"
             x = _data(gen, shape, step)
@@ -944,6 +950,7 @@ class _Grader:
         except _Abort:
             return
         ref.eval()
+        eval_ok = []
         for k, shape in enumerate(sc.eval):
             where = f"eval, {call}, input {shape}"
             x = _data(gen, shape, k)
@@ -953,6 +960,7 @@ class _Grader:
                     y = self.call(m, x.clone(), what="forward (eval mode)", where=where)
                 self.check_output(y, x, where)
             except _Abort:
+                eval_ok.append(False)
                 continue
             with torch.no_grad():
                 yr = ref(x.clone())
@@ -963,8 +971,47 @@ class _Grader:
                                "The running statistics changed during a forward pass in eval mode.", where)
             if _close(y, yr, self.rtol, self.atol):
                 self.c.checks.append(f"eval output, {call}, input {shape}")
+                eval_ok.append(True)
                 continue
+            eval_ok.append(False)
             self.explain_eval_mismatch(y, x, spec, ref_eps, w, b, where, yr, m, running, running_kind)
+        train_ok = len(failed) == failed_before
+        if running_kind and running and train_ok and eval_ok and all(eval_ok):  # right in the usual setup
+            self.check_mode_source(m, ref, sc, call, gen)
+
+    def check_mode_source(self, m, ref, sc, call, gen):
+        """Mode must come from ``self.training``, never from ``torch.is_grad_enabled()`` (d2l's bug):
+        eval mode with gradients on, then one training step under ``torch.no_grad()``."""
+        shape = sc.eval[0]
+        x = _data(gen, shape, 7)
+        where = f"eval with gradients enabled, {call}, input {shape}"
+        try:
+            with torch.enable_grad():
+                y = self.call(m, x.clone().requires_grad_(True), what="forward (eval mode)", where=where)
+            self.check_output(y, x, where)
+            with torch.no_grad():
+                yr = ref(x.clone())
+            if not _close(y, yr, self.rtol, self.atol):
+                self.c.add("mode_from_grad_enabled",
+                           "In eval mode your output is right under torch.no_grad() but differs by "
+                           f"{_maxerr(y, yr):.3g} when gradients are enabled.", where)
+                return
+            where = f"training under torch.no_grad(), {call}, input {shape}"
+            self.call(m.train, what="calling .train()", where=call)
+            ref.train()
+            with torch.no_grad():
+                y = self.call(m, x.clone(), what="forward (training mode)", where=where)
+                self.check_output(y, x, where)
+                yr = ref(x.clone())
+            if not _close(y, yr, self.rtol, self.atol):
+                self.c.add("mode_from_grad_enabled",
+                           "In training mode your output is right with gradients on but differs by "
+                           f"{_maxerr(y, yr):.3g} under torch.no_grad().", where)
+        except _Abort:
+            return
+        finally:
+            m.eval()
+            ref.eval()
 
     # -- structure checks -------------------------------------------------------------------
     def probe_forward(self, sc, spec, where):

@@ -125,6 +125,18 @@ class EvalBatchStatsBN(ReaderBatchNorm):
         return True
 
 
+class GradEnabledModeBN(ReaderBatchNorm):
+    """d2l.ai's bug: batch statistics whenever gradients are on."""
+
+    def forward(self, x):
+        if torch.is_grad_enabled():
+            self.update(x)
+            mean, var = self.norm_stats(x)
+        else:
+            mean, var = self.running_mean, self.running_var
+        return self.scale(x, mean, var) * self.view(self.gamma, x) + self.view(self.beta, x)
+
+
 class KerasMomentumBN(ReaderBatchNorm):
     def update(self, x):
         mean, var = x.mean(self.dims(x)), x.var(self.dims(x), unbiased=True)
@@ -535,6 +547,7 @@ BUGS = [
     (LazyParamsBN, nn.BatchNorm1d, "params_created_in_forward"),
     (NoAffineBN, nn.BatchNorm1d, "params_missing"),
     (EvalBatchStatsBN, nn.BatchNorm1d, "eval_uses_batch_stats"),
+    (GradEnabledModeBN, nn.BatchNorm2d, "mode_from_grad_enabled"),
     (KerasMomentumBN, nn.BatchNorm1d, "momentum_convention"),
     (NoUpdateBN, nn.BatchNorm1d, "running_stats_not_updated"),
     (DetachedStatsBN, nn.BatchNorm1d, "gradient_mismatch"),
