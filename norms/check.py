@@ -150,6 +150,10 @@ PROBLEM_CODES = {
     "affine_swapped": ("Scale and shift are swapped",
                        "Multiply by the scale (initialized to ones) and add the shift (initialized to "
                        "zeros): γ·x̂ + β."),
+    "variance_cancellation": ("The variance is computed as E[x²] − E[x]²",
+                              "Compute it as the mean of squared deviations, ((x - mean) ** 2).mean(dims) or "
+                              "x.var(dims, unbiased=False): the difference of two large, nearly equal numbers "
+                              "loses the variance's digits when the mean is large compared with the spread."),
     "output_mismatch": ("The output differs from the torch layer",
                         "Compare your forward step by step with the torch layer on a small input."),
     "gradient_mismatch": ("Outputs agree but gradients do not",
@@ -844,6 +848,10 @@ class _Grader:
             else:
                 self.failed.append(shape)
                 self.explain_mismatch(y, x, spec, ref_eps, None, None, where, yr)
+        if spec.center and self.passed and not self.failed and not self.c.problems:
+            fresh = _build_reference(self.ref_name, args, affine=False, eps=eps, momentum="missing", track=False)
+            self.check_cancellation(lambda x: self.candidate(x, *pos, **kw), fresh.train(), sc.train[0],
+                                    f"shape {sc.train[0]}")
 
     # -- classes ----------------------------------------------------------------------
     def build(self, args, where):
@@ -978,6 +986,12 @@ class _Grader:
         train_ok = len(failed) == failed_before
         if running_kind and running and train_ok and eval_ok and all(eval_ok):  # right in the usual setup
             self.check_mode_source(m, ref, sc, call, gen)
+        if spec.center and train_ok and not self.c.problems:  # last check: it changes m and ref
+            try:
+                self.call(m.train, what="calling .train()", where=call)
+            except _Abort:
+                return
+            self.check_cancellation(m, ref.train(), sc.train[0], f"training, {call}, input {sc.train[0]}")
 
     def check_mode_source(self, m, ref, sc, call, gen):
         """Mode must come from ``self.training``, never from ``torch.is_grad_enabled()`` (d2l's bug):
@@ -1203,6 +1217,30 @@ class _Grader:
         self.c.add("output_mismatch",
                    f"Output differs from torch's: max abs error {err:.3g} for an input of shape "
                    f"{tuple(x.shape)}; no single known bug explains it.", where)
+
+    def check_cancellation(self, fn, ref, shape, where):
+        """Inputs with mean 3000 and spread 1: E[x²] − E[x]² in float32 loses every digit of the
+        variance there (x² ≈ 9e6, whose float32 spacing is 1), while the mean of squared
+        deviations stays accurate to about 1e-4.  Called only when ordinary inputs pass."""
+        gen = torch.Generator().manual_seed(self.seed + 7)
+        x = torch.randn(shape, generator=gen) + 3000.0
+        try:
+            with torch.no_grad():
+                y = fn(x.clone())
+        except Exception:
+            return  # ordinary inputs worked; a crash here says nothing about the variance
+        if not isinstance(y, torch.Tensor) or tuple(y.shape) != tuple(x.shape):
+            return
+        with torch.no_grad():
+            yr = ref.double()(x.double())
+        if _close(y.double(), yr, 1e-2, 1e-2):
+            self.c.checks.append(f"inputs with a large mean, {where}")
+            return
+        err = "NaN" if torch.isnan(y).any() else f"{_maxerr(y.double(), yr):.3g}"
+        self.c.add("variance_cancellation",
+                   f"Right on ordinary inputs, but on float32 inputs of mean 3000 and standard deviation 1 "
+                   f"(shape {shape}) the output is off by up to {err}; torch's is accurate to about 1e-4 "
+                   "there. That is what E[x²] − E[x]² does.", where)
 
     def explain_eval_mismatch(self, y, x, spec, eps, w, b, where, yr, m, running, running_kind):
         x64, y64 = x.double(), y.detach().double()

@@ -211,7 +211,7 @@ class WeirdEpsBN(ReaderBatchNorm):
 
 
 class MomentVarBN2d(nn.Module):
-    """Correct, written differently: (1, C, 1, 1) parameters, var = E[x²] - E[x]², momentum kept as 0.1."""
+    """Correct, written differently: (1, C, 1, 1) parameters, epsilon, lerp_, momentum kept as 0.1."""
 
     def __init__(self, C, epsilon=1e-5):
         super().__init__()
@@ -225,7 +225,7 @@ class MomentVarBN2d(nn.Module):
     def forward(self, x):
         if self.training:
             mean = x.mean((0, 2, 3), keepdim=True)
-            var = (x * x).mean((0, 2, 3), keepdim=True) - mean ** 2
+            var = self.variance(x, mean)
             n = x.numel() / x.shape[1]
             with torch.no_grad():
                 self.moving_mean.lerp_(mean, 0.1)
@@ -234,6 +234,22 @@ class MomentVarBN2d(nn.Module):
         else:
             mean, var = self.moving_mean, self.moving_var
         return self.g * (x - mean) * torch.rsqrt(var + self.epsilon) + self.b
+
+    def variance(self, x, mean):
+        return (x - mean).square().mean((0, 2, 3), keepdim=True)
+
+
+class CancellingVarBN2d(MomentVarBN2d):
+    """Right on ordinary inputs; var = E[x²] - E[x]² cancels when the mean is large."""
+
+    def variance(self, x, mean):
+        return (x * x).mean((0, 2, 3), keepdim=True) - mean ** 2
+
+
+def layernorm_fn_cancelling(x, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    var = x.pow(2).mean(-1, keepdim=True) - mean.pow(2)
+    return (x - mean) / torch.sqrt(var + eps)
 
 
 class ReaderLayerNorm(nn.Module):
@@ -556,6 +572,8 @@ BUGS = [
     (ModifiesInputBN, nn.BatchNorm1d, "modifies_input"),
     (Hardcoded4dGroupNorm, nn.GroupNorm, "forward_failed"),
     (batchnorm_fn_unbiased, nn.BatchNorm1d, "unbiased_variance"),
+    (CancellingVarBN2d, nn.BatchNorm2d, "variance_cancellation"),
+    (layernorm_fn_cancelling, nn.LayerNorm, "variance_cancellation"),
 ]
 
 
@@ -582,6 +600,8 @@ def test_specific_bugs_have_no_unrelated_findings():
     assert grade(NoEpsBN, nn.BatchNorm1d).codes == ["eps_missing"]
     assert grade(Dim1LayerNorm, nn.LayerNorm).codes == ["wrong_dims"]
     assert grade(InterleavedGroupNorm, nn.GroupNorm).codes == ["wrong_groups"]
+    assert grade(CancellingVarBN2d, nn.BatchNorm2d).codes == ["variance_cancellation"]
+    assert grade(layernorm_fn_cancelling, nn.LayerNorm).codes == ["variance_cancellation"]
 
 
 def test_shape_specific_bug_mentions_the_shape_it_got_right():
