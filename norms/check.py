@@ -127,6 +127,9 @@ PROBLEM_CODES = {
                           "i.e. divide by n, not n - 1."),
     "eps_outside_sqrt": ("eps is added outside the square root",
                          "Use (x - mean) / torch.sqrt(var + eps), not / (torch.sqrt(var) + eps)."),
+    "sum_instead_of_mean": ("Divides by a sum of squares instead of their mean",
+                            "Divide by torch.sqrt(((x - mean) ** 2).mean(dims, keepdim=True) + eps): the "
+                            "mean of the squared deviations (the variance), not their sum."),
     "eps_missing": ("eps is missing (or far smaller than it should be)",
                     "Add eps inside the square root: torch.sqrt(var + eps), with eps=1e-5 by default "
                     "(stored as self.eps)."),
@@ -292,15 +295,31 @@ class Report:
         parts.append("</div>")
         return "".join(parts)
 
+# Where the generic fix speaks of a mean and a variance, RMSNorm gets its own wording;
+# where it speaks of running statistics, layers that have none get theirs.
+_FIX_BY_KIND = {
+    ("eps_outside_sqrt", "rms"): "Use x / torch.sqrt(x.pow(2).mean(dims, keepdim=True) + eps), not "
+                                 "x / (torch.sqrt(x.pow(2).mean(dims, keepdim=True)) + eps).",
+    ("sum_instead_of_mean", "rms"): "Divide by torch.sqrt(x.pow(2).mean(dims, keepdim=True) + eps): the mean "
+                                    "of the squares, not their sum (x.norm(dim) is sqrt(n) times the RMS).",
+    ("eps_missing", "rms"): "Add eps inside the square root: torch.sqrt(x.pow(2).mean(dims, keepdim=True) + eps); "
+                            "torch's default eps=None means torch.finfo(x.dtype).eps.",
+    **{("eval_mismatch", k): "This layer has no running statistics: eval mode must compute exactly what "
+                             "training mode computes, so do not branch on self.training."
+       for k in ("layer", "rms", "group")},
+}
+
 
 class _Collector:
-    def __init__(self):
+    def __init__(self, kind=None):
         self.problems: dict = {}
         self.notes: list = []
         self.checks: list = []
+        self.kind = kind
 
     def add(self, code, detail, where=None):
         title, fix = PROBLEM_CODES[code]
+        fix = _FIX_BY_KIND.get((code, self.kind), fix)
         p = self.problems.get(code)
         if p is None:
             p = self.problems[code] = Problem(code, title, detail, fix)
@@ -438,7 +457,7 @@ def _reduce(x, dims, center, unbiased):
     else:
         mean = torch.zeros((), dtype=x.dtype)
         ss = (x ** 2).sum(dims, keepdim=True)
-    denom = n - 1 if unbiased else n
+    denom = 1 if unbiased == "sum" else (n - 1 if unbiased else n)
     var = ss / denom if denom > 0 else torch.full_like(ss, float("nan"))
     return mean, var
 
@@ -471,14 +490,14 @@ def _normalize(x, spec, dims, center, unbiased, eps, eps_mode):
 @dataclass(frozen=True)
 class _Hyp:
     dims: Any = None          # None = correct
-    unbiased: bool = False
+    unbiased: Any = False     # False (÷n) | True (÷(n-1)) | "sum" (no division: the L2 norm)
     eps_mode: str = "inside"
     center_flip: bool = False
     affine: str = "ok"        # ok | none | swapped
     eps: Optional[float] = None  # None = the layer's eps
 
     def deviations(self):
-        return (self.dims is not None) + self.unbiased + (self.eps_mode != "inside") + self.center_flip \
+        return (self.dims is not None) + bool(self.unbiased) + (self.eps_mode != "inside") + self.center_flip \
             + (self.affine != "ok") + (self.eps is not None)
 
 
@@ -499,7 +518,7 @@ def _hypotheses(spec, shape, has_affine, has_shift, eps, include_exact=False):
             affines.append("swapped")
     hyps = []
     for dims, unb, mode, flip, aff in itertools.product(
-            dim_variants, (False, True), ("inside", "outside", "none"), (False, True), affines):
+            dim_variants, (False, True, "sum"), ("inside", "outside", "none"), (False, True), affines):
         h = _Hyp(dims, unb, mode, flip, aff)
         if (include_exact or h.deviations() > 0) and h.deviations() <= 3:
             hyps.append(h)
@@ -546,16 +565,28 @@ def _explain(h, spec, shape, eps):
         else:
             out.append(("subtracts_mean", "Your output matches LayerNorm-style centering (x - mean); "
                                           "RMSNorm only rescales."))
-    if h.unbiased:
+    if h.unbiased == "sum":
+        if spec.center:
+            out.append(("sum_instead_of_mean", "Your output matches dividing by the square root of the sum "
+                                               "of squared deviations instead of their mean (the variance)."))
+        else:
+            out.append(("sum_instead_of_mean", "Your output matches dividing by the L2 norm sqrt(sum(x²)) "
+                                               "(x.norm(dim=-1)), which is sqrt(n) times the root mean square "
+                                               f"(n = {math.prod(spec.normalized_shape)} here)."))
+    elif h.unbiased:
         out.append(("unbiased_variance", "Your output matches normalizing with the unbiased variance "
                                          "(divided by n - 1) instead of the biased one (divided by n)."))
     if h.eps_mode == "outside":
-        out.append(("eps_outside_sqrt", f"Your output matches (x - mean) / (sqrt(var) + eps) with eps={eps:g}; "
-                                        "the difference shows on inputs with a small variance."))
+        form = "(x - mean) / (sqrt(var) + eps)" if spec.center else "x / (sqrt(mean(x²)) + eps)"
+        small = "a small variance" if spec.center else "small values"
+        out.append(("eps_outside_sqrt", f"Your output matches {form} with eps={eps:g}; "
+                                        f"the difference shows on inputs with {small}."))
     elif h.eps_mode == "none":
-        out.append(("eps_missing", "Your output matches dividing by sqrt(var) with no eps; the difference "
-                                   "shows on inputs with a small variance (and it divides by zero on "
-                                   "constant inputs)."))
+        form = "sqrt(var)" if spec.center else "sqrt(mean(x²))"
+        small = "a small variance" if spec.center else "small values"
+        const = "constant inputs" if spec.center else "all-zero inputs"
+        out.append(("eps_missing", f"Your output matches dividing by {form} with no eps; the difference "
+                                   f"shows on inputs with {small} (and it divides by zero on {const})."))
     if h.eps is not None:
         out.append(("eps_value", f"Your output matches eps={h.eps:g}, but the layer's eps is {eps:g} "
                                  "(taken from your .eps attribute, or torch's default if there is none)."))
@@ -694,7 +725,8 @@ class _Grader:
         self.seed = seed
         self.rtol, self.atol = rtol, atol
         self.num_groups = num_groups
-        self.c = _Collector()
+        self.kind = _KIND[reference]
+        self.c = _Collector(self.kind)
         self.passed: list = []   # training input shapes on which the output matched
         self.failed: list = []
 
@@ -759,7 +791,7 @@ class _Grader:
         """Run one scenario; findings of an optional one (a tuple normalized_shape) become notes."""
         main = self.c
         if sc.optional:
-            self.c = _Collector()
+            self.c = _Collector(self.kind)
         try:
             runner(sc)
         except _Abort:
@@ -958,6 +990,7 @@ class _Grader:
         except _Abort:
             return
         ref.eval()
+        self.train_failed = len(failed) > failed_before
         eval_ok = []
         for k, shape in enumerate(sc.eval):
             where = f"eval, {call}, input {shape}"
@@ -1279,6 +1312,8 @@ class _Grader:
             for code, detail in _explain(h, spec, tuple(x.shape), eps):
                 self.c.add(code, detail, where)
             return
+        if not running_kind and self.train_failed:
+            return  # no running statistics: the training-mode problems explain this too
         self.c.add("eval_mismatch", f"Eval-mode output differs from torch's: max abs error "
                                     f"{_maxerr(y, yr):.3g} for an input of shape {tuple(x.shape)}.", where)
 

@@ -301,6 +301,20 @@ class ReaderRMSNorm(nn.Module):
         return x / torch.sqrt(x.pow(2).mean(dims, keepdim=True) + self.eps) * self.scale
 
 
+class L2RMSNorm(ReaderRMSNorm):
+    """Divides by the L2 norm: sqrt(n) times the root mean square."""
+
+    def forward(self, x):
+        dims = tuple(range(-len(self.shape), 0))
+        return x / torch.sqrt(x.pow(2).sum(dims, keepdim=True) + self.eps) * self.scale
+
+
+class EpsOutsideRMSNorm(ReaderRMSNorm):
+    def forward(self, x):
+        dims = tuple(range(-len(self.shape), 0))
+        return x / (torch.sqrt(x.pow(2).mean(dims, keepdim=True)) + self.eps) * self.scale
+
+
 class CenteringRMSNorm(ReaderRMSNorm):
     def forward(self, x):
         dims = tuple(range(-len(self.shape), 0))
@@ -573,6 +587,8 @@ BUGS = [
     (Hardcoded4dGroupNorm, nn.GroupNorm, "forward_failed"),
     (batchnorm_fn_unbiased, nn.BatchNorm1d, "unbiased_variance"),
     (CancellingVarBN2d, nn.BatchNorm2d, "variance_cancellation"),
+    (L2RMSNorm, nn.RMSNorm, "sum_instead_of_mean"),
+    (EpsOutsideRMSNorm, nn.RMSNorm, "eps_outside_sqrt"),
     (layernorm_fn_cancelling, nn.LayerNorm, "variance_cancellation"),
 ]
 
@@ -687,3 +703,24 @@ def test_global_rng_is_left_alone():
     torch.manual_seed(123)
     grade(ReaderBatchNorm, nn.BatchNorm1d)
     assert torch.equal(torch.rand(3), a)
+
+
+def test_rmsnorm_problems_speak_of_rmsnorm():
+    """RMSNorm has no mean and no running statistics: its reports must not suggest either."""
+    for cand, code in ((L2RMSNorm, "sum_instead_of_mean"), (EpsOutsideRMSNorm, "eps_outside_sqrt")):
+        r = grade(cand, nn.RMSNorm)
+        assert r.codes == [code], str(r)
+        p = r.problems[0]
+        assert "x.pow(2).mean" in p.fix and "x - mean" not in p.fix + p.detail and "running_" not in str(r)
+    assert "sqrt(n)" in grade(L2RMSNorm, nn.RMSNorm).problems[0].detail
+
+
+def test_layer_without_running_stats_gets_no_running_stats_advice():
+    class EvalOnlyBug(ReaderLayerNorm):
+        def forward(self, x):
+            y = super().forward(x)
+            return y if self.training else y * 1.5
+
+    r = grade(EvalOnlyBug, nn.LayerNorm)
+    assert r.codes == ["eval_mismatch"], str(r)
+    assert "running_" not in r.problems[0].fix and "self.training" in r.problems[0].fix
