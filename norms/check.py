@@ -447,7 +447,8 @@ class _Spec:
         return f"dims {self.dims(shape)}"
 
 
-def _reduce(x, dims, center, unbiased):
+def _reduce(x, dims, center, divisor):
+    """Mean and the squared deviations summed over dims, divided by n, n - 1 or 1 (divisor "n", "n-1", "1")."""
     n = 1
     for d in dims:
         n *= x.shape[d]
@@ -457,7 +458,7 @@ def _reduce(x, dims, center, unbiased):
     else:
         mean = torch.zeros((), dtype=x.dtype)
         ss = (x ** 2).sum(dims, keepdim=True)
-    denom = 1 if unbiased == "sum" else (n - 1 if unbiased else n)
+    denom = {"n": n, "n-1": n - 1, "1": 1}[divisor]
     var = ss / denom if denom > 0 else torch.full_like(ss, float("nan"))
     return mean, var
 
@@ -470,7 +471,7 @@ def _scale(x, mean, var, eps, eps_mode):
     return (x - mean) / torch.sqrt(var)
 
 
-def _normalize(x, spec, dims, center, unbiased, eps, eps_mode):
+def _normalize(x, spec, dims, center, divisor, eps, eps_mode):
     """dims: tuple of input dims, or 'group' / 'interleaved' for GroupNorm's reshapes."""
     if dims in ("group", "interleaved"):
         N, C = x.shape[:2]
@@ -481,23 +482,23 @@ def _normalize(x, spec, dims, center, unbiased, eps, eps_mode):
         else:
             xr = x.reshape(N, C // G, G, -1)
             red = (1, 3)
-        mean, var = _reduce(xr, red, center, unbiased)
+        mean, var = _reduce(xr, red, center, divisor)
         return _scale(xr, mean, var, eps, eps_mode).reshape(x.shape)
-    mean, var = _reduce(x, dims, center, unbiased)
+    mean, var = _reduce(x, dims, center, divisor)
     return _scale(x, mean, var, eps, eps_mode)
 
 
 @dataclass(frozen=True)
 class _Hyp:
     dims: Any = None          # None = correct
-    unbiased: Any = False     # False (÷n) | True (÷(n-1)) | "sum" (no division: the L2 norm)
+    divisor: str = "n"        # n (right) | n-1 (unbiased variance) | 1 (a sum: the L2 norm)
     eps_mode: str = "inside"
     center_flip: bool = False
     affine: str = "ok"        # ok | none | swapped
     eps: Optional[float] = None  # None = the layer's eps
 
     def deviations(self):
-        return (self.dims is not None) + bool(self.unbiased) + (self.eps_mode != "inside") + self.center_flip \
+        return (self.dims is not None) + (self.divisor != "n") + (self.eps_mode != "inside") + self.center_flip \
             + (self.affine != "ok") + (self.eps is not None)
 
 
@@ -517,9 +518,9 @@ def _hypotheses(spec, shape, has_affine, has_shift, eps, include_exact=False):
         if has_shift:
             affines.append("swapped")
     hyps = []
-    for dims, unb, mode, flip, aff in itertools.product(
-            dim_variants, (False, True, "sum"), ("inside", "outside", "none"), (False, True), affines):
-        h = _Hyp(dims, unb, mode, flip, aff)
+    for dims, div, mode, flip, aff in itertools.product(
+            dim_variants, ("n", "n-1", "1"), ("inside", "outside", "none"), (False, True), affines):
+        h = _Hyp(dims, div, mode, flip, aff)
         if (include_exact or h.deviations() > 0) and h.deviations() <= 3:
             hyps.append(h)
     for e in _EPS_GUESSES:
@@ -535,10 +536,10 @@ def _hyp_output(h, x, spec, eps, w, b, cache):
         dims = "group" if spec.kind == "group" else spec.dims(tuple(x.shape))
     center = spec.center != h.center_flip
     e = eps if h.eps is None else h.eps
-    key = (dims, center, h.unbiased, e, h.eps_mode)
+    key = (dims, center, h.divisor, e, h.eps_mode)
     xhat = cache.get(key)
     if xhat is None:
-        xhat = cache[key] = _normalize(x, spec, dims, center, h.unbiased, e, h.eps_mode)
+        xhat = cache[key] = _normalize(x, spec, dims, center, h.divisor, e, h.eps_mode)
     if w is None or h.affine == "none":
         return xhat
     wv = w.reshape(spec.param_view(tuple(x.shape)))
@@ -565,7 +566,7 @@ def _explain(h, spec, shape, eps):
         else:
             out.append(("subtracts_mean", "Your output matches LayerNorm-style centering (x - mean); "
                                           "RMSNorm only rescales."))
-    if h.unbiased == "sum":
+    if h.divisor == "1":
         if spec.center:
             out.append(("sum_instead_of_mean", "Your output matches dividing by the square root of the sum "
                                                "of squared deviations instead of their mean (the variance)."))
@@ -573,17 +574,16 @@ def _explain(h, spec, shape, eps):
             out.append(("sum_instead_of_mean", "Your output matches dividing by the L2 norm sqrt(sum(x²)) "
                                                "(x.norm(dim=-1)), which is sqrt(n) times the root mean square "
                                                f"(n = {math.prod(spec.normalized_shape)} here)."))
-    elif h.unbiased:
+    elif h.divisor == "n-1":
         out.append(("unbiased_variance", "Your output matches normalizing with the unbiased variance "
                                          "(divided by n - 1) instead of the biased one (divided by n)."))
+    small = "a small variance" if spec.center else "small values"
     if h.eps_mode == "outside":
         form = "(x - mean) / (sqrt(var) + eps)" if spec.center else "x / (sqrt(mean(x²)) + eps)"
-        small = "a small variance" if spec.center else "small values"
         out.append(("eps_outside_sqrt", f"Your output matches {form} with eps={eps:g}; "
                                         f"the difference shows on inputs with {small}."))
     elif h.eps_mode == "none":
         form = "sqrt(var)" if spec.center else "sqrt(mean(x²))"
-        small = "a small variance" if spec.center else "small values"
         const = "constant inputs" if spec.center else "all-zero inputs"
         out.append(("eps_missing", f"Your output matches dividing by {form} with no eps; the difference "
                                    f"shows on inputs with {small} (and it divides by zero on {const})."))
@@ -727,6 +727,7 @@ class _Grader:
         self.num_groups = num_groups
         self.kind = _KIND[reference]
         self.c = _Collector(self.kind)
+        self.train_failed = False  # in the current scenario (read by explain_eval_mismatch)
         self.passed: list = []   # training input shapes on which the output matched
         self.failed: list = []
 
