@@ -179,3 +179,35 @@ def test_every_asset_a_built_page_links_to_exists():
             if not (page.parent / url).resolve().exists():
                 missing.append(f"{page.relative_to(site)} -> {url}")
     assert missing == [], "pages link to files the site does not have:\n" + "\n".join(missing[:20])
+
+
+def test_bibliography_labels_read_like_the_citations():
+    """The text cites "[Ioffe and Szegedy, 2015]"; the reference list must use the same
+    label (pybtex's default would be "[IS15]"), and LaTeX in names must not leak."""
+    sys.path.insert(0, str(ROOT / "tools" / "sphinx_local"))
+    from pybtex.database import parse_file
+
+    import bib_style
+
+    entries = parse_file(str(ROOT / "references.bib")).entries
+    labels = {key: bib_style.label(entry) for key, entry in entries.items()}
+    assert labels["ioffe2015batch"] == "Ioffe and Szegedy, 2015"
+    assert labels["santurkar2018how"] == "Santurkar et al., 2018"
+    assert all(re.fullmatch(r"[^\W\d][\w\- ]*( and [\w\- ]+| et al\.)?, \d{4}", v) for v in labels.values()), labels
+    assert len(set(labels.values())) == len(labels), "two entries would share a label"
+
+    site = ROOT / "_build" / "html" / "book"
+    if not (site / "references.html").exists():
+        pytest.skip("no built site (make book builds it before make test runs this)")
+    refs = (site / "references.html").read_text()
+    listed = dict(re.findall(r'<div class="citation" id="([^"]+)"[^>]*>\s*<span class="label">'
+                             r'<span class="fn-bracket">\[</span>(.*?)<span', refs))
+    assert sorted(listed.values()) == sorted(labels.values())
+    mismatched = []
+    for page in site.glob("*.html"):
+        for target, text in re.findall(r'<a class="reference internal" href="references.html#([^"]+)"[^>]*>(.*?)</a>',
+                                       page.read_text()):
+            text = re.sub(r"<[^>]+>", "", text)
+            if ", " in text and text != listed.get(target):  # parenthetical: the whole label
+                mismatched.append(f"{page.name}: {text!r} -> {listed.get(target)!r}")
+    assert mismatched == []

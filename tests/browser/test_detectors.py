@@ -3,7 +3,7 @@ has the fault it looks for."""
 
 from __future__ import annotations
 
-from .test_site import FIND_RAW_TEX, WIDGET_VIEWS, off_site
+from .test_site import FIND_CLIPPED, FIND_RAW_TEX, WIDGET_VIEWS, off_site
 
 
 def test_raw_tex_is_detected(page):
@@ -14,6 +14,19 @@ def test_raw_tex_is_detected(page):
 def test_widget_views_are_detected(page):
     page.set_content('<script type="application/vnd.jupyter.widget-view+json">{"model_id": "x"}</script>')
     assert page.evaluate(WIDGET_VIEWS) == 1
+
+
+def test_clipped_content_is_detected(page):
+    wide = "x" * 400
+    page.set_content(
+        '<div class="bd-article" style="width: 300px; overflow: hidden">'
+        f'<pre style="overflow: hidden">{wide}</pre>'              # clipped by its own box
+        f'<table><tr><td>{wide.replace("x", "y ")}</td></tr></table>'  # wraps: fits
+        f'<div style="overflow-x: auto"><pre style="overflow: visible">{wide}</pre></div>'  # scrolls: fine
+        f'<table style="width: 600px"><tr><td>sticks out</td></tr></table>'  # wider than the column
+        "</div>"
+    )
+    assert page.evaluate(FIND_CLIPPED) == ["pre: " + wide[:60], "table: sticks out"]
 
 
 def test_off_site_requests_are_detected():

@@ -39,6 +39,29 @@ FIND_RAW_TEX = r"""() => {
   return raw;
 }"""
 
+# Content wider than its box that the reader cannot scroll to: display maths, tables,
+# printed output and code. Either its own box hides what overflows, or it (or what
+# spills out of it) reaches past the text column and no box in between scrolls.
+FIND_CLIPPED = r"""() => {
+  const article = document.querySelector(".bd-article") || document.body;
+  const right = article.getBoundingClientRect().right + 1;
+  const scrolls = (el) => ["auto", "scroll"].includes(getComputedStyle(el).overflowX);
+  const clipped = [];
+  for (const el of article.querySelectorAll('mjx-container[display="true"], table, pre')) {
+    if (el.getClientRects().length === 0) continue;  // hidden (a collapsed solution)
+    const box = el.getBoundingClientRect(), style = getComputedStyle(el).overflowX;
+    const spills = el.scrollWidth > el.clientWidth + 1;
+    const own = spills && (style === "hidden" || style === "clip");
+    // content that spills out of a visible-overflow box reaches past the box
+    let out = (spills && style === "visible" ? box.left + el.scrollWidth : box.right) > right;
+    for (let a = el; out && a && a !== article; a = a.parentElement) {
+      if (scrolls(a) && a.getBoundingClientRect().right <= right) out = false;
+    }
+    if (own || out) clipped.push(el.tagName.toLowerCase() + ": " + el.textContent.trim().slice(0, 60));
+  }
+  return clipped;
+}"""
+
 WIDGET_VIEWS = """() => document.querySelectorAll(
   'script[type="application/vnd.jupyter.widget-view+json"], .jupyter-widgets, .widget-interact'
 ).length"""
@@ -66,6 +89,7 @@ def test_page(page, base_url, path):
         typeset = page.evaluate("() => document.querySelectorAll('mjx-container').length")
         assert typeset >= math_count, f"{path}: {math_count} maths, only {typeset} typeset"
     assert page.evaluate(FIND_RAW_TEX) == [], f"{path} shows untypeset TeX"
+    assert page.evaluate(FIND_CLIPPED) == [], f"{path} clips content at the column's edge"
     assert page.evaluate(WIDGET_VIEWS) == 0, f"{path} shows a widget control that needs a kernel"
 
 
