@@ -258,6 +258,32 @@ def q_param_shape(rng, names=None):
     return _choice(question, options, dict(kind="param_shape", norm=name, args=args, kwargs=kwargs, shape=shape))
 
 
+def _counter_role(name, args, kwargs, shape, gen, steps=2):
+    """What ``num_batches_tracked`` does for this layer, found by running it: ``steps`` training steps
+    with ``momentum=None``. Returns (counter afterwards, running mean moved?, running mean = the
+    cumulative average of the batches' means?)."""
+    m = _module(name, args, dict(kwargs, momentum=None)).double().train()
+    dims = (0,) + tuple(range(2, len(shape)))
+    xs = [torch.randn(shape, generator=gen, dtype=torch.float64) * 2 + 1 for _ in range(steps)]
+    with torch.no_grad():
+        for x in xs:
+            m(x)
+    average = torch.stack([x.mean(dims) for x in xs]).mean(0)
+    moved = not torch.allclose(m.running_mean, torch.zeros_like(m.running_mean))
+    return int(m.num_batches_tracked), moved, bool(torch.allclose(m.running_mean, average, atol=1e-9))
+
+
+def _counter_text(counter, moved, cumulative, steps=2):
+    if cumulative and counter == steps:
+        return ("a counter of training batches. With momentum=None the running statistics are the cumulative "
+                "average of all batches so far: the k-th batch gets weight 1/k, with k = num_batches_tracked")
+    if counter == 0 and not moved:
+        return ("it keeps the state_dict in BatchNorm's format, but InstanceNorm never increments it (after "
+                f"{steps} training steps it is still 0), and with momentum=None its running statistics are not "
+                "updated at all")
+    return f"a counter of training batches (after {steps} training steps it is {counter})"
+
+
 def q_state_dict(rng, names=None):
     name = rng.choice(names or _ALL)
     name, args, kwargs, shape = _case(rng, name)
@@ -266,25 +292,32 @@ def q_state_dict(rng, names=None):
     m = _module(name, args, kwargs)
     keys = set(m.state_dict())
     params = {n for n, _ in m.named_parameters()}
+    meta = dict(kind="state_dict", norm=name, args=args, kwargs=kwargs, shape=shape)
     explain = {
         "weight": "γ, the learnable scale",
         "bias": "β, the learnable shift",
-        "running_mean": "the running mean used in eval mode (a buffer)",
-        "running_var": "the running (unbiased) variance used in eval mode (a buffer)",
-        "num_batches_tracked": "a counter of training steps (a buffer; used when momentum=None)",
+        "running_mean": "the running mean used in eval mode",
+        "running_var": "the running (unbiased) variance used in eval mode",
     }
+    if "num_batches_tracked" in keys:
+        gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+        role = _counter_role(name, args, kwargs, shape, gen)
+        explain["num_batches_tracked"] = _counter_text(*role)
+        meta["counter_role"] = role
+    else:
+        explain["num_batches_tracked"] = "a counter of training batches"
     options = []
     for k, what in explain.items():
         if k in keys:
             kind = "a parameter" if k in params else "a buffer"
-            options.append((f"`{k}`", True, f"Yes: {what}; it is {kind}, so it is saved.", k))
+            options.append((f"`{k}`", True, f"Yes: {what}. It is {kind}, so it is saved.", k))
         else:
             options.append((f"`{k}`", False, f"No: `{_ctor(name, args, kwargs)}` has no {k}"
                             + (" (RMSNorm only rescales, so there is no β)." if name == "RMSNorm" and k == "bias"
                                else " (no running statistics: it always normalizes with the statistics of the "
                                     "current input)." if k.startswith(("running", "num")) else "."), k))
     question = f"Which entries does the `state_dict()` of `{_ctor(name, args, kwargs)}` contain? Select all."
-    return _choice(question, options, dict(kind="state_dict", norm=name, args=args, kwargs=kwargs))
+    return _choice(question, options, meta)
 
 
 def q_reduced_dims(rng, names=None):
@@ -434,11 +467,22 @@ _EPS_FORMULAS = {
             ("after", "x / √mean(x²) + ε"), ("numerator", "(x + ε) / √mean(x²)")],
 }
 _EPS_FEEDBACK = {
-    "inside": "ε goes inside the square root, added to the variance: it bounds the denominator below by √ε.",
-    "outside": "Adding ε after the square root also avoids dividing by zero, but it is not what torch.nn "
-               "(and norms) compute: the outputs differ when the variance is small.",
-    "after": "Adding ε to the output would just shift it; it would not protect the division at all.",
-    "numerator": "ε in the numerator does not protect against a zero denominator.",
+    True: {
+        "inside": "ε goes inside the square root, added to the variance: √(σ² + ε) ≥ √ε keeps the denominator "
+                  "away from zero even when the values are (almost) constant.",
+        "outside": "Adding ε after the square root also avoids dividing by zero, but it is not what torch.nn "
+                   "(and norms) compute: the outputs differ when the variance is small.",
+        "after": "Adding ε to the output would just shift it; it would not protect the division at all.",
+        "numerator": "ε in the numerator does not protect against a zero denominator.",
+    },
+    False: {
+        "inside": "ε goes inside the square root, added to the mean square: √(mean(x²) + ε) ≥ √ε keeps the "
+                  "denominator away from zero even when all values are small.",
+        "outside": "Adding ε after the square root also avoids dividing by zero, but it is not what torch.nn "
+                   "(and norms) compute: the outputs differ when the root mean square is small.",
+        "after": "Adding ε to the output would just shift it; it would not protect the division at all.",
+        "numerator": "ε in the numerator does not protect against a zero denominator (all values near 0).",
+    },
 }
 
 
@@ -474,13 +518,21 @@ def q_eps(rng, names=None):
     dims = r.reduced_dims
     matches = [w for w, _ in _EPS_FORMULAS[r.has_mean]
                if torch.allclose(y, _eps_formula(x, dims, r.has_mean, eps, w), atol=1e-9)]
-    options = [(f, w in matches, "Correct: " + _EPS_FEEDBACK[w] if w in matches
-                 else "No: " + _EPS_FEEDBACK[w][0].lower() + _EPS_FEEDBACK[w][1:], w)
+    fbs = _EPS_FEEDBACK[r.has_mean]
+    options = [(f, w in matches, "Correct: " + fbs[w] if w in matches
+                else "No: " + fbs[w][0].lower() + fbs[w][1:], w)
                for w, f in _EPS_FORMULAS[r.has_mean]]
     sym = "μ and σ² are the mean and (biased) variance" if r.has_mean else "mean(x²) is the mean of the squares"
-    question = (f"Which formula does `{_ctor(name, args, {'eps': eps})}` compute before applying γ"
-                f"{' and β' if r.has_bias else ''}? ({sym} over the reduced dims.)")
-    return _choice(question, options, dict(kind="eps", norm=name, args=args, kwargs={"eps": eps}, shape=shape))
+    affine = getattr(m, "weight", None) is not None
+    ctor = _ctor(name, args, {"eps": eps})
+    if affine:
+        question = (f"Which formula does `{ctor}` compute before applying γ{' and β' if r.has_bias else ''}? "
+                    f"({sym} over the reduced dims.)")
+    else:
+        question = (f"What does `{ctor}` compute? It has no learnable scale or shift (affine=False), so the "
+                    f"output is the formula itself. ({sym} over the reduced dims.)")
+    return _choice(question, options, dict(kind="eps", norm=name, args=args, kwargs={"eps": eps}, shape=shape,
+                                           affine=affine))
 
 
 _BATCH_ONE_CASES = [
@@ -657,6 +709,9 @@ def q_invariance(rng, names=None):
     return _choice(question, options, dict(kind="invariance", D=D, c=c, a=a))
 
 
+_KERAS_DEFAULT_MOMENTUM = 0.99   # keras.layers.BatchNormalization(momentum=0.99)
+
+
 def q_keras_momentum(rng, names=None):
     k = rng.choice([0.99, 0.9, 0.95, 0.999])
     gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
@@ -668,17 +723,25 @@ def q_keras_momentum(rng, names=None):
         m = norms.BatchNorm1d(3, momentum=mom).double().train()
         m(x)
         ok = torch.allclose(m.running_mean, keras, atol=1e-12)
+        is_default = math.isclose(k, _KERAS_DEFAULT_MOMENTUM)
+        keras_default = " (its default)" if is_default else ""
+        old_note = "; also Keras's default" if is_default else ""
         if ok:
             fb = (f"Correct: PyTorch's momentum is the weight of the new batch, new = (1 − m)·old + m·batch, "
-                  f"so Keras's {k} (the weight of the old value) becomes {1 - k:.3g}.")
+                  f"so Keras's {k} (the weight of the old value{old_note}) "
+                  f"becomes 1 − {k} = {1 - k:.3g}.")
         elif math.isclose(mom, k):
-            fb = ("No: the numbers are the same but the conventions are opposite. In Keras momentum weighs the "
-                  "old value; in PyTorch it weighs the new batch, so this would nearly replace the running "
-                  "mean at every step.")
+            fb = (f"No: the numbers are the same but the conventions are opposite. In Keras momentum weighs the "
+                  f"old value; in PyTorch it weighs the new batch, so momentum={mom:g} would move the running mean "
+                  f"{mom:.3g} of the way to each batch mean instead of {1 - k:.3g}.")
         elif mom == 0.1:
-            fb = "No: 0.1 is PyTorch's default, but Keras's default 0.99 corresponds to PyTorch momentum 0.01."
+            fb = (f"No: 0.1 is PyTorch's default momentum, not a translation of Keras's {k}{keras_default}, which "
+                  f"corresponds to 1 − {k} = {1 - k:.3g}.")
         else:
-            fb = f"No: with momentum {mom} the running mean would move {mom:.3g} of the way to the batch mean."
+            fb = (f"No: with momentum {mom:g} the running mean would move {mom:.3g} of the way to the batch mean "
+                  f"at each step; Keras's {k} moves it {1 - k:.3g} of the way.")
+            if math.isclose(mom, 1 - _KERAS_DEFAULT_MOMENTUM):
+                fb += f" ({mom:g} is the translation of Keras's default, {_KERAS_DEFAULT_MOMENTUM}.)"
         options.append((f"momentum={mom:g}", ok, fb, mom))
     question = (f"Keras's `BatchNormalization(momentum={k})` updates `moving_mean = {k}·moving_mean + "
                 f"{1 - k:.3g}·batch_mean`. Which `norms.BatchNorm1d` momentum gives the same update?")
@@ -716,6 +779,458 @@ def q_biased_unbiased(rng, names=None):
 
 
 # ----------------------------------------------------------------------------
+# "Why normalize": depth, saturation, scale invariance (computed)
+# ----------------------------------------------------------------------------
+
+def _relu_rate(c, gen, width=256, batch=256, depth=17):
+    """Measured factor per layer of the std of the pre-activations of a plain ReLU MLP, weights
+    N(0, (c/√width)²), no bias, no normalization: geometric mean over depth − 1 steps."""
+    h = torch.randn(batch, width, generator=gen, dtype=torch.float64)
+    stds = []
+    for _ in range(depth):
+        w = torch.randn(width, width, generator=gen, dtype=torch.float64) * (c / math.sqrt(width))
+        z = h @ w.T
+        stds.append(float(z.std()))
+        h = torch.relu(z)
+    return (stds[-1] / stds[0]) ** (1 / (depth - 1))
+
+
+def q_relu_depth(rng, names=None):
+    c = rng.choice([0.5, 1.0, 2.0, 3.0])
+    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    rate = _relu_rate(c, gen)
+    cands = [
+        (math.sqrt(c * c / 2), "Var[z_l] = n σ² E[h²] and ReLU keeps half of a symmetric z, so E[h²] = Var[z]/2: "
+                               "the variance changes by nσ²/2 = c²/2 per layer and the std by its square root."),
+        (c, "that forgets that ReLU sets half of z to zero, which halves E[h²]."),
+        (c * c / 2, "that is the factor for the variance, nσ²/2 = c²/2; the std changes by its square root."),
+        (1.0, "the std stays constant only when nσ² = 2, i.e. c = √2 (He initialization)."),
+        (c * c, "that is nσ², the variance factor of a linear layer without the ReLU."),
+    ]
+    best = min(cands, key=lambda t: abs(t[0] - rate))[0]
+    if abs(best - rate) > 0.1 * best:   # the measurement is within a few %; the other candidates are ≥ 29% away
+        raise AssertionError(f"no candidate matches the measured rate {rate} for c = {c}")
+    options = []
+    for value, why in cands:
+        ok = value == best
+        fb = (f"Correct: {why} Measured on a {256}-wide network: {rate:.3f} per layer." if ok
+              else f"No: {why} The measured factor is {rate:.3f}.")
+        options.append((f"{value:.3g}", ok, fb, value))
+    options.sort(key=lambda o: o[3])
+    question = (f"A plain MLP without normalization computes z_l = W_l h_(l−1) and h_l = ReLU(z_l) (no bias), "
+                f"width n = 256, every weight drawn from N(0, σ²) with σ = c/√n and c = {c:g}. By what factor "
+                "does the std of the pre-activations z change from one layer to the next?")
+    return _choice(question, options, dict(kind="relu_depth", c=c, rate=rate))
+
+
+def _saturation(seed, N, C, s, mu):
+    z = torch.randn(N, C, generator=torch.Generator().manual_seed(seed)) * s + mu
+    with torch.no_grad():
+        zn = norms.BatchNorm1d(C).train()(z)
+    return float((z.tanh().abs() > 0.99).float().mean()), float((zn.tanh().abs() > 0.99).float().mean())
+
+
+def q_saturation(rng, names=None):
+    N, C = rng.choice([1024, 2048]), rng.choice([8, 16])
+    s, mu = rng.choice([3.0, 5.0, 10.0]), rng.choice([0.0, 1.0, -2.0])
+    seed = rng.randrange(2 ** 31)
+    before, after = _saturation(seed, N, C, s, mu)
+
+    def text(b, a):
+        return f"about {b:.0%} without normalization, {a:.1%} after it"
+
+    options = [
+        (text(before, after), True,
+         f"Correct: with std {s:g} most of z lies beyond artanh(0.99) ≈ 2.65, where tanh is flat. BatchNorm "
+         "rescales every unit to mean 0 and std 1, and a standard normal has only about 0.8% of its mass "
+         "beyond 2.65.", (before, after)),
+        (text(before, before), False,
+         "No: the normalized z has std 1, so far fewer values reach the flat parts of tanh.", (before, before)),
+        (text(after, before), False,
+         "No: that is the wrong way round: the large std saturates, the normalized one hardly does.",
+         (after, before)),
+        (text(before, 0.0), False,
+         "No: normalization does not remove saturation entirely: a standard normal still has about 0.8% of its "
+         "mass beyond artanh(0.99) ≈ 2.65.", (before, 0.0)),
+    ]
+    shift = "" if mu == 0 else f" {'+' if mu > 0 else '-'} {abs(mu):g}"
+    code = (f"z = torch.randn({N}, {C}, generator=torch.Generator().manual_seed({seed})) * {s:g}{shift}\n"
+            f"z_bn = norms.BatchNorm1d({C})(z)   # training mode")
+    question = (f"The pre-activations z of a tanh layer have mean {mu:g} and std {s:g} (below). What fraction of "
+                f"them is saturated, |tanh z| > 0.99, without normalization and after `norms.BatchNorm1d({C})`?")
+    return _choice(question, options, dict(kind="saturation", seed=seed, N=N, C=C, s=s, mu=mu), code=code)
+
+
+# "Ignore ε" in a question: BatchNorm refuses eps = 0 in training; 1e-30 added to any variance above ~1e-14
+# is lost in float64 rounding, so it changes nothing.
+_NO_EPS = 1e-30
+
+
+def _linear_then(norm_name, width):
+    """(description, callable z -> output) for a layer after a linear map; eps = 0, float64."""
+    if norm_name == "none":
+        return "no normalization (just ReLU)", torch.relu
+    m = _module(norm_name, (width,), {"eps": _NO_EPS}).double().train()
+    return f"`norms.{norm_name}({width})`", m
+
+
+def q_scale_invariance(rng, names=None):
+    n_in, width, N = rng.choice([8, 16, 32]), rng.choice([4, 6, 8]), rng.choice([16, 32])
+    a = rng.choice([0.25, 0.5, 4.0, 8.0])
+    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    x = torch.randn(N, n_in, generator=gen, dtype=torch.float64)
+    W = torch.randn(width, n_in, generator=gen, dtype=torch.float64)
+    rows = torch.exp(torch.randn(width, 1, generator=gen, dtype=torch.float64))   # a positive factor per row
+    cases = [("BatchNorm1d", "all"), ("LayerNorm", "all"), ("BatchNorm1d", "rows"), ("LayerNorm", "rows"),
+             ("none", "all")]
+    why = {
+        ("BatchNorm1d", "all"): ("scaling W scales every unit's mean and std by a, which cancels.", ""),
+        ("LayerNorm", "all"): ("scaling W scales every sample's mean and std over the units by a, which cancels.",
+                               ""),
+        ("BatchNorm1d", "rows"): ("BatchNorm normalizes each output unit on its own (over the batch), so each "
+                                  "row of W may have its own factor.", ""),
+        ("LayerNorm", "rows"): ("", "LayerNorm normalizes each sample over the units, so only a factor common to "
+                                    "all rows cancels; different factors change the pattern across units."),
+        ("none", "all"): ("", "without a normalization nothing removes the scale: ReLU(a·z) = a·ReLU(z)."),
+    }
+    options = []
+    with torch.no_grad():
+        for norm_name, how in cases:
+            desc, f = _linear_then(norm_name, width)
+            scaled = W * a if how == "all" else W * rows
+            same = torch.allclose(f(x @ W.T), f(x @ scaled.T), atol=1e-9)
+            text = (f"{desc}: multiplying all of W by a = {a:g}" if how == "all" else
+                    f"{desc}: multiplying each row of W (one output unit each) by its own positive factor")
+            yes, no = why[(norm_name, how)]
+            fb = ("Yes: " + (yes or "the output does not change.")) if same else ("No: " + (no or "it changes."))
+            options.append((text + " leaves the output unchanged.", same, fb, (norm_name, how)))
+    question = (f"A linear layer z = W x (no bias, W of shape ({width}, {n_in})) is followed by the layer named "
+                "below, in training mode on a batch of inputs. Ignore ε. Which statements hold? Select all.")
+    return _choice(question, options, dict(kind="scale_invariance", a=a, width=width, n_in=n_in))
+
+
+def _grad_at(norm, x, W, target):
+    W = W.clone().requires_grad_()
+    loss = ((norm(x @ W.T) - target) ** 2).mean()
+    (grad,) = torch.autograd.grad(loss, W)
+    return grad
+
+
+def q_grad_scale(rng, names=None):
+    norm_name = rng.choice(["BatchNorm1d", "LayerNorm"])
+    n_in, width, N = rng.choice([8, 16]), rng.choice([4, 8]), 32
+    a = rng.choice([0.25, 0.5, 2.0, 4.0, 8.0])
+    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    x = torch.randn(N, n_in, generator=gen, dtype=torch.float64)
+    W = torch.randn(width, n_in, generator=gen, dtype=torch.float64)
+    target = torch.randn(N, width, generator=gen, dtype=torch.float64)
+    norm = _module(norm_name, (width,), {"eps": _NO_EPS}).double().train()
+    g1, ga = _grad_at(norm, x, W, target), _grad_at(norm, x, W * a, target)
+    factor = float(ga.norm() / g1.norm())
+    if not torch.allclose(ga, g1 * factor, atol=1e-9):
+        raise AssertionError("the gradient at a·W is not a multiple of the one at W")
+    value = round(factor, 6)
+    question = (f"The weights W of a linear layer feed `norms.{norm_name}({width})` (training mode, ignore ε), and "
+                f"a loss L is computed downstream. W is replaced by a·W with a = {a:g}. By what factor does the "
+                "gradient ∂L/∂W change (evaluated at a·W instead of W)?")
+    wrong = [(a, "That is how z itself scales. The loss does not change with a, so the gradient cannot grow with it."),
+             (1.0, "The loss is the same, but its gradient is not: it is taken at a different point."),
+             (a * a, "The gradient shrinks as W grows; a² is the factor of the learning rate that compensates."),
+             (1 / (a * a), "That is how the effective learning rate η/‖W‖² changes, not the gradient.")]
+    return _numeric(question, value, dict(kind="grad_scale", norm=norm_name, a=a),
+                    correct_fb=f"Correct: L(a·W) = L(W) for every a > 0; differentiating gives a·∇L(a·W) = ∇L(W), "
+                               f"so the gradient at a·W is 1/a = {value:g} times the one at W.",
+                    wrong=wrong, tol=0.0005,
+                    default_fb="Not quite. Differentiate L(a·W) = L(W) with respect to W.")
+
+
+def q_bias_before_norm(rng, names=None):
+    n_in, width, N = rng.choice([8, 16]), rng.choice([4, 6, 8]), rng.choice([16, 32])
+    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    W = torch.randn(width, n_in, generator=gen, dtype=torch.float64)
+    b = torch.rand(width, generator=gen, dtype=torch.float64) * 6 - 3          # differs between units
+    common = torch.full((width,), float(rng.choice([-2, 1, 3])), dtype=torch.float64)
+    x = torch.randn(N, n_in, generator=gen, dtype=torch.float64)
+    with torch.no_grad():
+        bn, ln = norms.BatchNorm1d(width).double().train(), norms.LayerNorm(width).double()
+        cases = {"bn": torch.allclose(bn(x @ W.T + b), bn(x @ W.T), atol=1e-9),
+                 "ln": torch.allclose(ln(x @ W.T + b), ln(x @ W.T), atol=1e-9),
+                 "ln_common": torch.allclose(ln(x @ W.T + common), ln(x @ W.T), atol=1e-9)}
+    texts = {"bn": f"`norms.BatchNorm1d({width})`, with a bias that differs between units",
+             "ln": f"`norms.LayerNorm({width})`, with a bias that differs between units",
+             "ln_common": f"`norms.LayerNorm({width})`, with the same bias for every unit"}
+    fbs = {
+        "bn": ("BatchNorm subtracts each unit's batch mean; the bias adds the same number to every sample of a "
+               "unit, so it moves that mean by exactly the bias and cancels (its gradient is zero too).",
+               "it changes the output."),
+        "ln": ("it cancels.",
+               "LayerNorm subtracts each sample's mean over the units; a bias that differs between units changes "
+               "the pattern across units and does not cancel."),
+        "ln_common": ("LayerNorm subtracts each sample's mean over the units, so a shift common to all units "
+                      "cancels; only the part of a bias that varies between units survives.", "it changes the output."),
+    }
+    options = [(texts[k], same, ("Yes: " + fbs[k][0]) if same else ("No: " + fbs[k][1]), k)
+               for k, same in cases.items()]
+    question = (f"`nn.Linear({n_in}, {width})` with a non-zero bias feeds a normalization layer (training mode). In "
+                "which cases is the bias dead weight: removing it leaves the output unchanged? Select all.")
+    return _choice(question, options, dict(kind="bias_before_norm", n_in=n_in, width=width))
+
+
+def q_weight_norm_growth(rng, names=None):
+    norm_name = rng.choice(["BatchNorm1d", "LayerNorm"])
+    n_in, width, N = rng.choice([8, 16]), rng.choice([4, 8]), 32
+    lr, steps = rng.choice([0.1, 0.5, 1.0]), 5
+    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    W = torch.randn(width, n_in, generator=gen, dtype=torch.float64)
+    norm = _module(norm_name, (width,), {"eps": _NO_EPS}).double().train()
+    sq, predicted = [float(W.pow(2).sum())], []
+    for _ in range(steps):
+        x = torch.randn(N, n_in, generator=gen, dtype=torch.float64)
+        target = torch.randn(N, width, generator=gen, dtype=torch.float64)
+        g = _grad_at(norm, x, W, target)
+        predicted.append(sq[-1] + lr ** 2 * float(g.pow(2).sum()))
+        W = W - lr * g
+        sq.append(float(W.pow(2).sum()))
+    diffs = [b - a for a, b in zip(sq, sq[1:])]
+    pythagoras = all(math.isclose(p, s, rel_tol=1e-9) for p, s in zip(predicted, sq[1:]))
+    outcome = ("grows" if all(d > 0 for d in diffs) and pythagoras else "shrinks" if all(d < 0 for d in diffs)
+               else "same" if all(abs(d) < 1e-12 for d in diffs) else "depends")
+    options = [
+        ("It grows at every step: ‖W_(t+1)‖² = ‖W_t‖² + η²‖g_t‖².", outcome == "grows",
+         "Correct: the loss does not depend on ‖W‖, so the gradient is orthogonal to W, and by Pythagoras each "
+         "step can only add length. The effective learning rate η/‖W‖² therefore decays by itself (weight decay "
+         "counteracts it)." if outcome == "grows" else "No: here the norm does not grow at every step.", "grows"),
+        ("It shrinks at every step, like with weight decay.", outcome == "shrinks",
+         "No: without weight decay nothing pulls W towards 0; the step is orthogonal to W." if outcome != "shrinks"
+         else "Correct.", "shrinks"),
+        ("It stays constant, because the layer is scale-invariant.", outcome == "same",
+         "No: scale invariance makes the gradient orthogonal to W, and a step orthogonal to W lengthens it."
+         if outcome != "same" else "Correct.", "same"),
+        ("It grows or shrinks depending on the sign of the gradient.", outcome == "depends",
+         "No: the gradient has no component along W, so the sign does not matter." if outcome != "depends"
+         else "Correct.", "depends"),
+    ]
+    question = (f"The weights W of a linear layer feed `norms.{norm_name}({width})` (training mode, ignore ε). Plain "
+                f"SGD, W ← W − η g with η = {lr:g}, no weight decay. What happens to ‖W‖?")
+    return _choice(question, options, dict(kind="weight_norm_growth", norm=norm_name, lr=lr))
+
+
+# ----------------------------------------------------------------------------
+# Chapter-specific computed questions
+# ----------------------------------------------------------------------------
+
+def _fold_case(rng):
+    n_in, width = 3, 2
+    W = [[rng.randint(-2, 3) or 1 for _ in range(n_in)] for _ in range(width)]
+    b = [rng.randint(-3, 3) for _ in range(width)]
+    rm = [rng.choice([-2.0, -1.0, 0.5, 1.0, 2.0]) for _ in range(width)]
+    rv = [rng.choice([0.25, 4.0, 16.0]) for _ in range(width)]
+    gamma = [rng.choice([0.5, 2.0, 3.0, -1.0]) for _ in range(width)]
+    beta = [rng.choice([-1.0, 0.5, 1.0, 2.0]) for _ in range(width)]
+    return dict(W=W, b=b, running_mean=rm, running_var=rv, gamma=gamma, beta=beta)
+
+
+def _folded(case):
+    """(W', b') of the single Linear equal to Linear -> norms.BatchNorm1d (eval), read off by running it."""
+    lin = torch.nn.Linear(len(case["W"][0]), len(case["W"])).double()
+    bn = norms.BatchNorm1d(len(case["W"])).double().eval()
+    with torch.no_grad():
+        lin.weight.copy_(torch.tensor(case["W"]))
+        lin.bias.copy_(torch.tensor(case["b"]))
+        bn.running_mean.copy_(torch.tensor(case["running_mean"]))
+        bn.running_var.copy_(torch.tensor(case["running_var"]))
+        bn.weight.copy_(torch.tensor(case["gamma"]))
+        bn.bias.copy_(torch.tensor(case["beta"]))
+        n_in = lin.in_features
+        f = lambda t: bn(lin(t))  # noqa: E731
+        b_new = f(torch.zeros(1, n_in, dtype=torch.float64))[0]
+        W_new = (f(torch.eye(n_in, dtype=torch.float64)) - b_new).T
+    return W_new.tolist(), b_new.tolist(), bn.eps
+
+
+def q_bn_fold(rng, names=None):
+    case = _fold_case(rng)
+    W_new, b_new, eps = _folded(case)
+    c = rng.randrange(2)
+    what = rng.choice(["bias", "weight"])
+    g, m, v, be = case["gamma"][c], case["running_mean"][c], case["running_var"][c], case["beta"][c]
+    sd = math.sqrt(v + eps)
+    t = "torch.tensor"
+    code = "\n".join([
+        "lin, bn = nn.Linear(3, 2), norms.BatchNorm1d(2)",
+        "with torch.no_grad():",
+        f"    lin.weight.copy_({t}({case['W']}))",
+        f"    lin.bias.copy_({t}({case['b']}))",
+        f"    bn.running_mean.copy_({t}({case['running_mean']}))",
+        f"    bn.running_var.copy_({t}({case['running_var']}))",
+        f"    bn.weight.copy_({t}({case['gamma']}))   # γ",
+        f"    bn.bias.copy_({t}({case['beta']}))     # β",
+        "bn.eval()",
+    ])
+    if what == "bias":
+        bc = case["b"][c]
+        value = round(b_new[c], 6)
+        question = (f"The Linear and BatchNorm below (eval mode, eps = {eps:g}) are folded into one `nn.Linear(3, 2)` "
+                    f"that computes the same output. What is its bias for output unit {c}? (3 decimals)")
+        wrong = [(g * (bc - m) / (v + eps) + be, "That divides by the variance instead of its square root."),
+                 (g * bc / sd + be, "That forgets to subtract the running mean from the bias."),
+                 (g * (bc - m) / sd, "That forgets β."),
+                 ((bc - m) / sd + be, "That forgets γ."),
+                 (bc, "The bias does change: BatchNorm's shift and scale move into it.")]
+        correct_fb = (f"Correct: with s = γ/√(running_var + ε) = {g:g}/√{v:g} = {g / sd:.4g}, "
+                      f"b′ = s·(b − running_mean) + β = {g / sd:.4g}·({bc} − {m:g}) + {be:g} = {value:.4f}.")
+        meta_extra = dict(unit=c)
+    else:
+        j = rng.randrange(3)
+        wc = case["W"][c][j]
+        value = round(W_new[c][j], 6)
+        question = (f"The Linear and BatchNorm below (eval mode, eps = {eps:g}) are folded into one `nn.Linear(3, 2)` "
+                    f"that computes the same output. What is its weight[{c}, {j}]? (3 decimals)")
+        wrong = [(g * wc / (v + eps), "That divides by the variance instead of its square root."),
+                 (wc / sd, "That forgets γ."),
+                 (wc * sd / g, "That is the inverse scale: BatchNorm divides by the std and multiplies by γ."),
+                 (wc, "The weight does change: every row is scaled by γ/√(running_var + ε)."),
+                 (g * wc, "That forgets to divide by the running std.")]
+        correct_fb = (f"Correct: row {c} is scaled by s = γ/√(running_var + ε) = {g:g}/√{v:g}, so "
+                      f"W′[{c}, {j}] = {g / sd:.4g}·{wc} = {value:.4f}.")
+        meta_extra = dict(unit=c, input=j)
+    return _numeric(question, value, dict(kind="bn_fold", what=what, case=case, **meta_extra),
+                    correct_fb=correct_fb, wrong=wrong, tol=0.0015, code=code,
+                    default_fb="Not quite. In eval mode BatchNorm is y = s·(z − running_mean) + β with "
+                               "s = γ/√(running_var + ε); substitute z = W x + b.")
+
+
+def q_ln_accepts(rng, names=None):
+    sizes = rng.sample([3, 4, 5, 6, 7, 8], 4)
+    N = rng.choice([2, 9])
+    ns = tuple(sizes[:rng.choice([1, 2, 2, 3])])
+    other = sizes[3]
+    cands = [((N,) + ns, "a batch of blocks"), ((N, other) + ns, "extra leading dims"), (ns, "no batch dim")]
+    if len(ns) > 1:
+        cands += [((N,) + ns[::-1], "the same sizes in the wrong order"), ((N,) + ns[1:], "too few dims")]
+    cands += [((N,) + ns[:-1] + (other,), "a different last size"), (ns + (N,), "the batch dim last")]
+    m = norms.LayerNorm(list(ns))
+    options = []
+    for shape, _ in cands:
+        try:
+            with torch.no_grad():
+                m(torch.zeros(shape))
+            ok, msg = True, ""
+        except Exception as exc:  # noqa: BLE001 - the point is to see whether it raises
+            ok, msg = False, type(exc).__name__
+        lead = shape[:len(shape) - len(ns)]
+        fb = (f"Yes: its last {len(ns)} dim{'s are' if len(ns) > 1 else ' is'} {_shape(ns)}; the leading dims "
+              f"{_shape(lead) if lead else '(none)'} only index the blocks, each normalized on its own." if ok else
+              f"No: it raises a {msg}. normalized_shape must match the last {len(ns)} dim"
+              f"{'s' if len(ns) > 1 else ''} of the input, here {_shape(shape[-len(ns):])}.")
+        options.append((_shape(shape), ok, fb, shape))
+    options = sorted(options, key=lambda o: (len(o[3]), o[3]))
+    question = (f"`norms.LayerNorm({list(ns)})` accepts which of these input shapes (no error)? Select all.")
+    return _choice(question, options, dict(kind="ln_accepts", normalized_shape=ns))
+
+
+def q_rms_value(rng, names=None):
+    D = rng.choice([3, 4, 5])
+    while True:
+        x = [rng.randint(-3, 4) for _ in range(D)]
+        if len(set(x)) > 1 and abs(sum(x)) >= 1 and x[0] != 0:
+            break
+    i = rng.randrange(D)
+    while x[i] == 0:
+        i = rng.randrange(D)
+    with torch.no_grad():
+        y = norms.RMSNorm(D)(torch.tensor([x], dtype=torch.float32))[0]
+    value = round(float(y[i]), 6)
+    ms = sum(v * v for v in x) / D
+    mean = sum(x) / D
+    var = sum((v - mean) ** 2 for v in x) / D
+    wrong = [((x[i] - mean) / math.sqrt(var), "That is LayerNorm: it subtracts the mean first; RMSNorm does not."),
+             (x[i] / math.sqrt(ms * D), "That divides by the L2 norm √(Σx²), not by the root of the mean square: "
+                                         f"the output would shrink with D (by √{D} here)."),
+             (x[i] / ms, "That divides by the mean square, without the square root."),
+             (x[i] / (sum(abs(v) for v in x) / D), "That divides by the mean absolute value.")]
+    question = (f"`norms.RMSNorm({D})` (γ = 1, default eps) gets the vector x = {x}. What is output element "
+                f"{i}? (3 decimals)")
+    return _numeric(question, value, dict(kind="rms_value", x=x, index=i),
+                    correct_fb=f"Correct: mean(x²) = {ms:.4g}, RMS = √{ms:.4g} = {math.sqrt(ms):.4g}, "
+                               f"and {x[i]} / {math.sqrt(ms):.4g} = {value:.4f}.",
+                    wrong=wrong, tol=0.0015,
+                    default_fb="Not quite: square every element, average, take the square root, and divide "
+                               "element {i} by it.".replace("{i}", str(i)))
+
+
+def q_group_members(rng, names=None):
+    C = rng.choice([6, 8])
+    G = rng.choice([g for g in range(2, C) if C % g == 0 and g != C])
+    N, H, W = 2, rng.choice([3, 4]), rng.choice([4, 5])
+    k = rng.randrange(C)
+    r = describe(norms.GroupNorm(G, C), (N, C, H, W))
+    idx = r.statistic_index[0, :, 0, 0]
+    per = C // G
+    options = []
+    for j in range(C):
+        if j == k:
+            continue
+        same = bool(idx[j] == idx[k])
+        if same:
+            fb = (f"Yes: channels {per * (k // per)}…{per * (k // per) + per - 1} form one group: GroupNorm({G}, {C}) "
+                  f"splits the channels into {G} blocks of {per} consecutive channels.")
+        elif j % G == k % G:
+            fb = (f"No: groups are blocks of {per} consecutive channels, not channels {G} apart. Grouping channels "
+                  f"{G} apart is the bug of reshaping to (N, {per}, {G}, …) instead of (N, {G}, {per}, …).")
+        else:
+            fb = f"No: channel {j} is in another block of {per} consecutive channels."
+        options.append((f"channel {j}", same, fb, j))
+    several = sum(o[1] for o in options) > 1
+    question = (f"`norms.GroupNorm({G}, {C})` gets an input of shape {_shape((N, C, H, W))}. Which "
+                f"channel{'s share' if several else ' shares'} its mean and variance with channel {k} (within one "
+                f"sample)?{' Select all.' if several else ''}")
+    return _choice(question, options, dict(kind="group_members", G=G, C=C, shape=(N, C, H, W), channel=k))
+
+
+def q_instance_contrast(rng, names=None):
+    N, C, H, W = rng.choice([2, 4]), rng.choice([4, 6]), rng.choice([4, 5]), rng.choice([5, 6])
+    shape = (N, C, H, W)
+    mode = rng.choice(["image", "channels"])
+    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    x = torch.randn(shape, generator=gen, dtype=torch.float64)
+    if mode == "image":
+        scale, shift = torch.full((C, 1, 1), 3.0, dtype=torch.float64), torch.full((C, 1, 1), 2.0, dtype=torch.float64)
+        change = "multiplied by 3 and shifted by 2 (a change of contrast and brightness of the whole image)"
+    else:
+        scale = 1 + 3 * torch.rand(C, 1, 1, generator=gen, dtype=torch.float64)   # ≥ 1: eps stays negligible
+        shift = torch.randn(C, 1, 1, generator=gen, dtype=torch.float64) * 2
+        change = ("given its own contrast and brightness per channel: channel c becomes a_c·x + b_c with "
+                  "different a_c between 1 and 4 and b_c")
+    x2 = x.clone()
+    x2[0] = x[0] * scale + shift
+    layers = [("InstanceNorm2d", (C,)), ("LayerNorm", ((C, H, W),)), ("GroupNorm", (2, C)), ("BatchNorm2d", (C,))]
+    why_yes = {"InstanceNorm2d": "each channel of each image is normalized on its own, so its contrast and "
+                                 "brightness cancel.",
+               "LayerNorm": "the whole image shares one mean and one std, which absorb a common contrast and "
+                            "brightness.",
+               "GroupNorm": "each group of channels shares one mean and std, which absorb a change common to "
+                            "the group."}
+    why_no = {"InstanceNorm2d": "the change does not cancel.",
+              "LayerNorm": "one mean and std for the whole image cannot undo a different change per channel.",
+              "GroupNorm": "one mean and std per group of channels cannot undo a different change per channel.",
+              "BatchNorm2d": "its statistics are shared with the other images of the batch, so changing one image "
+                             "shifts and rescales its output (and the others')."}
+    options = []
+    with torch.no_grad():
+        for n, a in layers:
+            m = _module(n, a).double().train()
+            same = torch.allclose(m(x)[0], m(x2)[0], atol=1e-4)   # eps = 1e-5 spoils exactness a little
+            fb = ("Yes: " + why_yes.get(n, "the change cancels.")) if same else ("No: " + why_no[n])
+            options.append((f"`{_ctor(n, a)}`", same, fb,
+                            (n, a)))
+    several = sum(o[1] for o in options) > 1
+    question = (f"In training mode, on a batch of shape {_shape(shape)}, image 0 is {change}. For which "
+                f"layer{'s' if several else ''} is image 0's output unchanged?{' Select all.' if several else ''}")
+    return _choice(question, options, dict(kind="instance_contrast", shape=shape, mode=mode))
+
+
+# ----------------------------------------------------------------------------
 # Conceptual questions (hand-written; each option explains itself)
 # ----------------------------------------------------------------------------
 
@@ -729,8 +1244,9 @@ _CONCEPTS = {
          ("To keep the output's variance exactly 1.", False,
           "No: normalizing already gives variance 1; γ moves it away from 1."),
          ("To avoid dividing by zero.", False, "No: that is what ε is for."),
-         ("Because the running statistics need them to converge.", False,
-          "No: running statistics are computed from the input, before γ and β are applied.")]),
+         ("So that the layer in front of the normalization becomes scale-invariant.", False,
+          "No: the normalization does that on its own (scaling W scales μ and σ by the same factor, which "
+          "cancels); γ and β are applied afterwards and do not depend on W.")]),
     "layernorm_transformers": (
         "Why do transformers use LayerNorm (or RMSNorm) rather than BatchNorm?",
         [("Each token is normalized over its own features, so nothing depends on the other sequences in the "
@@ -749,10 +1265,12 @@ _CONCEPTS = {
           "Correct: √(σ² + ε) ≥ √ε, so constant inputs give 0 instead of 0/0, and tiny variances do not blow "
           "up the output."),
          ("It is a learning rate for γ and β.", False, "No: ε is a fixed constant, not an optimizer setting."),
-         ("It makes the variance unbiased.", False,
-          "No: the unbiased variance divides by n − 1; ε is added, not a correction factor."),
-         ("It is the momentum of the running statistics.", False,
-          "No: that is the separate `momentum` argument.")]),
+         ("It keeps the weights in front of the normalization from growing during training.", False,
+          "No: nothing in the layer limits ‖W‖; under plain SGD it grows at every step (weight decay is what "
+          "pulls it back)."),
+         ("It makes the normalization exactly scale-invariant.", False,
+          "No: the opposite. ε is the one term that does not scale with the input, so L(aW) = L(W) holds only up "
+          "to ε; to make it exact, ε has to be scaled by a² as well.")]),
     "small_batches": (
         "Why does BatchNorm work poorly with very small batches (say 2 samples per GPU)?",
         [("The batch mean and variance are then noisy estimates, so each sample's output depends strongly on "
@@ -772,6 +1290,40 @@ _CONCEPTS = {
          ("Because the gradient needs them.", False,
           "No: the gradient flows through the batch statistics; the running ones are buffers without gradient."),
          ("To initialize γ and β.", False, "No: γ starts at 1 and β at 0, independently of the data.")]),
+    "covariate_shift": (
+        "Santurkar et al. (2018) added random noise with a non-zero mean and a non-unit variance after every "
+        "BatchNorm layer, drawn afresh at each step, so that the inputs of the later layers shifted more than in a "
+        "network without BatchNorm. What did they find?",
+        [("The noisy network trained about as well as the standard BatchNorm network: reducing internal "
+          "covariate shift is not what makes BatchNorm work.", True,
+          "Correct: more shift, yet the benefit stayed (the chapter repeats this at toy scale). What BatchNorm does "
+          "change is the loss landscape: the loss and its gradient vary less along the gradient, so large steps "
+          "are safe."),
+         ("It trained as badly as the network without normalization, confirming the explanation of Ioffe and "
+          "Szegedy (2015).", False,
+          "No: that is what the covariate-shift explanation predicts, and it is not what happened."),
+         ("The next BatchNorm removed the noise, so the experiment tested nothing.", False,
+          "No: the noise changes the input of the next linear layer at every step, which is exactly the shift "
+          "the explanation is about; measured, it was larger than without BatchNorm."),
+         ("It diverged: noise after a normalization makes the loss explode.", False,
+          "No: it trained; the normalization in front still bounds the activations.")]),
+    "what_helps": (
+        "Which of these are supported explanations of why normalization layers help training? Select all.",
+        [("They keep every layer's signal at a fixed scale, whatever the scale of the weights.", True,
+          "Yes: mean 0 and std 1 at every depth, for any initialization scale."),
+         ("The layers in front of them become scale-invariant, so the effective learning rate η/‖W‖² adapts "
+          "by itself (and weight decay controls it).", True,
+          "Yes: L(aW) = L(W), the gradient is orthogonal to W and scales as 1/a."),
+         ("The loss cannot change fast along the gradient, so large learning rates are safe.", True,
+          "Yes: a normalized network cannot produce huge activations, so its loss cannot explode (the smoother "
+          "landscape of Santurkar et al., 2018)."),
+         ("They remove internal covariate shift, the change of each layer's input distribution during training.",
+          False,
+          "No: that was the original explanation (Ioffe and Szegedy, 2015); a network with more shift injected "
+          "after each BatchNorm trains about as well."),
+         ("They make the initialization irrelevant.", False,
+          "No: they make the scale of the weights irrelevant; the direction of the weights still matters, and so "
+          "does every part of the network that is not normalized, such as the last layer.")]),
 }
 
 
@@ -801,24 +1353,27 @@ TOPICS: dict[str, list[Callable]] = {
     "batchnorm": [_for(q_num_statistics, _BN), _for(q_param_shape, _BN), _for(q_reduced_dims, _BN),
                   _for(q_train_eval, _BN), _for(q_running_var, None), _for(q_running_mean, None),
                   _for(q_eps, ["BatchNorm1d"]), _for(q_batch_one, _BN), _for(q_keras_momentum, None),
-                  _for(q_biased_unbiased, None), _for(q_state_dict, _BN), _concept("running_stats_why"),
-                  _concept("small_batches")],
+                  _for(q_biased_unbiased, None), _for(q_state_dict, _BN), _for(q_bn_fold, None),
+                  _concept("running_stats_why"), _concept("small_batches")],
     "layernorm": [_for(q_num_statistics, ["LayerNorm"]), _for(q_param_shape, ["LayerNorm"]),
                   _for(q_reduced_dims, ["LayerNorm"]), _for(q_train_eval, ["LayerNorm"]),
-                  _for(q_eps, ["LayerNorm"]), _for(q_batch_one, ["LayerNorm"]),
+                  _for(q_eps, ["LayerNorm"]), _for(q_batch_one, ["LayerNorm"]), _for(q_ln_accepts, None),
                   _concept("layernorm_transformers"), _for(q_state_dict, ["LayerNorm"])],
     "rmsnorm": [_for(q_num_statistics, ["RMSNorm"]), _for(q_param_shape, ["RMSNorm"]),
                 _for(q_reduced_dims, ["RMSNorm"]), _for(q_state_dict, ["RMSNorm"]), _for(q_eps, ["RMSNorm"]),
-                _for(q_invariance, None)],
+                _for(q_invariance, None), _for(q_rms_value, None)],
     "groupnorm": [_for(q_num_statistics, ["GroupNorm"]), _for(q_param_shape, ["GroupNorm"]),
                   _for(q_reduced_dims, ["GroupNorm"]), _for(q_train_eval, ["GroupNorm"]),
                   _for(q_groupnorm_special, None), _for(q_eps, ["GroupNorm"]), _for(q_batch_one, ["GroupNorm"]),
-                  _concept("small_batches")],
+                  _for(q_group_members, None), _concept("small_batches")],
     "instancenorm": [_for(q_num_statistics, _IN), _for(q_reduced_dims, _IN), _for(q_train_eval, _IN),
-                     _for(q_state_dict, _IN), _for(q_param_shape, _IN), _for(q_eps, ["InstanceNorm1d"])],
-    "why": [_concept("affine"), _concept("eps_purpose"), _concept("running_stats_why"), _concept("small_batches"),
-            _concept("layernorm_transformers"), _for(q_biased_unbiased, None), _for(q_keras_momentum, None),
-            _for(q_invariance, None)],
+                     _for(q_state_dict, _IN), _for(q_param_shape, _IN), _for(q_eps, ["InstanceNorm1d"]),
+                     _for(q_instance_contrast, None)],
+    # what why-normalize.ipynb teaches: drift and saturation with depth, scale invariance, the covariate-shift
+    # debate, and what ε, γ and β are for (nothing on running statistics: that comes in the BatchNorm chapter)
+    "why": [_for(q_relu_depth, None), _for(q_saturation, None), _for(q_scale_invariance, None),
+            _for(q_grad_scale, None), _for(q_weight_norm_growth, None), _for(q_bias_before_norm, None),
+            _concept("covariate_shift"), _concept("what_helps"), _concept("affine"), _concept("eps_purpose")],
     "comparison": [_for(q_which_layer, None), _for(q_batch_independent, None), _for(q_num_statistics, None),
                    _for(q_reduced_dims, None), _for(q_train_eval, None), _for(q_batch_one, None),
                    _for(q_invariance, None), _for(q_groupnorm_special, None)],

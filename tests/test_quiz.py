@@ -2,6 +2,7 @@
 feedback, and the jupyterquiz rendering is deterministic and loads nothing from other hosts."""
 import json
 import math
+import random
 import re
 
 import pytest
@@ -23,6 +24,12 @@ def _all_questions():
 
 
 QUESTIONS = _all_questions()
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    """The torch.nn re-derivations below draw their own random inputs: the same ones on every run."""
+    torch.manual_seed(0)
 
 
 def _torch_module(name, args, kwargs=None):
@@ -312,8 +319,319 @@ def test_biased_unbiased_against_torch():
 def test_every_kind_is_checked_against_torch():
     checked = {"num_statistics", "reduced_dims", "param_shape", "state_dict", "train_eval", "running_var",
                "running_mean", "eps", "batch_one", "which_layer", "batch_independent", "groupnorm_special",
-               "invariance", "keras_momentum", "biased_unbiased", "concept"}
+               "invariance", "keras_momentum", "biased_unbiased", "concept",
+               "relu_depth", "saturation", "scale_invariance", "grad_scale", "bias_before_norm",
+               "weight_norm_growth", "bn_fold", "ln_accepts", "rms_value", "group_members", "instance_contrast"}
     assert {q["_meta"]["kind"] for q in QUESTIONS} <= checked
+
+
+def _texts(q):
+    return " ".join([q["question"]] + [a.get("answer", "") + " " + a["feedback"] for a in q["answers"]])
+
+
+def _eps_questions():
+    direct = [quiz.q_eps(random.Random(i), [name]) for i in range(3)
+              for name in ("BatchNorm1d", "LayerNorm", "RMSNorm", "GroupNorm", "InstanceNorm1d")]
+    return _by_kind("eps") + direct
+
+
+def test_eps_wording_follows_the_statistic():
+    """RMSNorm divides by the root mean square: no 'variance' anywhere in its question; the others' key talks
+    about the variance. Which layers centre is decided by torch.nn: shifting the input changes RMSNorm's output."""
+    seen = set()
+    for q in _eps_questions():
+        m = q["_meta"]
+        module = _torch_module(m["norm"], m["args"], m["kwargs"]).double()
+        x = torch.randn(m["shape"], dtype=torch.float64)
+        with torch.no_grad():
+            centres = torch.allclose(module(x), module(x + 3.0), atol=1e-6)
+        key_fb = next(a["feedback"] for a in q["answers"] if a["correct"])
+        seen.add(centres)
+        if centres:
+            assert "variance" in key_fb, key_fb
+        else:
+            assert "varian" not in _texts(q), _texts(q)
+            assert "mean square" in key_fb and "√ε" in key_fb, key_fb
+    assert seen == {True, False}
+
+
+def test_eps_question_mentions_gamma_and_beta_only_when_the_module_has_them():
+    seen = set()
+    for q in _eps_questions():
+        m = q["_meta"]
+        module = _torch_module(m["norm"], m["args"], m["kwargs"])
+        has_w, has_b = module.weight is not None, getattr(module, "bias", None) is not None
+        seen.add((m["norm"], has_w))
+        assert ("γ" in q["question"]) == has_w, q["question"]
+        assert ("β" in q["question"]) == has_b, q["question"]
+    assert ("InstanceNorm1d", False) in seen and ("RMSNorm", True) in seen and ("LayerNorm", True) in seen
+
+
+def _state_dict_questions():
+    direct = [quiz.q_state_dict(random.Random(i), [name]) for i in range(6)
+              for name in ("BatchNorm1d", "BatchNorm2d", "InstanceNorm1d", "InstanceNorm2d")]
+    return _by_kind("state_dict") + direct
+
+
+def test_num_batches_tracked_feedback_against_torch():
+    """What num_batches_tracked does, found by running torch.nn with momentum=None: BatchNorm counts the
+    batches and keeps the cumulative average; InstanceNorm leaves the counter at 0 and the running stats alone."""
+    kinds = set()
+    for q in _state_dict_questions():
+        m = q["_meta"]
+        if "num_batches_tracked" not in _torch_module(m["norm"], m["args"], m["kwargs"]).state_dict():
+            continue
+        module = _torch_module(m["norm"], m["args"], dict(m["kwargs"], momentum=None)).double().train()
+        shape = tuple(m["shape"])
+        dims = (0,) + tuple(range(2, len(shape)))
+        xs = [torch.randn(shape, dtype=torch.float64) * 2 + 1 for _ in range(3)]
+        with torch.no_grad():
+            for x in xs:
+                module(x)
+        cumulative = torch.allclose(module.running_mean, torch.stack([x.mean(dims) for x in xs]).mean(0))
+        counter = int(module.num_batches_tracked)
+        frozen = torch.equal(module.running_mean, torch.zeros_like(module.running_mean))
+        fb = q["answers"][m["keys"].index("num_batches_tracked")]["feedback"]
+        kinds.add((m["norm"][:5], cumulative, counter, frozen))
+        assert ("cumulative average" in fb) == cumulative, fb
+        assert ("never increments" in fb) == (counter == 0), fb
+        assert ("not updated at all" in fb) == frozen, fb
+    assert kinds == {("Batch", True, 3, False), ("Insta", False, 0, True)}
+
+
+def test_keras_feedback_uses_the_asked_momentum():
+    qs = _by_kind("keras_momentum") + [quiz.q_keras_momentum(random.Random(i)) for i in range(16)]
+    asked = set()
+    for q in qs:
+        k = q["_meta"]["keras"]
+        asked.add(k)
+        x = torch.randn(6, 3, dtype=torch.float64)
+        right = []
+        for mom in q["_meta"]["keys"]:
+            bn = nn.BatchNorm1d(3, momentum=mom).double().train()
+            bn(x)
+            if torch.allclose(bn.running_mean, (1 - k) * x.mean(0)):
+                right.append(mom)
+        assert len(right) == 1
+        for mom, a in zip(q["_meta"]["keys"], q["answers"]):
+            if a["correct"]:
+                continue
+            assert f"{k}" in a["feedback"] and f"{right[0]:g}" in a["feedback"], (k, mom, a["feedback"])
+            if "0.99" in a["feedback"].replace(f"{k}", "") and k != 0.99:
+                assert "default" in a["feedback"], a["feedback"]   # 0.99 only as Keras's default
+        if k != 0.99:
+            assert "0.99 corresponds" not in _texts(q)
+    assert len(asked) >= 3
+
+
+_NOT_YET_TAUGHT = {"keras_momentum", "biased_unbiased", "running_var", "running_mean", "state_dict", "bn_fold"}
+
+
+def test_why_topic_only_asks_what_its_chapter_teaches():
+    kinds = set()
+    for seed in range(6):
+        for q in quiz.questions_for("why", 12, seed):
+            kind = q["_meta"]["kind"]
+            kinds.add(kind if kind != "concept" else "concept:" + q["_meta"]["concept"])
+            text = _texts(q)
+            for word in ("running", "momentum", "Keras", "unbiased", "num_batches"):
+                assert word not in text, (word, q["question"])
+    assert not kinds & _NOT_YET_TAUGHT
+    assert not kinds & {"concept:running_stats_why", "concept:small_batches", "concept:layernorm_transformers"}
+    # computed questions on depth, saturation and scale invariance, plus the covariate-shift debate
+    assert {"relu_depth", "saturation", "scale_invariance", "grad_scale", "weight_norm_growth",
+            "bias_before_norm", "concept:covariate_shift"} <= kinds
+
+
+@pytest.mark.parametrize("topic,kinds", [("batchnorm", {"bn_fold"}), ("layernorm", {"ln_accepts"}),
+                                         ("rmsnorm", {"rms_value", "invariance"}),
+                                         ("groupnorm", {"group_members", "groupnorm_special"}),
+                                         ("instancenorm", {"instance_contrast"})])
+def test_chapter_topics_have_their_own_questions(topic, kinds):
+    got = {q["_meta"]["kind"] for seed in range(3) for q in quiz.questions_for(topic, 12, seed)}
+    assert kinds <= got
+    for other in set(quiz.topics()) - {topic, "comparison"}:
+        others = {q["_meta"]["kind"] for q in quiz.questions_for(other, 12, 0)}
+        assert not (kinds - {"invariance", "groupnorm_special"}) & others, other
+
+
+def test_relu_depth_against_torch():
+    qs = _by_kind("relu_depth")
+    assert qs
+    g = torch.Generator().manual_seed(123)
+    for q in qs:
+        c = q["_meta"]["c"]
+        h, stds = torch.randn(1024, 256, generator=g, dtype=torch.float64), []
+        for _ in range(17):
+            z = nn.functional.linear(h, torch.randn(256, 256, generator=g, dtype=torch.float64) * c / 16)
+            stds.append(z.std().item())
+            h = torch.relu(z)
+        rate = (stds[-1] / stds[0]) ** (1 / 16)
+        values = q["_meta"]["keys"]
+        closest = min(values, key=lambda v: abs(v - rate))
+        assert _key_of_correct(q) == [closest] and abs(closest - rate) < 0.1 * closest, (c, rate)
+        assert math.isclose(closest, math.sqrt(c * c / 2))          # eq-why-relu
+
+
+def test_saturation_against_torch():
+    qs = _by_kind("saturation")
+    assert qs
+    for q in qs:
+        m = q["_meta"]
+        z = torch.randn(m["N"], m["C"], generator=torch.Generator().manual_seed(m["seed"])) * m["s"] + m["mu"]
+        with torch.no_grad():
+            zn = nn.BatchNorm1d(m["C"]).train()(z)
+        before = (z.tanh().abs() > 0.99).float().mean().item()
+        after = (zn.tanh().abs() > 0.99).float().mean().item()
+        [(b, a)] = _key_of_correct(q)
+        assert math.isclose(b, before, abs_tol=1e-4) and math.isclose(a, after, abs_tol=1e-4)
+        assert f"{after:.1%}" in next(x["answer"] for x in q["answers"] if x["correct"])
+        assert before > 0.3 and after < 0.02
+        assert f"manual_seed({m['seed']})" in q["code"]
+
+
+def test_scale_invariance_against_torch():
+    qs = _by_kind("scale_invariance")
+    assert qs
+    for q in qs:
+        m = q["_meta"]
+        x = torch.randn(32, m["n_in"], dtype=torch.float64)
+        W = torch.randn(m["width"], m["n_in"], dtype=torch.float64)
+        rows = torch.rand(m["width"], 1, dtype=torch.float64) * 3 + 0.5
+        layers = {"BatchNorm1d": nn.BatchNorm1d(m["width"], eps=1e-30).double(),
+                  "LayerNorm": nn.LayerNorm(m["width"], eps=0.0).double(), "none": torch.relu}
+        with torch.no_grad():
+            for (norm, how), a in zip(m["keys"], q["answers"]):
+                f = layers[norm]
+                scaled = W * m["a"] if how == "all" else W * rows
+                assert torch.allclose(f(x @ W.T), f(x @ scaled.T), atol=1e-9) == a["correct"], (norm, how)
+        assert sorted(_key_of_correct(q)) == [("BatchNorm1d", "all"), ("BatchNorm1d", "rows"), ("LayerNorm", "all")]
+
+
+def test_grad_scale_against_torch():
+    qs = _by_kind("grad_scale")
+    assert qs
+    for q in qs:
+        m = q["_meta"]
+        norm = getattr(nn, m["norm"])(4, eps=1e-30).double()
+        x, W, t = torch.randn(16, 8, dtype=torch.float64), torch.randn(4, 8, dtype=torch.float64), torch.randn(16, 4)
+        grads = []
+        for w in (W, W * m["a"]):
+            w = w.clone().requires_grad_()
+            ((norm(x @ w.T) - t) ** 2).mean().backward()
+            grads.append(w.grad)
+        factor = (grads[1].norm() / grads[0].norm()).item()
+        assert _accepts(q, factor) and _accepts(q, round(factor, 3)), (m, factor)
+        assert not _accepts(q, m["a"])
+
+
+def test_bias_before_norm_against_torch():
+    qs = _by_kind("bias_before_norm")
+    assert qs
+    for q in qs:
+        m = q["_meta"]
+        W = torch.randn(m["width"], m["n_in"], dtype=torch.float64)
+        x = torch.randn(16, m["n_in"], dtype=torch.float64)
+        biases = {"bn": torch.rand(m["width"], dtype=torch.float64) * 6 - 3,
+                  "ln": torch.rand(m["width"], dtype=torch.float64) * 6 - 3,
+                  "ln_common": torch.full((m["width"],), 1.5, dtype=torch.float64)}
+        layers = {"bn": nn.BatchNorm1d(m["width"]).double(), "ln": nn.LayerNorm(m["width"]).double()}
+        with torch.no_grad():
+            same = {key: torch.allclose(layers[key[:2]](x @ W.T + b), layers[key[:2]](x @ W.T), atol=1e-9)
+                    for key, b in biases.items()}
+        for key, a in zip(m["keys"], q["answers"]):
+            assert same[key] == a["correct"], key
+        assert same == {"bn": True, "ln": False, "ln_common": True}
+
+
+def test_weight_norm_growth_against_torch():
+    qs = _by_kind("weight_norm_growth")
+    assert qs
+    for q in qs:
+        m = q["_meta"]
+        norm = getattr(nn, m["norm"])(4, eps=1e-30).double()
+        W = torch.randn(4, 8, dtype=torch.float64)
+        growth = []
+        for _ in range(5):
+            w = W.clone().requires_grad_()
+            ((norm(torch.randn(32, 8, dtype=torch.float64) @ w.T) - torch.randn(32, 4)) ** 2).mean().backward()
+            W = W - m["lr"] * w.grad
+            growth.append(W.norm().item() - w.norm().item())
+        outcome = "grows" if all(d > 0 for d in growth) else "shrinks" if all(d < 0 for d in growth) else "depends"
+        assert _key_of_correct(q) == [outcome] == ["grows"]
+
+
+def test_bn_fold_against_torch():
+    qs = _by_kind("bn_fold")
+    assert {q["_meta"]["what"] for q in qs} == {"bias", "weight"}
+    for q in qs:
+        m, case = q["_meta"], q["_meta"]["case"]
+        lin, bn = nn.Linear(3, 2).double().eval(), nn.BatchNorm1d(2).double().eval()
+        with torch.no_grad():
+            for tensor, values in ((lin.weight, case["W"]), (lin.bias, case["b"]), (bn.running_mean,
+                                   case["running_mean"]), (bn.running_var, case["running_var"]),
+                                   (bn.weight, case["gamma"]), (bn.bias, case["beta"])):
+                tensor.copy_(torch.tensor(values, dtype=torch.float64))
+        fused = torch.nn.utils.fusion.fuse_linear_bn_eval(lin, bn)
+        value = (fused.bias[m["unit"]] if m["what"] == "bias" else fused.weight[m["unit"], m["input"]]).item()
+        assert _accepts(q, value) and _accepts(q, round(value, 3)), (q["question"], value)
+        for line in (str(case["W"]), str(case["running_var"]), str(case["gamma"])):
+            assert line in q["code"]
+
+
+def test_ln_accepts_against_torch():
+    qs = _by_kind("ln_accepts")
+    assert {len(q["_meta"]["normalized_shape"]) for q in qs} >= {1, 2}
+    for q in qs:
+        ln = nn.LayerNorm(list(q["_meta"]["normalized_shape"]))
+        for shape, a in zip(q["_meta"]["keys"], q["answers"]):
+            try:
+                ln(torch.randn(shape))
+                ok = True
+            except RuntimeError:
+                ok = False
+            assert ok == a["correct"], (q["question"], shape)
+
+
+def test_rms_value_against_torch():
+    qs = _by_kind("rms_value")
+    assert qs
+    for q in qs:
+        m = q["_meta"]
+        with torch.no_grad():
+            y = nn.RMSNorm(len(m["x"]))(torch.tensor([m["x"]], dtype=torch.float32))[0, m["index"]].item()
+        assert _accepts(q, y) and _accepts(q, round(y, 3)), (q["question"], y)
+        assert str(m["x"]) in q["question"]
+
+
+def test_group_members_against_torch():
+    qs = _by_kind("group_members")
+    assert qs
+    for q in qs:
+        m = q["_meta"]
+        x = torch.randn(m["shape"], dtype=torch.float64, requires_grad=True)
+        nn.GroupNorm(m["G"], m["C"]).double()(x)[0, m["channel"], 0, 0].backward()
+        shares = {j for j in range(m["C"]) if x.grad[0, j].abs().sum() > 0} - {m["channel"]}
+        assert set(_key_of_correct(q)) == shares, q["question"]
+        assert shares and len(shares) == m["C"] // m["G"] - 1
+
+
+def test_instance_contrast_against_torch():
+    qs = _by_kind("instance_contrast")
+    assert {q["_meta"]["mode"] for q in qs} == {"image", "channels"}
+    for q in qs:
+        m = q["_meta"]
+        N, C, H, W = m["shape"]
+        x = torch.randn(m["shape"], dtype=torch.float64)
+        x2 = x.clone()
+        if m["mode"] == "image":
+            x2[0] = 3 * x[0] + 2
+        else:
+            x2[0] = x[0] * (1 + 3 * torch.rand(C, 1, 1, dtype=torch.float64)) + torch.randn(C, 1, 1)
+        with torch.no_grad():
+            for (name, args), a in zip(m["keys"], q["answers"]):
+                module = _torch_module(name, args).double()
+                assert torch.allclose(module(x)[0], module(x2)[0], atol=1e-4) == a["correct"], (name, m["mode"])
 
 
 # ----------------------------------------------------------------------------
