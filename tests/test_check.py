@@ -724,3 +724,25 @@ def test_layer_without_running_stats_gets_no_running_stats_advice():
     r = grade(EvalOnlyBug, nn.LayerNorm)
     assert r.codes == ["eval_mismatch"], str(r)
     assert "running_" not in r.problems[0].fix and "self.training" in r.problems[0].fix
+
+
+def test_scenario_shapes_never_repeat_the_channel_size():
+    """The grader's inputs keep the channel (or normalized) size unique within each
+    shape, as norms/check.py and the grade-your-own chapter claim."""
+    from norms.check import _SCENARIOS
+
+    clashes = []
+    for name, scenarios in _SCENARIOS.items():
+        for sc in scenarios:
+            if name.startswith(("LayerNorm", "RMSNorm")):
+                normalized = sc.args[0] if isinstance(sc.args[0], tuple) else (sc.args[0],)
+                size, where = normalized, lambda s, k=len(normalized): (s[:-k], s[-k:])
+            else:
+                size = (sc.args[1] if name == "GroupNorm" else sc.args[0],)
+                where = lambda s: (s[:1] + s[2:], s[1:2])  # noqa: E731
+            for shape in sc.train + sc.eval:
+                others, own = where(shape)
+                assert tuple(own) == tuple(size), (name, shape)
+                if set(others) & set(size):
+                    clashes.append((name, shape))
+    assert clashes == []
