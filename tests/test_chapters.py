@@ -67,8 +67,10 @@ def parts_of(nb) -> tuple[set[str], set[str], set[str]]:
                 found.add("widget")
         if "remove-input" in tags(cell) and re.search(r"quiz\.show\(", cell.source):
             found.add("quiz")
-        if cell.cell_type == "code" and "hide-input" in tags(cell):
-            hidden = cell.metadata.get("jupyter", {}).get("source_hidden") is True
+        if cell.cell_type == "code" and "hide-cell" in tags(cell):
+            # the solution's code and output both collapsed, on the site and in Jupyter/Colab
+            jupyter = cell.metadata.get("jupyter", {})
+            hidden = jupyter.get("source_hidden") is True and jupyter.get("outputs_hidden") is True
             before = [c for c in cells[max(0, i - 3) : i] if c.cell_type == "markdown"]
             if hidden and any(re.search(r"\{admonition\}\s*Exercise", c.source) for c in before):
                 found.add("exercise")
@@ -112,3 +114,16 @@ def test_parts_detector_can_fail():
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("Text, no maths."),
                                          nbformat.v4.new_code_cell("x = 1")])
     assert parts_of(nb) == (set(), set(), set())
+
+
+def test_every_solution_is_hidden_code_and_output():
+    """A solution cell shows neither its code nor its output until the reader asks."""
+    shown = []
+    for path in sorted(BOOK.glob("*.ipynb")):
+        for i, cell in enumerate(read(path).cells):
+            if cell.cell_type != "code" or not cell.source.lstrip().startswith("# Solution"):
+                continue
+            jupyter = cell.metadata.get("jupyter", {})
+            if not ("hide-cell" in tags(cell) and jupyter.get("source_hidden") and jupyter.get("outputs_hidden")):
+                shown.append(f"{path.name} cell {i}")
+    assert shown == [], f"solutions visible without a click: {shown}"
