@@ -635,8 +635,9 @@ def plot_reduction(
 
     The grouping comes from ``describe(module, shape).statistic_index``: cells
     with the same id share a mean and a variance (RMSNorm: one RMS value).
-    Statistic ``highlight`` is drawn in vermillion, every other statistic in a
-    light tint of its own.
+    Statistic ``highlight`` is drawn in vermillion, the others in light tints;
+    neighbouring statistics never share a tint (there are five tints, so distant
+    statistics can).
 
     Image-like inputs ``(N, C, *S)`` are drawn as a block with ``C`` across,
     the spatial dims folded into one axis down (``H·W``, ``L`` or ``D·H·W``) and
