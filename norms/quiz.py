@@ -9,7 +9,9 @@ A notebook cell only needs::
 Questions are dicts in jupyterquiz's format (``"question"``, ``"type"`` one of
 ``"multiple_choice"``/``"many_choice"``/``"numeric"``, ``"answers"`` with
 ``"answer"``/``"correct"``/``"feedback"``, numeric answers with ``"value"`` or
-``"range"``), and every option carries feedback. Numbers in the answer keys
+``"range"``), and every option carries feedback. Select-all questions are always ``"many_choice"`` and
+end with the same "Select all that apply.", however many options are right (even one), and the rendered
+script is patched so that jupyterquiz styles them by that type. Numbers in the answer keys
 are never typed in: they come from :func:`norms.axes.describe`, from the
 modules' parameters and state_dict, or from running a module (a BatchNorm
 step, a batch of size one, an input with a small variance, ...).
@@ -55,9 +57,17 @@ def _fmt(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
 
 
-def _choice(question: str, options: list, meta: dict, code: str | None = None) -> dict:
-    """options: [(answer, correct, feedback[, key])]. Type follows the number of correct options.
-    The optional keys (what each option stands for, for tests) go to ``_meta["keys"]``."""
+SELECT_ALL = "Select all that apply."
+
+
+def _choice(question: str, options: list, meta: dict, code: str | None = None, *, many: bool = False) -> dict:
+    """options: [(answer, correct, feedback[, key])]. The optional keys (what each option stands for, for
+    tests) go to ``_meta["keys"]``.
+
+    ``many=True`` makes a select-all question: the type is ``many_choice`` whatever the number of correct
+    options (one, or all of them, is a possible answer and must not show in the wording or the type), and
+    the question ends with :data:`SELECT_ALL`. Without it the question has exactly one correct option and
+    the type is ``multiple_choice``."""
     seen = set()
     answers, keys = [], []
     for answer, correct, feedback, *key in options:
@@ -71,8 +81,13 @@ def _choice(question: str, options: list, meta: dict, code: str | None = None) -
     ncorrect = sum(a["correct"] for a in answers)
     if ncorrect == 0:
         raise AssertionError(f"question without a correct option: {question}")
-    q = {"question": _fmt(question), "type": "many_choice" if ncorrect > 1 else "multiple_choice",
-         "answers": answers}
+    if ncorrect > 1 and not many:
+        raise AssertionError(f"{ncorrect} correct options in a single-answer question: {question}")
+    if "Select all" in question:
+        raise AssertionError(f"pass many=True instead of writing 'Select all': {question}")
+    if many:
+        question = f"{question} {SELECT_ALL}"
+    q = {"question": _fmt(question), "type": "many_choice" if many else "multiple_choice", "answers": answers}
     if code:
         q["code"] = html.escape(code, quote=False)
     q["_meta"] = meta
@@ -100,6 +115,24 @@ def _numeric(question: str, value: float, meta: dict, *, correct_fb: str, wrong:
         q["code"] = html.escape(code, quote=False)
     q["_meta"] = meta
     return q
+
+
+def _num(v, spec: str = "g") -> str:
+    """A number for prose: a true minus sign (−2, not -2)."""
+    text = format(v, spec)
+    return "−" + text[1:] if text.startswith("-") else text
+
+
+def _factor(v, spec: str = "g") -> str:
+    """A number as an operand after ·, / or −: negatives in parentheses, ``2·(−1)`` instead of ``2·-1``."""
+    text = _num(v, spec)
+    return f"({text})" if text.startswith("−") else text
+
+
+def _plus(v, spec: str = "g") -> str:
+    """`` + v`` or `` − |v|``: an added term with its sign folded into the operator."""
+    text = format(v, spec)
+    return f" − {text[1:]}" if text.startswith("-") else f" + {text}"
 
 
 def _shape(s) -> str:
@@ -168,25 +201,40 @@ def _what(name):
 
 
 def _alternatives(shape):
-    """Other layers that accept ``shape``: [(description, Reduction)], for distractors."""
+    """Other layers that accept ``shape``: [(name, args, Reduction)], for distractors."""
     nd = len(shape)
-    out = []
+    layers = []
     C = shape[1]
     if nd in (2, 3):
-        out.append((f"BatchNorm1d({C})", describe(norms.BatchNorm1d(C), shape)))
+        layers.append(("BatchNorm1d", (C,)))
     if nd in (4, 5):
-        bn = norms.BatchNorm2d if nd == 4 else norms.BatchNorm3d
-        out.append((f"{bn.__name__}({C})", describe(bn(C), shape)))
+        layers.append(("BatchNorm2d" if nd == 4 else "BatchNorm3d", (C,)))
     if nd >= 3:
-        inn = {3: norms.InstanceNorm1d, 4: norms.InstanceNorm2d, 5: norms.InstanceNorm3d}[nd]
-        out.append((f"{inn.__name__}({C})", describe(inn(C), shape)))
-        out.append((f"LayerNorm({list(shape[1:])})", describe(norms.LayerNorm(list(shape[1:])), shape)))
-    out.append((f"LayerNorm({shape[-1]})", describe(norms.LayerNorm(shape[-1]), shape)))
+        layers.append((f"InstanceNorm{nd - 2}d", (C,)))
+        layers.append(("LayerNorm", (tuple(shape[1:]),)))
+    layers.append(("LayerNorm", (shape[-1],)))
     for g in (2, 4, 3):
         if C % g == 0 and C != g:
-            out.append((f"GroupNorm({g}, {C})", describe(norms.GroupNorm(g, C), shape)))
+            layers.append(("GroupNorm", (g, C)))
             break
-    return out
+    return [(n, a, describe(_module(n, a), shape)) for n, a in layers]
+
+
+def _label(name, args) -> str:
+    """``LayerNorm([3, 4])``, ``GroupNorm(2, 8)``: a layer as the reader would construct it."""
+    return _ctor(name, args)[len("norms."):]
+
+
+def _grouping(name, args, r) -> str:
+    """What shares a statistic, in words that tell the layers apart. GroupNorm is described by its blocks
+    of channels: its reduced dims (1, 2, ...) are the same tuple as LayerNorm's over (C, ...), yet channels in
+    different blocks never share a statistic."""
+    if name == "GroupNorm":
+        G, C = args
+        where = ", over every position of those channels" if len(r.input_shape) > 2 else ""
+        return (f"computes one statistic per sample and block of C/G = {C // G} consecutive channels{where} "
+                f"(statistics of shape (N, G) = {_shape(r.stat_shape)})")
+    return f"reduces over dims {r.reduced_dims} (statistics of shape {_shape(r.stat_shape)})"
 
 
 def _stat_words(r) -> str:
@@ -205,22 +253,29 @@ def q_num_statistics(rng, names=None):
     question = (f"`{_ctor(name, args, kwargs)}` is applied in training mode to an input of shape "
                 f"{_shape(shape)}. How many {noun} does it compute?")
     wrong = []
-    for label, alt in _alternatives(shape):
+    for alt_name, alt_args, alt in _alternatives(shape):
         if alt.num_statistics != r.num_statistics:
-            wrong.append((alt.num_statistics, f"{alt.num_statistics} is what {label} would compute on this "
-                                              f"input: it reduces over dims {alt.reduced_dims}. {name} reduces "
-                                              f"over dims {r.reduced_dims}."))
-    wrong.append((math.prod(shape), "That is one per element: then every element would be its own mean and "
-                                    "the output would be all zeros."))
-    correct_fb = (f"Correct: {name} reduces over dims {r.reduced_dims}, leaving statistics of shape "
-                  f"{_shape(r.stat_shape)}, each from {r.elements_per_statistic} elements.")
+            wrong.append((alt.num_statistics, f"{alt.num_statistics} is what {_label(alt_name, alt_args)} would "
+                                              f"compute on this input: it {_grouping(alt_name, alt_args, alt)}. "
+                                              f"{_label(name, args)} {_grouping(name, args, r)}."))
+    if r.has_mean:
+        per_element = ("That is one per element: then every element would be its own mean and the output would "
+                       "be all zeros.")
+    else:
+        per_element = ("That is one per element: then every element would be its own RMS, |x|, and the output "
+                       "would be x/|x| = ±1, just the sign of x (up to ε).")
+    wrong.append((math.prod(shape), per_element))
+    correct_fb = (f"Correct: {_label(name, args)} {_grouping(name, args, r)}, each statistic from "
+                  f"{r.elements_per_statistic} elements.")
     if not r.has_mean:
         correct_fb += " RMSNorm subtracts no mean at all."
     return _numeric(question, r.num_statistics, dict(kind="num_statistics", norm=name, args=args, kwargs=kwargs,
                                                      shape=shape),
                     correct_fb=correct_fb, wrong=wrong,
-                    default_fb=f"Not quite. Work out which dims {name} reduces over; the statistics are indexed "
-                               "by the remaining dims.")
+                    default_fb=("Not quite. GroupNorm splits the channels into G blocks: count one statistic per "
+                                "sample and block." if name == "GroupNorm" else
+                                f"Not quite. Work out which dims {name} reduces over; the statistics are indexed "
+                                "by the remaining dims."))
 
 
 def q_param_shape(rng, names=None):
@@ -235,8 +290,13 @@ def q_param_shape(rng, names=None):
     question = (f"What is the shape of {which} of `{_ctor(name, args, kwargs)}`, which is used on inputs "
                 f"of shape {_shape(shape)}?")
     C = shape[1]
+    if name in ("LayerNorm", "RMSNorm") and len(shape) == 3:   # (B, T, D): dim 1 is the position, not a channel
+        dim1 = ("one γ per position (dim 1 is T here): parameters that depend on the position in the sequence "
+                "would tie the layer to one length; γ runs along the normalized dim D.")
+    else:
+        dim1 = "one γ per channel: that is BatchNorm, InstanceNorm and GroupNorm."
     cands = [
-        ((C,), "one γ per channel: that is BatchNorm, InstanceNorm and GroupNorm."),
+        ((C,), dim1),
         (tuple(shape[1:]), "one γ per feature of a sample: that is LayerNorm over every dim but the batch."),
         ((shape[-1],), "one γ per entry of the last dim: LayerNorm/RMSNorm over the last dim."),
         (tuple(shape), "that would need a γ per element of the batch, but parameters cannot depend on the "
@@ -260,23 +320,35 @@ def q_param_shape(rng, names=None):
 
 def _counter_role(name, args, kwargs, shape, gen, steps=2):
     """What ``num_batches_tracked`` does for this layer, found by running it: ``steps`` training steps
-    with ``momentum=None``. Returns (counter afterwards, running mean moved?, running mean = the
-    cumulative average of the batches' means?)."""
-    m = _module(name, args, dict(kwargs, momentum=None)).double().train()
+    with ``momentum=None``, and the same steps with the layer as asked (default momentum). Returns
+    (counter afterwards, running mean moved?, running mean = the cumulative average of the batches' means?,
+    the default momentum, with it the running mean = the plain exponential average, whatever the counter?)."""
     dims = (0,) + tuple(range(2, len(shape)))
     xs = [torch.randn(shape, generator=gen, dtype=torch.float64) * 2 + 1 for _ in range(steps)]
+    m = _module(name, args, dict(kwargs, momentum=None)).double().train()
+    d = _module(name, args, kwargs).double().train()
     with torch.no_grad():
         for x in xs:
             m(x)
+            d(x)
     average = torch.stack([x.mean(dims) for x in xs]).mean(0)
     moved = not torch.allclose(m.running_mean, torch.zeros_like(m.running_mean))
-    return int(m.num_batches_tracked), moved, bool(torch.allclose(m.running_mean, average, atol=1e-9))
+    ema = torch.zeros_like(d.running_mean)
+    for x in xs:
+        ema = (1 - d.momentum) * ema + d.momentum * x.mean(dims)
+    return (int(m.num_batches_tracked), moved, bool(torch.allclose(m.running_mean, average, atol=1e-9)),
+            float(d.momentum), bool(torch.allclose(d.running_mean, ema, atol=1e-9)))
 
 
-def _counter_text(counter, moved, cumulative, steps=2):
+def _counter_text(counter, moved, cumulative, momentum, plain_ema, steps=2):
     if cumulative and counter == steps:
-        return ("a counter of training batches. With momentum=None the running statistics are the cumulative "
+        text = ("a counter of training batches. With momentum=None the running statistics are the cumulative "
                 "average of all batches so far: the k-th batch gets weight 1/k, with k = num_batches_tracked")
+        if plain_ema:
+            text += (f". With the default momentum ({momentum:g}) it is only counted: every update is "
+                     f"(1 − {momentum:g})·old + {momentum:g}·batch, whatever the count; it is used for the average "
+                     "only when momentum=None")
+        return text
     if counter == 0 and not moved:
         return ("it keeps the state_dict in BatchNorm's format, but InstanceNorm never increments it (after "
                 f"{steps} training steps it is still 0), and with momentum=None its running statistics are not "
@@ -316,8 +388,8 @@ def q_state_dict(rng, names=None):
                             + (" (RMSNorm only rescales, so there is no β)." if name == "RMSNorm" and k == "bias"
                                else " (no running statistics: it always normalizes with the statistics of the "
                                     "current input)." if k.startswith(("running", "num")) else "."), k))
-    question = f"Which entries does the `state_dict()` of `{_ctor(name, args, kwargs)}` contain? Select all."
-    return _choice(question, options, meta)
+    question = f"Which entries does the `state_dict()` of `{_ctor(name, args, kwargs)}` contain?"
+    return _choice(question, options, meta, many=True)
 
 
 def q_reduced_dims(rng, names=None):
@@ -330,18 +402,25 @@ def q_reduced_dims(rng, names=None):
     options = []
     for d, size in enumerate(shape):
         label = f"dim {d} ({labels[d]} = {size})"
-        if d in r.reduced_dims:
-            extra = ""
-            if name == "GroupNorm" and d == 1:
-                extra = f" (partly: blocks of {shape[1] // args[0]} consecutive channels share a statistic)"
-            options.append((label, True, f"Yes{extra}: two elements that differ only in dim {d} share a "
-                                         "statistic.", d))
+        if d in r.reduced_dims and name == "GroupNorm" and d == 1:
+            G, C = args
+            options.append((label, True, f"Yes, partly: two elements that differ only in dim 1 share a statistic "
+                                         f"only if both channels are in the same block of C/G = {C // G} "
+                                         f"consecutive channels; GroupNorm({G}, {C}) has {G} such blocks, and "
+                                         "channels in different blocks never share one.", d))
+        elif d in r.reduced_dims:
+            options.append((label, True, f"Yes: two elements that differ only in dim {d} share a statistic.", d))
         else:
             options.append((label, False, f"No: every index along dim {d} gets its own statistics, so it is "
                                           "kept, not reduced.", d))
+    none_fb = ("Yes: no dim is reduced." if not r.reduced_dims else
+               "No: a statistic of one element would be the element itself (the output would carry no "
+               "information); every normalization layer pools several elements into each statistic.")
+    options.append(("none: every element is normalized on its own", not r.reduced_dims, none_fb, "none"))
     question = (f"`{_ctor(name, args, kwargs)}` gets an input of shape {_shape(shape)}. Over which dims does it "
-                "compute its statistics? Select every dim that is reduced.")
-    return _choice(question, options, dict(kind="reduced_dims", norm=name, args=args, kwargs=kwargs, shape=shape))
+                "compute its statistics (which dims are reduced)?")
+    return _choice(question, options, dict(kind="reduced_dims", norm=name, args=args, kwargs=kwargs, shape=shape),
+                   many=True)
 
 
 def _differs_in_eval(m, shape, gen):
@@ -360,10 +439,19 @@ def q_train_eval(rng, names=None):
     name = rng.choice(names or _ALL)
     name, args, kwargs, shape = _case(rng, name)
     if name.startswith("InstanceNorm"):
-        kwargs = rng.choice([{}, {"track_running_stats": True}])
+        kwargs = rng.choice([{}, {"track_running_stats": True}, {"affine": True}])
     m = _module(name, args, kwargs)
     gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
     differ = _differs_in_eval(m, shape, gen)
+    has_w, has_b = getattr(m, "weight", None) is not None, getattr(m, "bias", None) is not None
+    if has_w and has_b:
+        affine_fb = "No: γ and β are applied in both modes; only the statistics can differ."
+    elif has_w:
+        affine_fb = (f"No: {_what(name)} has γ but no β, and γ is applied in both modes; only the statistics "
+                     "can differ.")
+    else:
+        affine_fb = (f"No: `{_ctor(name, args, kwargs)}` has no γ or β at all (affine=False), so there is nothing "
+                     "to switch off; only the statistics can differ.")
     tracks = getattr(m, "running_mean", None) is not None
     yes_running = "Yes: in eval mode it normalizes with the running mean and variance collected in training."
     no_own = "No: it has no running statistics, so both modes normalize each input with its own statistics."
@@ -377,8 +465,7 @@ def q_train_eval(rng, names=None):
          "Correct: its statistics are computed per sample, from the input itself, in both modes." if not differ
          else "No: this layer keeps running statistics (it has running_mean/running_var buffers) and uses them "
               "in eval mode.", "same"),
-        ("Yes: eval mode switches off γ and β.", False,
-         "No: γ and β are applied in both modes; only the statistics can differ.", "affine"),
+        ("Yes: eval mode switches off γ and β.", False, affine_fb, "affine"),
         ("No: `.eval()` only affects dropout.", False,
          "No: `.eval()` sets `self.training = False` on every submodule; any layer may read it (BatchNorm does).",
          "dropout"),
@@ -405,35 +492,53 @@ def _bn_step(rows, momentum):
     return m.running_mean.tolist(), m.running_var.tolist()
 
 
+def _distinct(values, gap) -> bool:
+    """No two of ``values`` within ``gap`` of each other (so no numeric distractor collapses onto another)."""
+    return all(abs(a - b) > gap for i, a in enumerate(values) for b in values[i + 1:])
+
+
+# momentum 0.5 is left out on purpose: there PyTorch's and Keras's conventions give the same update, and the
+# Keras-convention distractor would coincide with the key.
+_STEP_MOMENTA = [0.1, 0.2, 0.3]
+_STEP_TOL = 0.0015
+
+
 def q_running_var(rng, names=None):
-    n_rows = rng.choice([3, 4])
-    rows = _small_batch(rng, n_rows, 2)
-    mom = rng.choice([0.1, 0.2, 0.5])
-    _, rv = _bn_step(rows, mom)
-    value = round(rv[0], 6)
-    col = [r[0] for r in rows]
-    mean = sum(col) / n_rows
-    ss = sum((v - mean) ** 2 for v in col)
-    vb, vu = ss / n_rows, ss / (n_rows - 1)
+    while True:
+        n_rows = rng.choice([3, 4])
+        rows = _small_batch(rng, n_rows, 2)
+        mom = rng.choice(_STEP_MOMENTA)
+        _, rv = _bn_step(rows, mom)
+        value = round(rv[0], 6)
+        col = [r[0] for r in rows]
+        mean = sum(col) / n_rows
+        ss = sum((v - mean) ** 2 for v in col)
+        vb, vu = ss / n_rows, ss / (n_rows - 1)
+        wrong = [
+            ((1 - mom) * 1 + mom * vb, "That uses the biased variance (÷n). BatchNorm normalizes with the biased "
+                                       "variance but stores the unbiased one (÷(n−1)) in running_var."),
+            (mom * 1 + (1 - mom) * vu, "That is the TensorFlow/Keras convention (momentum weighs the old value). "
+                                       "In PyTorch new = (1 − momentum)·old + momentum·batch."),
+            (mom * 1 + (1 - mom) * vb, "That mixes up both: Keras-style momentum and the biased variance."),
+            (vu, "That is the batch's unbiased variance alone; the running value only moves a fraction momentum "
+                 "towards it."),
+            (vb, "That is the batch's biased variance alone; the running value only moves a fraction momentum "
+                 "towards it, and it uses the unbiased variance."),
+            (1.0, "That is the starting value: a training step does move running_var towards the batch's "
+                  "(unbiased) variance."),
+        ]
+        # a batch whose unbiased variance is (nearly) 1 would leave running_var where it started, so "nothing
+        # changes" would be right by accident and the distractors would collapse onto the key: draw again
+        if abs(vu - 1) >= 0.1 and _distinct([value] + [v for v, _ in wrong], 2.5 * _STEP_TOL):
+            break
     question = (f"A fresh `norms.BatchNorm1d(2, momentum={mom})` (so `running_var` starts as [1, 1]) does one "
                 f"training step on this batch of {n_rows} samples (one row per sample). What is `running_var[0]` "
                 "afterwards? (3 decimals)")
     code = "x = torch.tensor(" + json.dumps(rows) + ", dtype=torch.float32)"
-    wrong = [
-        ((1 - mom) * 1 + mom * vb, "That uses the biased variance (÷n). BatchNorm normalizes with the biased "
-                                   "variance but stores the unbiased one (÷(n−1)) in running_var."),
-        (mom * 1 + (1 - mom) * vu, "That is the TensorFlow/Keras convention (momentum weighs the old value). In "
-                                   "PyTorch new = (1 − momentum)·old + momentum·batch."),
-        (mom * 1 + (1 - mom) * vb, "That mixes up both: Keras-style momentum and the biased variance."),
-        (vu, "That is the batch's unbiased variance alone; the running value only moves a fraction momentum "
-             "towards it."),
-        (vb, "That is the batch's biased variance alone; the running value only moves a fraction momentum "
-             "towards it, and it uses the unbiased variance."),
-    ]
     return _numeric(question, value, dict(kind="running_var", rows=rows, momentum=mom),
                     correct_fb=f"Correct: the unbiased batch variance of channel 0 is {vu:.4g}, and "
                                f"(1 − {mom})·1 + {mom}·{vu:.4g} = {value:.4f}.",
-                    wrong=wrong, tol=0.0015, code=code,
+                    wrong=wrong, tol=_STEP_TOL, code=code,
                     default_fb="Not quite. Compute channel 0's variance over the batch with n − 1 in the "
                                "denominator, then running_var = (1 − momentum)·1 + momentum·variance.")
 
@@ -441,7 +546,7 @@ def q_running_var(rng, names=None):
 def q_running_mean(rng, names=None):
     n_rows = rng.choice([3, 4])
     rows = _small_batch(rng, n_rows, 2)
-    mom = rng.choice([0.1, 0.2, 0.5])
+    mom = rng.choice(_STEP_MOMENTA)
     rm, _ = _bn_step(rows, mom)
     value = round(rm[1], 6)
     mean = sum(r[1] for r in rows) / n_rows
@@ -453,9 +558,9 @@ def q_running_mean(rng, names=None):
                                 "PyTorch new = (1 − momentum)·old + momentum·batch."),
              (mean, "That is the batch mean itself; the running mean only moves a fraction momentum towards it.")]
     return _numeric(question, value, dict(kind="running_mean", rows=rows, momentum=mom),
-                    correct_fb=f"Correct: channel 1's batch mean is {mean:.4g} and "
-                               f"(1 − {mom})·0 + {mom}·{mean:.4g} = {value:.4f}.",
-                    wrong=wrong, tol=0.0015, code=code,
+                    correct_fb=f"Correct: channel 1's batch mean is {_num(mean, '.4g')} and "
+                               f"(1 − {mom})·0 + {mom}·{_factor(mean, '.4g')} = {_num(value, '.4f')}.",
+                    wrong=wrong, tol=_STEP_TOL, code=code,
                     default_fb="Not quite: take the mean of the second column, then "
                                "running_mean = (1 − momentum)·0 + momentum·mean.")
 
@@ -525,12 +630,15 @@ def q_eps(rng, names=None):
     sym = "μ and σ² are the mean and (biased) variance" if r.has_mean else "mean(x²) is the mean of the squares"
     affine = getattr(m, "weight", None) is not None
     ctor = _ctor(name, args, {"eps": eps})
+    # BatchNorm uses the batch's μ and σ² only in training mode (eval mode uses the running statistics)
+    mode = " in training mode" if getattr(m, "running_mean", None) is not None else ""
+    over = "over the reduced dims, here the batch's" if mode else "over the reduced dims"
     if affine:
-        question = (f"Which formula does `{ctor}` compute before applying γ{' and β' if r.has_bias else ''}? "
-                    f"({sym} over the reduced dims.)")
+        question = (f"Which formula does `{ctor}` compute{mode} before applying γ{' and β' if r.has_bias else ''}? "
+                    f"({sym} {over}.)")
     else:
-        question = (f"What does `{ctor}` compute? It has no learnable scale or shift (affine=False), so the "
-                    f"output is the formula itself. ({sym} over the reduced dims.)")
+        question = (f"What does `{ctor}` compute{mode}? It has no learnable scale or shift (affine=False), so the "
+                    f"output is the formula itself. ({sym} {over}.)")
     return _choice(question, options, dict(kind="eps", norm=name, args=args, kwargs={"eps": eps}, shape=shape,
                                            affine=affine))
 
@@ -548,15 +656,16 @@ _BATCH_ONE_CASES = [
 ]
 
 
-def _batch_one_outcome(name, args, shape, mode):
+def _batch_one_outcome(name, args, shape, mode, gen):
+    """Run the layer on a batch of one; ``gen``: a local torch.Generator (torch's global one is left alone)."""
     m = _module(name, args)
     if mode == "eval":
-        m.train()(torch.randn((4,) + shape[1:]))
+        m.train()(torch.randn((4,) + shape[1:], generator=gen))
         m.eval()
     else:
         m.train()
     try:
-        y = m(torch.randn(shape))
+        y = m(torch.randn(shape, generator=gen))
     except Exception as exc:  # noqa: BLE001 - the point is to see what it raises
         return "raises", f"{type(exc).__name__}: {exc}"
     if torch.isnan(y).any():
@@ -568,7 +677,8 @@ def q_batch_one(rng, names=None):
     cases = [c for c in _BATCH_ONE_CASES if names is None or c[0] in names] or _BATCH_ONE_CASES
     name, args, mk, mode = rng.choice(cases)
     shape = mk(args[-1])
-    outcome, msg = _batch_one_outcome(name, args, shape, mode)
+    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    outcome, msg = _batch_one_outcome(name, args, shape, mode, gen)
     per_stat = describe(_module(name, args), shape).elements_per_statistic
     mode_txt = "in training mode" if mode == "train" else "in eval mode (after some training)"
     raise_fb = {
@@ -611,8 +721,9 @@ def q_which_layer(rng, names=None):
     options = []
     for n, a, r in descs:
         ok = r.reduced_dims == target[2].reduced_dims
-        fb = (f"Correct: `{_ctor(n, a)}` reduces over dims {r.reduced_dims}." if ok else
-              f"No: `{_ctor(n, a)}` reduces over dims {r.reduced_dims}.")
+        fb = f"{'Correct' if ok else 'No'}: `{_ctor(n, a)}` {_grouping(n, a, r)}."
+        if n == "GroupNorm":
+            fb += " Channels in different blocks never share a statistic."
         options.append((f"`{_ctor(n, a)}`", ok, fb, (n, a)))
     question = (f"For an input of shape {_shape(shape)}, which layer computes its statistics over dims "
                 f"{target[2].reduced_dims} (elements that differ only along those dims share a mean and a variance)?")
@@ -646,8 +757,8 @@ def q_batch_independent(rng, names=None):
                         "No: its statistics are shared across the batch, so changing another sample changes "
                         "this sample's output (in training mode).", (n, a)))
     question = (f"In training mode, on inputs of shape {_shape(shape)}, which layers give each sample an output "
-                "that does not depend on the other samples in the batch? Select all.")
-    return _choice(question, options, dict(kind="batch_independent", shape=shape, layers=layers))
+                "that does not depend on the other samples in the batch?")
+    return _choice(question, options, dict(kind="batch_independent", shape=shape, layers=layers), many=True)
 
 
 def q_groupnorm_special(rng, names=None):
@@ -705,8 +816,8 @@ def q_invariance(rng, names=None):
          "It is not invariant to re-scaling."),
     ]
     options = [(t, ok, ("Yes: " + yes) if ok else ("No: " + no), key) for (t, ok, yes, no), key in zip(facts, keys)]
-    question = (f"Take the feature vector x of one token (D = {D}) and ignore ε. Which of these hold? Select all.")
-    return _choice(question, options, dict(kind="invariance", D=D, c=c, a=a))
+    question = (f"Take the feature vector x of one token (D = {D}) and ignore ε. Which of these hold?")
+    return _choice(question, options, dict(kind="invariance", D=D, c=c, a=a), many=True)
 
 
 _KERAS_DEFAULT_MOMENTUM = 0.99   # keras.layers.BatchNormalization(momentum=0.99)
@@ -750,32 +861,43 @@ def q_keras_momentum(rng, names=None):
 
 def q_biased_unbiased(rng, names=None):
     n = rng.choice([2, 3, 4, 5])
+    C = rng.choice([2, 3, 4])
     gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
-    x = torch.randn(n, 1, generator=gen, dtype=torch.float64) * 2 + 1
-    m = norms.BatchNorm1d(1, momentum=1.0, affine=False).double().train()
+    x = torch.randn(n, C, generator=gen, dtype=torch.float64) * 2 + 1
+    m = norms.BatchNorm1d(C, momentum=1.0, affine=False).double().train()   # momentum 1: running_var = the batch's
     y = m(x)
     vb, vu = x.var(0, unbiased=False), x.var(0, unbiased=True)
     norm_biased = torch.allclose(y, (x - x.mean(0)) / torch.sqrt(vb + m.eps), atol=1e-9)
     stored_unbiased = torch.allclose(m.running_var, vu, atol=1e-9)
+    # what the layer did, as one number that depends on n: stored variance / the variance it normalized with
+    ratio = float((m.running_var / (vb if norm_biased else vu)).mean())
     combos = []
     for nb in (True, False):
         for su in (True, False):
             ok = nb == norm_biased and su == stored_unbiased
+            # the ratio each claim implies for this n, from the two variances of this batch
+            implied = float(((vu if su else vb) / (vb if nb else vu)).mean())
+            size = ("the same variance" if math.isclose(implied, 1.0) else
+                    f"{implied:.4g} times the variance it normalized with (n/(n−1) for n = {n})" if implied > 1 else
+                    f"{implied:.4g} times the variance it normalized with ((n−1)/n for n = {n})")
             text = (f"normalizes with the {'biased (÷n)' if nb else 'unbiased (÷(n−1))'} variance and stores the "
-                    f"{'unbiased (÷(n−1))' if su else 'biased (÷n)'} one in running_var")
+                    f"{'unbiased (÷(n−1))' if su else 'biased (÷n)'} one in running_var: {size}")
             if ok:
                 fb = ("Correct: the batch is normalized exactly (its own, biased variance makes the output have "
                       "variance 1), while running_var estimates the population variance, for which ÷(n−1) is "
-                      "unbiased.")
+                      f"unbiased. With n = {n} the variance that goes into running_var is n/(n−1) = {ratio:.4g} "
+                      "times the one used for normalizing.")
             elif not nb:
-                fb = ("No: normalizing with ÷(n−1) would leave the batch with variance (n−1)/n, not 1; "
-                      "torch.nn and norms normalize with ÷n.")
+                fb = ("No: normalizing with ÷(n−1) would leave the batch with variance (n−1)/n = "
+                      f"{(n - 1) / n:.4g}, not 1; torch.nn and norms normalize with ÷n.")
             else:
                 fb = ("No: running_var gets the unbiased estimate (÷(n−1)); with small batches the biased one "
-                      "would systematically underestimate the variance seen at inference.")
+                      f"would systematically underestimate the variance seen at inference (by (n−1)/n = "
+                      f"{(n - 1) / n:.4g} here).")
             combos.append((text[0].upper() + text[1:] + ".", ok, fb, (nb, su)))
-    question = (f"In training mode, BatchNorm with a batch of n = {n} samples …")
-    return _choice(question, combos, dict(kind="biased_unbiased", n=n))
+    question = (f"`norms.BatchNorm1d({C})` gets an input of shape (n, {C}) with n = {n}, in training mode: each "
+                "channel's mean and variance come from the n values in its column. The layer …")
+    return _choice(question, combos, dict(kind="biased_unbiased", n=n, C=C, ratio=ratio))
 
 
 # ----------------------------------------------------------------------------
@@ -839,11 +961,12 @@ def q_saturation(rng, names=None):
     def text(b, a):
         return f"about {b:.0%} without normalization, {a:.1%} after it"
 
+    share = f"most of z ({before:.1%})" if before > 0.5 else f"{before:.1%} of z"
     options = [
         (text(before, after), True,
-         f"Correct: with std {s:g} most of z lies beyond artanh(0.99) ≈ 2.65, where tanh is flat. BatchNorm "
-         "rescales every unit to mean 0 and std 1, and a standard normal has only about 0.8% of its mass "
-         "beyond 2.65.", (before, after)),
+         f"Correct: with mean {mu:g} and std {s:g}, {share} lies beyond ±artanh(0.99) ≈ ±2.65, where tanh is flat. "
+         "BatchNorm rescales every unit to mean 0 and std 1, and a standard normal has only about 0.8% of its "
+         "mass beyond ±2.65.", (before, after)),
         (text(before, before), False,
          "No: the normalized z has std 1, so far fewer values reach the flat parts of tanh.", (before, before)),
         (text(after, before), False,
@@ -905,8 +1028,8 @@ def q_scale_invariance(rng, names=None):
             fb = ("Yes: " + (yes or "the output does not change.")) if same else ("No: " + (no or "it changes."))
             options.append((text + " leaves the output unchanged.", same, fb, (norm_name, how)))
     question = (f"A linear layer z = W x (no bias, W of shape ({width}, {n_in})) is followed by the layer named "
-                "below, in training mode on a batch of inputs. Ignore ε. Which statements hold? Select all.")
-    return _choice(question, options, dict(kind="scale_invariance", a=a, width=width, n_in=n_in))
+                "below, in training mode on a batch of inputs. Ignore ε. Which statements hold?")
+    return _choice(question, options, dict(kind="scale_invariance", a=a, width=width, n_in=n_in), many=True)
 
 
 def _grad_at(norm, x, W, target):
@@ -972,8 +1095,8 @@ def q_bias_before_norm(rng, names=None):
     options = [(texts[k], same, ("Yes: " + fbs[k][0]) if same else ("No: " + fbs[k][1]), k)
                for k, same in cases.items()]
     question = (f"`nn.Linear({n_in}, {width})` with a non-zero bias feeds a normalization layer (training mode). In "
-                "which cases is the bias dead weight: removing it leaves the output unchanged? Select all.")
-    return _choice(question, options, dict(kind="bias_before_norm", n_in=n_in, width=width))
+                "which cases is the bias dead weight: removing it leaves the output unchanged?")
+    return _choice(question, options, dict(kind="bias_before_norm", n_in=n_in, width=width), many=True)
 
 
 def q_weight_norm_growth(rng, names=None):
@@ -1032,7 +1155,8 @@ def _fold_case(rng):
 
 def _folded(case):
     """(W', b') of the single Linear equal to Linear -> norms.BatchNorm1d (eval), read off by running it."""
-    lin = torch.nn.Linear(len(case["W"][0]), len(case["W"])).double()
+    # skip_init: no random initialization (it would draw from torch's global generator); every value is set below
+    lin = torch.nn.utils.skip_init(torch.nn.Linear, len(case["W"][0]), len(case["W"])).double()
     bn = norms.BatchNorm1d(len(case["W"])).double().eval()
     with torch.no_grad():
         lin.weight.copy_(torch.tensor(case["W"]))
@@ -1048,13 +1172,48 @@ def _folded(case):
     return W_new.tolist(), b_new.tolist(), bn.eps
 
 
-def q_bn_fold(rng, names=None):
+_FOLD_TOL = 0.0015
+
+
+def _fold_question(rng):
+    """One draw: (case, folded W′ and b′, eps, unit, "bias"/"weight", input index, the key, the distractors)."""
     case = _fold_case(rng)
     W_new, b_new, eps = _folded(case)
     c = rng.randrange(2)
     what = rng.choice(["bias", "weight"])
     g, m, v, be = case["gamma"][c], case["running_mean"][c], case["running_var"][c], case["beta"][c]
     sd = math.sqrt(v + eps)
+    if what == "bias":
+        j, bc = None, case["b"][c]
+        value = round(b_new[c], 6)
+        wrong = [(g * (bc - m) / (v + eps) + be, "That divides by the variance instead of its square root."),
+                 (g * bc / sd + be, "That forgets to subtract the running mean from the bias."),
+                 (g * (bc - m) / sd, "That forgets β."),
+                 ((bc - m) / sd + be, "That forgets γ."),
+                 (bc, "The bias does change: BatchNorm's shift and scale move into it.")]
+    else:
+        j = rng.randrange(3)
+        wc = case["W"][c][j]
+        value = round(W_new[c][j], 6)
+        wrong = [(g * wc / (v + eps), "That divides by the variance instead of its square root."),
+                 (wc / sd, "That forgets γ."),
+                 (wc * sd / g, "That is the inverse scale: BatchNorm divides by the std and multiplies by γ."),
+                 (wc, "The weight does change: every row is scaled by γ/√(running_var + ε)."),
+                 (g * wc, "That forgets to divide by the running std.")]
+    return case, eps, c, what, j, value, wrong
+
+
+def q_bn_fold(rng, names=None):
+    while True:
+        case, eps, c, what, j, value, wrong = _fold_question(rng)
+        g, m, v, be = case["gamma"][c], case["running_mean"][c], case["running_var"][c], case["beta"][c]
+        sd = math.sqrt(v + eps)
+        # |γ/√(var + ε)| = 1 leaves the unit's weights (up to sign) unchanged, and then several mistakes give the
+        # right number; any other coincidence between the key and a distractor is drawn again as well, so every
+        # distractor is kept
+        if abs(abs(g / sd) - 1) > 0.05 and _distinct([value] + [w for w, _ in wrong], 2.5 * _FOLD_TOL):
+            break
+    s = g / sd
     t = "torch.tensor"
     code = "\n".join([
         "lin, bn = nn.Linear(3, 2), norms.BatchNorm1d(2)",
@@ -1067,35 +1226,23 @@ def q_bn_fold(rng, names=None):
         f"    bn.bias.copy_({t}({case['beta']}))     # β",
         "bn.eval()",
     ])
+    scale = f"s = γ/√(running_var + ε) = {_num(g)}/√({_num(v)} + {eps:g}) = {_num(s, '.6g')}"
     if what == "bias":
         bc = case["b"][c]
-        value = round(b_new[c], 6)
         question = (f"The Linear and BatchNorm below (eval mode, eps = {eps:g}) are folded into one `nn.Linear(3, 2)` "
                     f"that computes the same output. What is its bias for output unit {c}? (3 decimals)")
-        wrong = [(g * (bc - m) / (v + eps) + be, "That divides by the variance instead of its square root."),
-                 (g * bc / sd + be, "That forgets to subtract the running mean from the bias."),
-                 (g * (bc - m) / sd, "That forgets β."),
-                 ((bc - m) / sd + be, "That forgets γ."),
-                 (bc, "The bias does change: BatchNorm's shift and scale move into it.")]
-        correct_fb = (f"Correct: with s = γ/√(running_var + ε) = {g:g}/√{v:g} = {g / sd:.4g}, "
-                      f"b′ = s·(b − running_mean) + β = {g / sd:.4g}·({bc} − {m:g}) + {be:g} = {value:.4f}.")
+        correct_fb = (f"Correct: with {scale}, b′ = s·(b − running_mean) + β = "
+                      f"{_num(s, '.6g')}·({_num(bc)}{_plus(-m)}){_plus(be)} = {_num(value, '.4f')}.")
         meta_extra = dict(unit=c)
     else:
-        j = rng.randrange(3)
         wc = case["W"][c][j]
-        value = round(W_new[c][j], 6)
         question = (f"The Linear and BatchNorm below (eval mode, eps = {eps:g}) are folded into one `nn.Linear(3, 2)` "
                     f"that computes the same output. What is its weight[{c}, {j}]? (3 decimals)")
-        wrong = [(g * wc / (v + eps), "That divides by the variance instead of its square root."),
-                 (wc / sd, "That forgets γ."),
-                 (wc * sd / g, "That is the inverse scale: BatchNorm divides by the std and multiplies by γ."),
-                 (wc, "The weight does change: every row is scaled by γ/√(running_var + ε)."),
-                 (g * wc, "That forgets to divide by the running std.")]
-        correct_fb = (f"Correct: row {c} is scaled by s = γ/√(running_var + ε) = {g:g}/√{v:g}, so "
-                      f"W′[{c}, {j}] = {g / sd:.4g}·{wc} = {value:.4f}.")
+        correct_fb = (f"Correct: row {c} is scaled by {scale}, so "
+                      f"W′[{c}, {j}] = {_num(s, '.6g')}·{_factor(wc)} = {_num(value, '.4f')}.")
         meta_extra = dict(unit=c, input=j)
     return _numeric(question, value, dict(kind="bn_fold", what=what, case=case, **meta_extra),
-                    correct_fb=correct_fb, wrong=wrong, tol=0.0015, code=code,
+                    correct_fb=correct_fb, wrong=wrong, tol=_FOLD_TOL, code=code,
                     default_fb="Not quite. In eval mode BatchNorm is y = s·(z − running_mean) + β with "
                                "s = γ/√(running_var + ε); substitute z = W x + b.")
 
@@ -1125,8 +1272,8 @@ def q_ln_accepts(rng, names=None):
               f"{'s' if len(ns) > 1 else ''} of the input, here {_shape(shape[-len(ns):])}.")
         options.append((_shape(shape), ok, fb, shape))
     options = sorted(options, key=lambda o: (len(o[3]), o[3]))
-    question = (f"`norms.LayerNorm({list(ns)})` accepts which of these input shapes (no error)? Select all.")
-    return _choice(question, options, dict(kind="ln_accepts", normalized_shape=ns))
+    question = (f"`norms.LayerNorm({list(ns)})` accepts which of these input shapes (no error)?")
+    return _choice(question, options, dict(kind="ln_accepts", normalized_shape=ns), many=True)
 
 
 def q_rms_value(rng, names=None):
@@ -1146,7 +1293,9 @@ def q_rms_value(rng, names=None):
     var = sum((v - mean) ** 2 for v in x) / D
     wrong = [((x[i] - mean) / math.sqrt(var), "That is LayerNorm: it subtracts the mean first; RMSNorm does not."),
              (x[i] / math.sqrt(ms * D), "That divides by the L2 norm √(Σx²), not by the root of the mean square: "
-                                         f"the output would shrink with D (by √{D} here)."),
+                                         "the output would shrink with D (here by a factor √" + str(D)
+                                         + (f" = {math.sqrt(D):g}" if math.sqrt(D).is_integer()
+                                            else f" ≈ {math.sqrt(D):.3f}") + ")."),
              (x[i] / ms, "That divides by the mean square, without the square root."),
              (x[i] / (sum(abs(v) for v in x) / D), "That divides by the mean absolute value.")]
     question = (f"`norms.RMSNorm({D})` (γ = 1, default eps) gets the vector x = {x}. What is output element "
@@ -1181,11 +1330,10 @@ def q_group_members(rng, names=None):
         else:
             fb = f"No: channel {j} is in another block of {per} consecutive channels."
         options.append((f"channel {j}", same, fb, j))
-    several = sum(o[1] for o in options) > 1
-    question = (f"`norms.GroupNorm({G}, {C})` gets an input of shape {_shape((N, C, H, W))}. Which "
-                f"channel{'s share' if several else ' shares'} its mean and variance with channel {k} (within one "
-                f"sample)?{' Select all.' if several else ''}")
-    return _choice(question, options, dict(kind="group_members", G=G, C=C, shape=(N, C, H, W), channel=k))
+    question = (f"`norms.GroupNorm({G}, {C})` gets an input of shape {_shape((N, C, H, W))}. Which other "
+                f"channels share channel {k}'s mean and variance (within one sample)?")
+    return _choice(question, options, dict(kind="group_members", G=G, C=C, shape=(N, C, H, W), channel=k),
+                   many=True)
 
 
 def q_instance_contrast(rng, names=None):
@@ -1200,8 +1348,8 @@ def q_instance_contrast(rng, names=None):
     else:
         scale = 1 + 3 * torch.rand(C, 1, 1, generator=gen, dtype=torch.float64)   # ≥ 1: eps stays negligible
         shift = torch.randn(C, 1, 1, generator=gen, dtype=torch.float64) * 2
-        change = ("given its own contrast and brightness per channel: channel c becomes a_c·x + b_c with "
-                  "different a_c between 1 and 4 and b_c")
+        change = ("given its own contrast and brightness per channel: channel c becomes a_c·x + b_c, with a "
+                  "scale a_c between 1 and 4 and a shift b_c that differ from channel to channel")
     x2 = x.clone()
     x2[0] = x[0] * scale + shift
     layers = [("InstanceNorm2d", (C,)), ("LayerNorm", ((C, H, W),)), ("GroupNorm", (2, C)), ("BatchNorm2d", (C,))]
@@ -1224,10 +1372,9 @@ def q_instance_contrast(rng, names=None):
             fb = ("Yes: " + why_yes.get(n, "the change cancels.")) if same else ("No: " + why_no[n])
             options.append((f"`{_ctor(n, a)}`", same, fb,
                             (n, a)))
-    several = sum(o[1] for o in options) > 1
-    question = (f"In training mode, on a batch of shape {_shape(shape)}, image 0 is {change}. For which "
-                f"layer{'s' if several else ''} is image 0's output unchanged?{' Select all.' if several else ''}")
-    return _choice(question, options, dict(kind="instance_contrast", shape=shape, mode=mode))
+    question = (f"In training mode, on a batch of shape {_shape(shape)}, image 0 is {change}. With which of these "
+                "layers is image 0's output unchanged?")
+    return _choice(question, options, dict(kind="instance_contrast", shape=shape, mode=mode), many=True)
 
 
 # ----------------------------------------------------------------------------
@@ -1308,15 +1455,17 @@ _CONCEPTS = {
          ("It diverged: noise after a normalization makes the loss explode.", False,
           "No: it trained; the normalization in front still bounds the activations.")]),
     "what_helps": (
-        "Which of these are supported explanations of why normalization layers help training? Select all.",
+        "Which of these are supported explanations of why normalization layers help training?",
         [("They keep every layer's signal at a fixed scale, whatever the scale of the weights.", True,
           "Yes: mean 0 and std 1 at every depth, for any initialization scale."),
          ("The layers in front of them become scale-invariant, so the effective learning rate η/‖W‖² adapts "
           "by itself (and weight decay controls it).", True,
           "Yes: L(aW) = L(W), the gradient is orthogonal to W and scales as 1/a."),
-         ("The loss cannot change fast along the gradient, so large learning rates are safe.", True,
-          "Yes: a normalized network cannot produce huge activations, so its loss cannot explode (the smoother "
-          "landscape of Santurkar et al., 2018)."),
+         ("The loss and its gradient change much more slowly along the gradient (measured by Santurkar et al. "
+          "2018), so larger learning rates stay useful.", True,
+          "Yes: Santurkar et al. (2018) measured a smoother loss landscape with BatchNorm: along the gradient "
+          "direction the loss and its gradient vary much less, so a larger step still lands where the gradient "
+          "predicted. It is a measured property of the networks they trained, not a guarantee."),
          ("They remove internal covariate shift, the change of each layer's input distribution during training.",
           False,
           "No: that was the original explanation (Ioffe and Szegedy, 2015); a network with more shift injected "
@@ -1327,10 +1476,13 @@ _CONCEPTS = {
 }
 
 
+_SELECT_ALL_CONCEPTS = {"what_helps"}
+
+
 def _concept(key):
     def gen(rng, names=None):
         question, options = _CONCEPTS[key]
-        return _choice(question, list(options), dict(kind="concept", concept=key))
+        return _choice(question, list(options), dict(kind="concept", concept=key), many=key in _SELECT_ALL_CONCEPTS)
     gen.__name__ = f"concept_{key}"
     return gen
 
@@ -1354,7 +1506,8 @@ TOPICS: dict[str, list[Callable]] = {
                   _for(q_train_eval, _BN), _for(q_running_var, None), _for(q_running_mean, None),
                   _for(q_eps, ["BatchNorm1d"]), _for(q_batch_one, _BN), _for(q_keras_momentum, None),
                   _for(q_biased_unbiased, None), _for(q_state_dict, _BN), _for(q_bn_fold, None),
-                  _concept("running_stats_why"), _concept("small_batches")],
+                  _concept("running_stats_why"), _concept("small_batches"), _concept("affine"),
+                  _concept("eps_purpose")],
     "layernorm": [_for(q_num_statistics, ["LayerNorm"]), _for(q_param_shape, ["LayerNorm"]),
                   _for(q_reduced_dims, ["LayerNorm"]), _for(q_train_eval, ["LayerNorm"]),
                   _for(q_eps, ["LayerNorm"]), _for(q_batch_one, ["LayerNorm"]), _for(q_ln_accepts, None),
@@ -1369,11 +1522,11 @@ TOPICS: dict[str, list[Callable]] = {
     "instancenorm": [_for(q_num_statistics, _IN), _for(q_reduced_dims, _IN), _for(q_train_eval, _IN),
                      _for(q_state_dict, _IN), _for(q_param_shape, _IN), _for(q_eps, ["InstanceNorm1d"]),
                      _for(q_instance_contrast, None)],
-    # what why-normalize.ipynb teaches: drift and saturation with depth, scale invariance, the covariate-shift
-    # debate, and what ε, γ and β are for (nothing on running statistics: that comes in the BatchNorm chapter)
+    # what why-normalize.ipynb teaches: drift and saturation with depth, scale invariance and the covariate-shift
+    # debate (γ, β, ε and the running statistics come in the BatchNorm chapter)
     "why": [_for(q_relu_depth, None), _for(q_saturation, None), _for(q_scale_invariance, None),
             _for(q_grad_scale, None), _for(q_weight_norm_growth, None), _for(q_bias_before_norm, None),
-            _concept("covariate_shift"), _concept("what_helps"), _concept("affine"), _concept("eps_purpose")],
+            _concept("covariate_shift"), _concept("what_helps")],
     "comparison": [_for(q_which_layer, None), _for(q_batch_independent, None), _for(q_num_statistics, None),
                    _for(q_reduced_dims, None), _for(q_train_eval, None), _for(q_batch_one, None),
                    _for(q_invariance, None), _for(q_groupnorm_special, None)],
@@ -1435,10 +1588,28 @@ def _clean(questions):
     return [{k: v for k, v in q.items() if not k.startswith("_")} for q in questions]
 
 
+# jupyterquiz (2.9.6) looks up the question class by "type" but then styles and scores a question by its
+# number of correct options: one correct option gives the single-answer colour and radio behaviour even for
+# "many_choice". A select-all question with one right answer would give itself away, so the type decides.
+_MANY_CHOICE_PATCHES = [
+    ("if (num_correct > 1) {", "if (num_correct > 1 || qa.type == \"many_choice\") {"),
+    ("this.fbDiv.dataset.numcorrect = numCorrect;",
+     "this.fbDiv.dataset.numcorrect = numCorrect; "
+     "this.fbDiv.dataset.many = (this.qa.type == \"many_choice\") ? 1 : 0;"),
+    ("if (fb.dataset.numcorrect <= 1) {", "if (fb.dataset.numcorrect <= 1 && fb.dataset.many != 1) {"),
+]
+
+
 def _patch_js(js: str) -> str:
-    """Remove jupyterquiz's MathJax-from-CDN fallback (it would also overwrite the page's MathJax) and
-    tolerate a MathJax that is configured but not loaded yet."""
+    """Remove jupyterquiz's MathJax-from-CDN fallback (it would also overwrite the page's MathJax),
+    tolerate a MathJax that is configured but not loaded yet, and let ``many_choice`` decide how a
+    question looks and is scored (see ``_MANY_CHOICE_PATCHES``)."""
     js = _MATHJAX_CDN_BLOCK.sub(_MATHJAX_WAIT, js)
+    for old, new in _MANY_CHOICE_PATCHES:
+        if js.count(old) != 1:
+            warnings.warn(f"norms.quiz: jupyterquiz changed, cannot patch {old!r}; a select-all question with one "
+                          "correct option may look like a single-answer one")
+        js = js.replace(old, new)
     js = _EXTERNAL_SRC.sub("/* external load removed by norms.quiz */", js)
     js = js.replace("version[0] ==", "(version || '')[0] ==").replace("v[0] ===", "(v || '')[0] ===")
     js = js.replace("} else {\n                MathJax.typeset([container]);",

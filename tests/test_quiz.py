@@ -96,8 +96,10 @@ def test_format(i):
             assert hi1 <= lo2 or hi2 <= lo1 or (lo1, hi1) == ranges[0]
     else:
         n_correct = sum(a["correct"] for a in q["answers"])
-        assert n_correct == 1 if q["type"] == "multiple_choice" else n_correct >= 2
-        assert len(q["answers"]) >= 2
+        # select-all questions are many_choice whatever the number of right answers (even one)
+        assert n_correct == 1 if q["type"] == "multiple_choice" else n_correct >= 1
+        assert (q["type"] == "many_choice") == q["question"].endswith(quiz.SELECT_ALL), q["question"]
+        assert len(q["answers"]) >= 3
         assert len({a["answer"] for a in q["answers"]}) == len(q["answers"])
         for a in q["answers"]:
             assert a["answer"] and a["feedback"], a
@@ -124,7 +126,7 @@ def test_concepts_cover_the_issue():
     texts = " ".join(q["question"] for q in QUESTIONS if q["_meta"]["kind"] in ("concept", "invariance",
                                                                                  "keras_momentum",
                                                                                  "biased_unbiased"))
-    for needle in ["γ and add β", "transformers", "feature vector x of one token", "Keras", "batch of n"]:
+    for needle in ["γ and add β", "transformers", "feature vector x of one token", "Keras", "shape (n, "]:
         assert needle in texts, needle
 
 
@@ -305,15 +307,35 @@ def test_keras_momentum_against_torch():
             assert torch.allclose(bn.running_mean, keras, atol=1e-9) == a["correct"], (k, mom)
 
 
+def _biased_unbiased_questions():
+    return _by_kind("biased_unbiased") + [quiz.q_biased_unbiased(random.Random(i)) for i in range(12)]
+
+
 def test_biased_unbiased_against_torch():
-    for q in _by_kind("biased_unbiased"):
-        n = q["_meta"]["n"]
-        x = torch.randn(n, 1, dtype=torch.float64) * 3
-        bn = nn.BatchNorm1d(1, momentum=1.0, affine=False).double().train()
+    """The key, and the factor n/(n−1) it states, come out of torch.nn.BatchNorm1d on an (n, C) input."""
+    ns = set()
+    for q in _biased_unbiased_questions():
+        n, C = q["_meta"]["n"], q["_meta"]["C"]
+        ns.add(n)
+        x = torch.randn(n, C, dtype=torch.float64) * 3
+        bn = nn.BatchNorm1d(C, momentum=1.0, affine=False).double().train()
         y = bn(x)
-        nb = torch.allclose(y, (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + bn.eps))
-        su = torch.allclose(bn.running_var, x.var(unbiased=True).reshape(1))
+        vb, vu = x.var(0, unbiased=False), x.var(0, unbiased=True)
+        nb = torch.allclose(y, (x - x.mean(0)) / torch.sqrt(vb + bn.eps))
+        su = torch.allclose(bn.running_var, vu)
         assert _key_of_correct(q) == [(nb, su)] == [(True, True)]
+        ratio = (bn.running_var / vb).mean().item()             # n/(n−1), measured
+        key = next(a for a in q["answers"] if a["correct"])
+        assert f"{ratio:.4g} times" in key["answer"] and f"{ratio:.4g} times" in key["feedback"], key
+        # unambiguous: BatchNorm1d on (n, C), and n is stated
+        assert f"BatchNorm1d({C})</code>" in q["question"] and f"shape (n, {C}) with n = {n}" in q["question"]
+    assert ns == {2, 3, 4, 5}
+    by_n = {}
+    for q in _biased_unbiased_questions():
+        by_n.setdefault(q["_meta"]["n"], set()).add(tuple(a["answer"] for a in q["answers"]))
+    # the options themselves depend on n (not only the question)
+    assert len({opts for s in by_n.values() for opts in s}) >= len(by_n)
+    assert all(not (by_n[a] & by_n[b]) for a in by_n for b in by_n if a != b)
 
 
 def test_every_kind_is_checked_against_torch():
@@ -396,6 +418,17 @@ def test_num_batches_tracked_feedback_against_torch():
         assert ("cumulative average" in fb) == cumulative, fb
         assert ("never increments" in fb) == (counter == 0), fb
         assert ("not updated at all" in fb) == frozen, fb
+        # with the default momentum the counter plays no part: the update is the plain exponential average
+        default = _torch_module(m["norm"], m["args"], m["kwargs"]).double().train()
+        ema = torch.zeros_like(default.running_mean)
+        with torch.no_grad():
+            for x in xs:
+                default(x)
+                ema = (1 - default.momentum) * ema + default.momentum * x.mean(dims)
+        only_counted = cumulative and torch.allclose(default.running_mean, ema)
+        assert (f"default momentum ({default.momentum:g}) it is only counted" in fb) == only_counted, fb
+        if only_counted:
+            assert "used for the average only when momentum=None" in fb, fb
     assert kinds == {("Batch", True, 3, False), ("Insta", False, 0, True)}
 
 
@@ -437,7 +470,9 @@ def test_why_topic_only_asks_what_its_chapter_teaches():
             for word in ("running", "momentum", "Keras", "unbiased", "num_batches"):
                 assert word not in text, (word, q["question"])
     assert not kinds & _NOT_YET_TAUGHT
-    assert not kinds & {"concept:running_stats_why", "concept:small_batches", "concept:layernorm_transformers"}
+    # γ, β and ε are taught in the BatchNorm chapter, not in why-normalize
+    assert not kinds & {"concept:running_stats_why", "concept:small_batches", "concept:layernorm_transformers",
+                        "concept:affine", "concept:eps_purpose"}
     # computed questions on depth, saturation and scale invariance, plus the covariate-shift debate
     assert {"relu_depth", "saturation", "scale_invariance", "grad_scale", "weight_norm_growth",
             "bias_before_norm", "concept:covariate_shift"} <= kinds
@@ -580,7 +615,7 @@ def test_bn_fold_against_torch():
 
 
 def test_ln_accepts_against_torch():
-    qs = _by_kind("ln_accepts")
+    qs = _by_kind("ln_accepts") + [quiz.q_ln_accepts(random.Random(i)) for i in range(8)]
     assert {len(q["_meta"]["normalized_shape"]) for q in qs} >= {1, 2}
     for q in qs:
         ln = nn.LayerNorm(list(q["_meta"]["normalized_shape"]))
@@ -632,6 +667,277 @@ def test_instance_contrast_against_torch():
             for (name, args), a in zip(m["keys"], q["answers"]):
                 module = _torch_module(name, args).double()
                 assert torch.allclose(module(x)[0], module(x2)[0], atol=1e-4) == a["correct"], (name, m["mode"])
+
+
+# ----------------------------------------------------------------------------
+# Review fixes: feedback that follows the module, neutral select-all questions, no degenerate draws
+# ----------------------------------------------------------------------------
+
+def _many_questions():
+    """Every topic, seeds 0..9, plus three banks: what a reader can meet."""
+    qs = [q for topic in quiz.topics() for seed in range(10) for q in quiz.questions_for(topic, 8, seed)]
+    return qs + [q for seed in range(3) for q in quiz.bank(seed)]
+
+
+MANY = _many_questions()
+
+
+def _feedbacks(q):
+    return [a["feedback"] for a in q["answers"]]
+
+
+def test_whole_generation_is_sound():
+    for q in MANY:
+        if q["type"] == "numeric":
+            values = [a for a in q["answers"] if a["type"] != "default"]
+            assert sum(a["correct"] for a in values) == 1 and len(values) >= 3, q["question"]
+        else:
+            assert any(a["correct"] for a in q["answers"]) and len(q["answers"]) >= 3, q["question"]
+
+
+def test_train_eval_affine_feedback_follows_the_module():
+    """'eval mode switches off γ and β': the feedback names only the parameters the module has."""
+    qs = _by_kind("train_eval") + [quiz.q_train_eval(random.Random(i), [name]) for i in range(4)
+                                   for name in ("InstanceNorm1d", "RMSNorm", "LayerNorm", "BatchNorm2d")]
+    seen = set()
+    for q in qs:
+        m = q["_meta"]
+        module = _torch_module(m["norm"], m["args"], m["kwargs"])
+        has_w, has_b = module.weight is not None, getattr(module, "bias", None) is not None
+        seen.add((has_w, has_b))
+        fb = q["answers"][m["keys"].index("affine")]["feedback"]
+        assert ("γ and β are applied in both modes" in fb) == (has_w and has_b), fb
+        assert ("has γ but no β" in fb) == (has_w and not has_b), fb
+        assert ("has no γ or β at all" in fb) == (not has_w), fb
+    assert seen == {(True, True), (True, False), (False, False)}
+
+
+def test_num_statistics_per_element_distractor_follows_the_statistic():
+    qs = _by_kind("num_statistics") + [quiz.q_num_statistics(random.Random(i), ["RMSNorm"]) for i in range(3)]
+    seen = set()
+    for q in qs:
+        m = q["_meta"]
+        [fb] = [a["feedback"] for a in q["answers"] if a.get("value") == math.prod(m["shape"])]
+        x = torch.randn(m["shape"])
+        module = _torch_module(m["norm"], m["args"], m["kwargs"])
+        with torch.no_grad():
+            centres = torch.allclose(module(x), module(x + 3.0), atol=1e-5)
+        seen.add(centres)
+        assert ("its own mean" in fb and "all zeros" in fb) == centres, fb
+        assert ("its own RMS" in fb and "±1" in fb) == (not centres), fb
+    assert seen == {True, False}
+
+
+def _dims_tuples(text):
+    return re.findall(r"dims (\([\d, ]+\))", text)
+
+
+def test_groupnorm_is_described_by_its_blocks():
+    """GroupNorm's reduced dims (1, 2, ...) are the same tuple as LayerNorm's over (C, ...): no feedback may
+    contrast two layers by the same dims tuple, and GroupNorm is described by its blocks and (N, G)
+    statistics, whose shape is checked against torch."""
+    qs = [q for q in MANY if q["_meta"]["kind"] in ("num_statistics", "which_layer")]
+    qs += [quiz.q_num_statistics(random.Random(i), ["GroupNorm", "LayerNorm"]) for i in range(12)]
+    qs += [quiz.q_which_layer(random.Random(i)) for i in range(12)]
+    described = 0
+    for q in qs:
+        for fb in _feedbacks(q):
+            dims = _dims_tuples(fb)
+            assert len(dims) == len(set(dims)), fb
+            for sentence in re.split(r"(?<=\.) ", fb):
+                for G, C in re.findall(r"GroupNorm\((\d+), (\d+)\)", sentence):
+                    described += 1
+                    assert "dims (" not in sentence, sentence
+                    assert f"block of C/G = {int(C) // int(G)} consecutive channels" in sentence, sentence
+                    N = q["_meta"]["shape"][0]
+                    shape = (N, int(C)) + tuple(q["_meta"]["shape"][2:])
+                    module = nn.GroupNorm(int(G), int(C))
+                    n_stats = math.prod(shape) // int(_group_of_first(module, shape).sum())
+                    assert f"(N, G) = ({N}, {n_stats // N})" in sentence, sentence
+    assert described > 10
+
+
+def test_reduced_dims_groupnorm_channels_share_only_within_a_block():
+    qs = [q for q in _by_kind("reduced_dims") if q["_meta"]["norm"] == "GroupNorm"]
+    qs += [quiz.q_reduced_dims(random.Random(i), ["GroupNorm"]) for i in range(4)]
+    for q in qs:
+        m = q["_meta"]
+        G, C = m["args"]
+        mask = _group_of_first(nn.GroupNorm(G, C), tuple(m["shape"]))
+        block = int(mask[0, :].flatten(1).any(1).sum())        # channels sharing channel 0's statistic (torch)
+        assert 1 < block < C
+        fb = q["answers"][m["keys"].index(1)]["feedback"]
+        assert f"only if both channels are in the same block of C/G = {block} consecutive channels" in fb, fb
+        assert "differ only in dim 1 share a statistic." not in fb
+
+
+def test_saturation_says_most_only_for_a_majority():
+    qs = _by_kind("saturation") + [quiz.q_saturation(random.Random(i)) for i in range(24)]
+    seen = set()
+    for q in qs:
+        m = q["_meta"]
+        z = torch.randn(m["N"], m["C"], generator=torch.Generator().manual_seed(m["seed"])) * m["s"] + m["mu"]
+        before = (z.tanh().abs() > 0.99).float().mean().item()
+        fb = next(a["feedback"] for a in q["answers"] if a["correct"])
+        seen.add(before > 0.5)
+        assert bool(re.search(r"\bmost\b", fb)) == (before > 0.5), (before, fb)
+        assert f"{before:.1%}" in fb, (before, fb)
+    assert seen == {True, False}
+
+
+def test_running_var_never_stays_at_its_start():
+    """The batch's unbiased variance is never ~1, so the answer is never the starting value 1.000, and every
+    distractor (including 'unchanged') is kept."""
+    qs = _by_kind("running_var") + [quiz.q_running_var(random.Random(i)) for i in range(40)]
+    for q in qs:
+        m = q["_meta"]
+        bn = nn.BatchNorm1d(2, momentum=m["momentum"]).train()
+        bn(torch.tensor(m["rows"], dtype=torch.float32))
+        value = bn.running_var[0].item()
+        unbiased = torch.tensor(m["rows"], dtype=torch.float64)[:, 0].var().item()
+        assert abs(unbiased - 1) >= 0.1 and round(value, 3) != 1.0, (m, value)
+        assert _accepts(q, value) and not _accepts(q, 1.0)
+        values = [a for a in q["answers"] if a["type"] != "default"]
+        assert len(values) == 7 and any("starting value" in a["feedback"] for a in values), q["question"]
+
+
+def _fold_scale(q):
+    case, unit = q["_meta"]["case"], q["_meta"]["unit"]
+    bn = nn.BatchNorm1d(2)
+    return case["gamma"][unit] / math.sqrt(case["running_var"][unit] + bn.eps)
+
+
+def test_bn_fold_is_never_degenerate():
+    qs = _by_kind("bn_fold") + [quiz.q_bn_fold(random.Random(i)) for i in range(40)]
+    for q in qs:
+        assert abs(abs(_fold_scale(q)) - 1) > 0.05, q["_meta"]
+        values = [a for a in q["answers"] if a["type"] != "default"]
+        assert len(values) >= 4 and sum(a["correct"] for a in values) == 1   # the key and >= 3 distractors
+        assert len(values) == 6                                               # in fact all five mistakes
+
+
+_BAD_SIGN = re.compile(r"[+−·/(]\s*-\d|[+−]\s*−\d|−\s*\(\s*-")
+
+
+def test_signs_are_formatted():
+    """No '+ -1', '(3 − -1)' or '·-2': negative numbers after an operator are folded into it or bracketed."""
+    qs = MANY + [quiz.q_bn_fold(random.Random(i)) for i in range(40)] + \
+        [quiz.q_running_mean(random.Random(i)) for i in range(20)]
+    for q in qs:
+        for text in [q["question"]] + _feedbacks(q):
+            assert not _BAD_SIGN.search(text), text
+
+
+def test_no_cannot_explode_and_the_smoothness_claim_is_a_measurement():
+    for q in MANY + [quiz._concept("what_helps")(random.Random(0))]:
+        assert "cannot explode" not in _texts(q), q["question"]
+    q = quiz._concept("what_helps")(random.Random(0))
+    [smooth] = [a for a in q["answers"] if "Santurkar" in a["answer"]]
+    assert smooth["correct"] and "measured" in smooth["answer"] and "not a guarantee" in smooth["feedback"]
+
+
+def test_affine_and_eps_concepts_are_in_the_batchnorm_topic():
+    def concepts(topic):
+        return {g.__name__.split("[")[0] for g in quiz.TOPICS[topic]}
+    assert {"concept_affine", "concept_eps_purpose"} <= concepts("batchnorm")
+    assert not {"concept_affine", "concept_eps_purpose"} & concepts("why")
+    asked = {q["_meta"].get("concept") for seed in range(10) for q in quiz.questions_for("why", 8, seed)}
+    assert not {"affine", "eps_purpose"} & asked
+    assert len(quiz.TOPICS["why"]) >= 8 and len(quiz.questions_for("why", 12, 0)) == 12
+
+
+def test_eps_question_states_training_mode_for_batchnorm():
+    for q in _eps_questions():
+        m = q["_meta"]
+        tracks = getattr(_torch_module(m["norm"], m["args"], m["kwargs"]), "running_mean", None) is not None
+        assert ("in training mode" in q["question"]) == tracks, q["question"]
+
+
+_SELECT_ALL_KINDS = {"state_dict", "reduced_dims", "batch_independent", "invariance", "scale_invariance",
+                     "bias_before_norm", "ln_accepts", "group_members", "instance_contrast"}
+
+
+def test_select_all_questions_are_many_choice_and_neutral():
+    """A select-all question never gives away how many options are right: type many_choice even with one
+    right option, and a wording that does not change with the count."""
+    extra = [quiz.q_reduced_dims(random.Random(i), ["LayerNorm", "RMSNorm"]) for i in range(6)]
+    extra += [quiz.q_state_dict(random.Random(i), ["RMSNorm"]) for i in range(2)]
+    extra += [quiz.q_group_members(random.Random(i)) for i in range(12)]
+    extra += [quiz.q_instance_contrast(random.Random(i)) for i in range(12)]
+    one_right = set()
+    for q in MANY + extra:
+        kind = q["_meta"]["kind"]
+        if kind in _SELECT_ALL_KINDS or q["_meta"].get("concept") == "what_helps":
+            assert q["type"] == "many_choice" and q["question"].endswith(quiz.SELECT_ALL), q["question"]
+            if sum(a["correct"] for a in q["answers"]) == 1:
+                one_right.add(kind)
+        else:
+            assert q["type"] != "many_choice", q["question"]
+    assert {"reduced_dims", "state_dict", "group_members", "instance_contrast"} <= one_right
+
+    def asked(q):
+        """The sentence that asks (the last one before 'Select all…'), numbers and code blanked out."""
+        last = re.split(r"(?<=[.)]) (?=[A-Z])", q["question"][:-len(quiz.SELECT_ALL)].strip())[-1]
+        return re.sub(r"<code>.*?</code>|\d+", "#", last)
+    for kind in ("group_members", "instance_contrast"):
+        counts, templates = set(), set()
+        for q in [q for q in MANY + extra if q["_meta"]["kind"] == kind]:
+            counts.add(sum(a["correct"] for a in q["answers"]))
+            templates.add(asked(q))
+        assert len(counts) > 1, kind
+        assert len(templates) == 1, templates      # the same question, whatever the number of right options
+    for q in extra:
+        assert "different a_c between" not in q["question"]
+
+
+def test_rendered_quiz_styles_select_all_by_type():
+    """jupyterquiz styles and scores by the number of right options; the rendered script is patched so the
+    type decides (a select-all question with one right option still looks and behaves like one)."""
+    js = quiz.render([quiz.q_state_dict(random.Random(0), ["RMSNorm"])], key="t")["javascript"]
+    for _, patched in quiz._MANY_CHOICE_PATCHES:
+        assert js.count(patched) == 1, patched
+    assert 'qa.type == "many_choice"' in js and "fb.dataset.many != 1" in js
+
+
+def test_param_shape_calls_dim_1_a_position_for_sequences():
+    qs = _by_kind("param_shape") + [quiz.q_param_shape(random.Random(i), [name]) for i in range(20)
+                                    for name in ("LayerNorm", "RMSNorm")]
+    seen = False
+    for q in qs:
+        shape = q["_meta"]["shape"]
+        if q["_meta"]["norm"] in ("LayerNorm", "RMSNorm") and len(shape) == 3:
+            assert "per channel" not in _texts(q), q["question"]
+            seen |= "per position (dim 1 is T here)" in _texts(q)
+    assert seen
+
+
+def test_rms_value_writes_the_factor():
+    for q in [quiz.q_rms_value(random.Random(i)) for i in range(12)] + _by_kind("rms_value"):
+        D = len(q["_meta"]["x"])
+        [fb] = [a["feedback"] for a in q["answers"] if "L2 norm" in a["feedback"]] or [None]
+        if fb:
+            assert re.search(rf"√{D} (= {math.sqrt(D):g}|≈ {math.sqrt(D):.3f})", fb), fb
+
+
+def test_generation_leaves_the_global_random_state_alone(monkeypatch):
+    """questions_for, bank and show draw from their own generators: a notebook's torch and random state is
+    the same after a quiz cell as before."""
+    monkeypatch.setattr("IPython.display.display", lambda *objs, **kw: None)
+    torch.manual_seed(1234)
+    random.seed(1234)
+    torch_state, py_state = torch.random.get_rng_state(), random.getstate()
+    for topic in quiz.topics():
+        quiz.questions_for(topic, 8, seed=5)
+        quiz.show(topic, n=4, seed=5)
+    quiz.bank(seed=5)
+    quiz.self_quiz(bank_size=20, seed=5)
+    for name in ("BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "InstanceNorm1d"):
+        for i in range(3):
+            quiz.q_batch_one(random.Random(i), [name])
+    for i in range(5):
+        quiz.q_bn_fold(random.Random(i))
+    assert torch.equal(torch.random.get_rng_state(), torch_state)
+    assert random.getstate() == py_state
 
 
 # ----------------------------------------------------------------------------
