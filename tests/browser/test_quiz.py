@@ -69,3 +69,24 @@ def test_every_chapter_quiz_renders_with_answers(page, base_url, site):
             if quiz.locator(".MultipleChoiceQn").count():
                 assert quiz.locator(".MCButton").count() >= 2, f"{path}: question {i} has no answers"
         assert not page.recorder.errors, page.recorder.errors
+
+
+def test_a_select_all_question_with_one_right_answer_stays_select_all(page):
+    """norms.quiz patches jupyterquiz so that the question type, not the number of right
+    answers, decides: a many_choice question with one right answer must not turn into a
+    single-answer question (which would tell the reader that only one answer is right)."""
+    import norms.quiz
+
+    def rendered(kind):
+        out = norms.quiz.render([{
+            "question": "Which letters are vowels? Select all that apply.", "type": kind,
+            "answers": [{"answer": a, "correct": a == "a", "feedback": "yes" if a == "a" else "no"}
+                        for a in ("a", "b", "c")],
+        }], key=kind)
+        page.set_content(out["html"] + f"<script>{out['javascript']}</script>")
+        page.locator(".Quiz").first.wait_for(state="attached", timeout=15000)
+        return page.evaluate("() => [...document.querySelectorAll('.Quiz div')].map(d => d.className)"
+                             ".filter(c => /ChoiceQn/.test(c))")
+
+    assert rendered("many_choice") == ["ManyChoiceQn"]
+    assert rendered("multiple_choice") == ["MultipleChoiceQn"]  # the check can tell them apart
