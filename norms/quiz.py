@@ -41,7 +41,7 @@ from typing import Callable
 import torch
 
 import norms
-from norms.axes import describe
+from norms.axes import batch_norm_dims, describe
 
 __all__ = ["TOPICS", "topics", "questions_for", "bank", "show", "self_quiz", "render", "display_questions"]
 
@@ -323,7 +323,7 @@ def _counter_role(name, args, kwargs, shape, gen, steps=2):
     with ``momentum=None``, and the same steps with the layer as asked (default momentum). Returns
     (counter afterwards, running mean moved?, running mean = the cumulative average of the batches' means?,
     the default momentum, with it the running mean = the plain exponential average, whatever the counter?)."""
-    dims = (0,) + tuple(range(2, len(shape)))
+    dims = batch_norm_dims(len(shape))   # what a running mean averages over (BatchNorm and InstanceNorm)
     xs = [torch.randn(shape, generator=gen, dtype=torch.float64) * 2 + 1 for _ in range(steps)]
     m = _module(name, args, dict(kwargs, momentum=None)).double().train()
     d = _module(name, args, kwargs).double().train()
@@ -1305,7 +1305,7 @@ def q_rms_value(rng, names=None):
                                f"and {x[i]} / {math.sqrt(ms):.4g} = {value:.4f}.",
                     wrong=wrong, tol=0.0015,
                     default_fb="Not quite: square every element, average, take the square root, and divide "
-                               "element {i} by it.".replace("{i}", str(i)))
+                               f"element {i} by it.")
 
 
 def q_group_members(rng, names=None):
