@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 import norms.quiz as quiz
+from norms.quiz import chapters, computed, concepts, rendering, why
 
 SEEDS = [0, 1, 2]
 
@@ -78,7 +79,7 @@ def _accepts(q, value):
 def test_format(i):
     q = QUESTIONS[i]
     assert q["question"] and q["type"] in ("multiple_choice", "many_choice", "numeric")
-    json.dumps(quiz._clean([q]))
+    json.dumps(rendering._clean([q]))
     texts = [q["question"]] + [a.get("answer", "") + a.get("feedback", "") for a in q["answers"]]
     for t in texts:
         assert "$" not in t and "](" not in t, t      # jupyterquiz would turn them into math / links
@@ -308,7 +309,7 @@ def test_keras_momentum_against_torch():
 
 
 def _biased_unbiased_questions():
-    return _by_kind("biased_unbiased") + [quiz.q_biased_unbiased(random.Random(i)) for i in range(12)]
+    return _by_kind("biased_unbiased") + [computed.q_biased_unbiased(random.Random(i)) for i in range(12)]
 
 
 def test_biased_unbiased_against_torch():
@@ -352,7 +353,7 @@ def _texts(q):
 
 
 def _eps_questions():
-    direct = [quiz.q_eps(random.Random(i), [name]) for i in range(3)
+    direct = [computed.q_eps(random.Random(i), [name]) for i in range(3)
               for name in ("BatchNorm1d", "LayerNorm", "RMSNorm", "GroupNorm", "InstanceNorm1d")]
     return _by_kind("eps") + direct
 
@@ -390,7 +391,7 @@ def test_eps_question_mentions_gamma_and_beta_only_when_the_module_has_them():
 
 
 def _state_dict_questions():
-    direct = [quiz.q_state_dict(random.Random(i), [name]) for i in range(6)
+    direct = [computed.q_state_dict(random.Random(i), [name]) for i in range(6)
               for name in ("BatchNorm1d", "BatchNorm2d", "InstanceNorm1d", "InstanceNorm2d")]
     return _by_kind("state_dict") + direct
 
@@ -433,7 +434,7 @@ def test_num_batches_tracked_feedback_against_torch():
 
 
 def test_keras_feedback_uses_the_asked_momentum():
-    qs = _by_kind("keras_momentum") + [quiz.q_keras_momentum(random.Random(i)) for i in range(16)]
+    qs = _by_kind("keras_momentum") + [computed.q_keras_momentum(random.Random(i)) for i in range(16)]
     asked = set()
     for q in qs:
         k = q["_meta"]["keras"]
@@ -615,7 +616,7 @@ def test_bn_fold_against_torch():
 
 
 def test_ln_accepts_against_torch():
-    qs = _by_kind("ln_accepts") + [quiz.q_ln_accepts(random.Random(i)) for i in range(8)]
+    qs = _by_kind("ln_accepts") + [chapters.q_ln_accepts(random.Random(i)) for i in range(8)]
     assert {len(q["_meta"]["normalized_shape"]) for q in qs} >= {1, 2}
     for q in qs:
         ln = nn.LayerNorm(list(q["_meta"]["normalized_shape"]))
@@ -697,7 +698,7 @@ def test_whole_generation_is_sound():
 
 def test_train_eval_affine_feedback_follows_the_module():
     """'eval mode switches off γ and β': the feedback names only the parameters the module has."""
-    qs = _by_kind("train_eval") + [quiz.q_train_eval(random.Random(i), [name]) for i in range(4)
+    qs = _by_kind("train_eval") + [computed.q_train_eval(random.Random(i), [name]) for i in range(4)
                                    for name in ("InstanceNorm1d", "RMSNorm", "LayerNorm", "BatchNorm2d")]
     seen = set()
     for q in qs:
@@ -713,7 +714,7 @@ def test_train_eval_affine_feedback_follows_the_module():
 
 
 def test_num_statistics_per_element_distractor_follows_the_statistic():
-    qs = _by_kind("num_statistics") + [quiz.q_num_statistics(random.Random(i), ["RMSNorm"]) for i in range(3)]
+    qs = _by_kind("num_statistics") + [computed.q_num_statistics(random.Random(i), ["RMSNorm"]) for i in range(3)]
     seen = set()
     for q in qs:
         m = q["_meta"]
@@ -737,8 +738,8 @@ def test_groupnorm_is_described_by_its_blocks():
     contrast two layers by the same dims tuple, and GroupNorm is described by its blocks and (N, G)
     statistics, whose shape is checked against torch."""
     qs = [q for q in MANY if q["_meta"]["kind"] in ("num_statistics", "which_layer")]
-    qs += [quiz.q_num_statistics(random.Random(i), ["GroupNorm", "LayerNorm"]) for i in range(12)]
-    qs += [quiz.q_which_layer(random.Random(i)) for i in range(12)]
+    qs += [computed.q_num_statistics(random.Random(i), ["GroupNorm", "LayerNorm"]) for i in range(12)]
+    qs += [computed.q_which_layer(random.Random(i)) for i in range(12)]
     described = 0
     for q in qs:
         for fb in _feedbacks(q):
@@ -759,7 +760,7 @@ def test_groupnorm_is_described_by_its_blocks():
 
 def test_reduced_dims_groupnorm_channels_share_only_within_a_block():
     qs = [q for q in _by_kind("reduced_dims") if q["_meta"]["norm"] == "GroupNorm"]
-    qs += [quiz.q_reduced_dims(random.Random(i), ["GroupNorm"]) for i in range(4)]
+    qs += [computed.q_reduced_dims(random.Random(i), ["GroupNorm"]) for i in range(4)]
     for q in qs:
         m = q["_meta"]
         G, C = m["args"]
@@ -772,7 +773,7 @@ def test_reduced_dims_groupnorm_channels_share_only_within_a_block():
 
 
 def test_saturation_says_most_only_for_a_majority():
-    qs = _by_kind("saturation") + [quiz.q_saturation(random.Random(i)) for i in range(24)]
+    qs = _by_kind("saturation") + [why.q_saturation(random.Random(i)) for i in range(24)]
     seen = set()
     for q in qs:
         m = q["_meta"]
@@ -788,7 +789,7 @@ def test_saturation_says_most_only_for_a_majority():
 def test_running_var_never_stays_at_its_start():
     """The batch's unbiased variance is never ~1, so the answer is never the starting value 1.000, and every
     distractor (including 'unchanged') is kept."""
-    qs = _by_kind("running_var") + [quiz.q_running_var(random.Random(i)) for i in range(40)]
+    qs = _by_kind("running_var") + [computed.q_running_var(random.Random(i)) for i in range(40)]
     for q in qs:
         m = q["_meta"]
         bn = nn.BatchNorm1d(2, momentum=m["momentum"]).train()
@@ -808,7 +809,7 @@ def _fold_scale(q):
 
 
 def test_bn_fold_is_never_degenerate():
-    qs = _by_kind("bn_fold") + [quiz.q_bn_fold(random.Random(i)) for i in range(40)]
+    qs = _by_kind("bn_fold") + [chapters.q_bn_fold(random.Random(i)) for i in range(40)]
     for q in qs:
         assert abs(abs(_fold_scale(q)) - 1) > 0.05, q["_meta"]
         values = [a for a in q["answers"] if a["type"] != "default"]
@@ -821,17 +822,17 @@ _BAD_SIGN = re.compile(r"[+−·/(]\s*-\d|[+−]\s*−\d|−\s*\(\s*-")
 
 def test_signs_are_formatted():
     """No '+ -1', '(3 − -1)' or '·-2': negative numbers after an operator are folded into it or bracketed."""
-    qs = MANY + [quiz.q_bn_fold(random.Random(i)) for i in range(40)] + \
-        [quiz.q_running_mean(random.Random(i)) for i in range(20)]
+    qs = MANY + [chapters.q_bn_fold(random.Random(i)) for i in range(40)] + \
+        [computed.q_running_mean(random.Random(i)) for i in range(20)]
     for q in qs:
         for text in [q["question"]] + _feedbacks(q):
             assert not _BAD_SIGN.search(text), text
 
 
 def test_no_cannot_explode_and_the_smoothness_claim_is_a_measurement():
-    for q in MANY + [quiz._concept("what_helps")(random.Random(0))]:
+    for q in MANY + [concepts._concept("what_helps")(random.Random(0))]:
         assert "cannot explode" not in _texts(q), q["question"]
-    q = quiz._concept("what_helps")(random.Random(0))
+    q = concepts._concept("what_helps")(random.Random(0))
     [smooth] = [a for a in q["answers"] if "Santurkar" in a["answer"]]
     assert smooth["correct"] and "measured" in smooth["answer"] and "not a guarantee" in smooth["feedback"]
 
@@ -860,10 +861,10 @@ _SELECT_ALL_KINDS = {"state_dict", "reduced_dims", "batch_independent", "invaria
 def test_select_all_questions_are_many_choice_and_neutral():
     """A select-all question never gives away how many options are right: type many_choice even with one
     right option, and a wording that does not change with the count."""
-    extra = [quiz.q_reduced_dims(random.Random(i), ["LayerNorm", "RMSNorm"]) for i in range(6)]
-    extra += [quiz.q_state_dict(random.Random(i), ["RMSNorm"]) for i in range(2)]
-    extra += [quiz.q_group_members(random.Random(i)) for i in range(12)]
-    extra += [quiz.q_instance_contrast(random.Random(i)) for i in range(12)]
+    extra = [computed.q_reduced_dims(random.Random(i), ["LayerNorm", "RMSNorm"]) for i in range(6)]
+    extra += [computed.q_state_dict(random.Random(i), ["RMSNorm"]) for i in range(2)]
+    extra += [chapters.q_group_members(random.Random(i)) for i in range(12)]
+    extra += [chapters.q_instance_contrast(random.Random(i)) for i in range(12)]
     one_right = set()
     for q in MANY + extra:
         kind = q["_meta"]["kind"]
@@ -893,14 +894,14 @@ def test_select_all_questions_are_many_choice_and_neutral():
 def test_rendered_quiz_styles_select_all_by_type():
     """jupyterquiz styles and scores by the number of right options; the rendered script is patched so the
     type decides (a select-all question with one right option still looks and behaves like one)."""
-    js = quiz.render([quiz.q_state_dict(random.Random(0), ["RMSNorm"])], key="t")["javascript"]
-    for _, patched in quiz._MANY_CHOICE_PATCHES:
+    js = quiz.render([computed.q_state_dict(random.Random(0), ["RMSNorm"])], key="t")["javascript"]
+    for _, patched in rendering._MANY_CHOICE_PATCHES:
         assert js.count(patched) == 1, patched
     assert 'qa.type == "many_choice"' in js and "fb.dataset.many != 1" in js
 
 
 def test_param_shape_calls_dim_1_a_position_for_sequences():
-    qs = _by_kind("param_shape") + [quiz.q_param_shape(random.Random(i), [name]) for i in range(20)
+    qs = _by_kind("param_shape") + [computed.q_param_shape(random.Random(i), [name]) for i in range(20)
                                     for name in ("LayerNorm", "RMSNorm")]
     seen = False
     for q in qs:
@@ -912,7 +913,7 @@ def test_param_shape_calls_dim_1_a_position_for_sequences():
 
 
 def test_rms_value_writes_the_factor():
-    for q in [quiz.q_rms_value(random.Random(i)) for i in range(12)] + _by_kind("rms_value"):
+    for q in [chapters.q_rms_value(random.Random(i)) for i in range(12)] + _by_kind("rms_value"):
         D = len(q["_meta"]["x"])
         [fb] = [a["feedback"] for a in q["answers"] if "L2 norm" in a["feedback"]] or [None]
         if fb:
@@ -933,9 +934,9 @@ def test_generation_leaves_the_global_random_state_alone(monkeypatch):
     quiz.self_quiz(bank_size=20, seed=5)
     for name in ("BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "InstanceNorm1d"):
         for i in range(3):
-            quiz.q_batch_one(random.Random(i), [name])
+            computed.q_batch_one(random.Random(i), [name])
     for i in range(5):
-        quiz.q_bn_fold(random.Random(i))
+        chapters.q_bn_fold(random.Random(i))
     assert torch.equal(torch.random.get_rng_state(), torch_state)
     assert random.getstate() == py_state
 
@@ -952,17 +953,17 @@ def _questions_in(js):
 
 def test_render_is_deterministic_and_self_contained(monkeypatch):
     qs = quiz.questions_for("batchnorm", 4, seed=1)
-    monkeypatch.setattr(quiz, "_shown", {})
+    monkeypatch.setattr(rendering, "_shown", {})
     a = quiz.render(qs, key="k")
     b = quiz.render(qs, key="k")
     assert a["div_id"] != b["div_id"]           # the same quiz twice on a page gets two ids
-    monkeypatch.setattr(quiz, "_shown", {})
+    monkeypatch.setattr(rendering, "_shown", {})
     assert quiz.render(qs, key="k") == a         # ... but a fresh run reproduces the output exactly
     assert re.fullmatch(r"[A-Za-z]+", a["div_id"])
     assert f'<div id="{a["div_id"]}"' in a["html"] and a["html"].endswith("</div>")
     div_id, embedded = _questions_in(a["javascript"])
     assert div_id == a["div_id"]
-    assert embedded == quiz._clean(qs)           # passed inline, without the _meta
+    assert embedded == rendering._clean(qs)           # passed inline, without the _meta
     for text in (a["html"], a["javascript"]):
         assert "://" not in text and "cdn" not in text.lower() and "@import" not in text
     assert "force load MathJax" not in a["javascript"]

@@ -1,0 +1,44 @@
+"""Self-check quizzes whose answer keys are computed by ``norms`` itself.
+
+A notebook cell only needs::
+
+    import norms.quiz
+    norms.quiz.show("batchnorm")          # a few questions on one chapter's topic
+    norms.quiz.self_quiz()                # a big generated bank, a random few per visit
+
+Questions are dicts in jupyterquiz's format (``"question"``, ``"type"`` one of
+``"multiple_choice"``/``"many_choice"``/``"numeric"``, ``"answers"`` with
+``"answer"``/``"correct"``/``"feedback"``, numeric answers with ``"value"`` or
+``"range"``), and every option carries feedback. Select-all questions are always ``"many_choice"`` and
+end with the same "Select all that apply.", however many options are right (even one), and the rendered
+script is patched so that jupyterquiz styles them by that type. Numbers in the answer keys
+are never typed in: they come from :func:`norms.axes.describe`, from the
+modules' parameters and state_dict, or from running a module (a BatchNorm
+step, a batch of size one, an input with a small variance, ...).
+
+Every generator takes a ``random.Random`` and returns one question, so
+``questions_for(topic, n, seed)`` and ``bank(seed, size)`` are deterministic.
+Each question also carries ``"_meta"`` (what was asked: layer, arguments, input
+shape, ...) for tests; :func:`show` strips it before display.
+
+Rendering (:func:`show`, :func:`self_quiz`, :func:`render`) goes through
+``jupyterquiz.display_quiz`` with the questions passed inline (nothing is
+fetched), a container id derived from the content instead of a random one (so
+the output is identical on every run), and jupyterquiz's fallback that loads
+MathJax from cdn.jsdelivr.net removed: the page loads nothing from other hosts.
+
+The package's parts: :mod:`~norms.quiz.builders` (question dicts), :mod:`~norms.quiz.cases`
+(random layers and inputs), the generators by subject (:mod:`~norms.quiz.computed`,
+:mod:`~norms.quiz.why`, :mod:`~norms.quiz.chapters`, :mod:`~norms.quiz.concepts`),
+:mod:`~norms.quiz.topics` (which generators each chapter draws from) and
+:mod:`~norms.quiz.rendering` (jupyterquiz output). A new chapter adds a module of generators
+and one entry in ``topics.TOPICS``.
+"""
+from __future__ import annotations
+
+from .builders import SELECT_ALL
+from .rendering import display_questions, render, self_quiz, show
+from .topics import TOPICS, bank, questions_for, topics
+
+__all__ = ["TOPICS", "SELECT_ALL", "topics", "questions_for", "bank", "show", "self_quiz", "render",
+           "display_questions"]

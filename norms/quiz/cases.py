@@ -1,0 +1,110 @@
+"""Random layers and inputs for the computed questions: a layer, its arguments and an input shape."""
+
+from __future__ import annotations
+
+import random
+
+import norms
+from norms.axes import describe
+
+from .builders import _shape
+
+
+def _ctor(name: str, args: tuple, kwargs: dict | None = None) -> str:
+    parts = [repr(list(a)) if isinstance(a, tuple) else repr(a) for a in args]
+    parts += [f"{k}={v!r}" for k, v in (kwargs or {}).items()]
+    return f"norms.{name}({', '.join(parts)})"
+
+
+def _case(rng: random.Random, name: str) -> tuple:
+    """(name, args, kwargs, input_shape) for a random but sensible use of layer ``name``.
+    Every dim is >= 2 (so 'reduced or not' is never vacuous) and shapes stay small."""
+    N = rng.choice([2, 4, 8])
+    if name == "BatchNorm1d":
+        C = rng.choice([3, 4, 6, 16])
+        shape = (N, C) if rng.random() < 0.5 else (N, C, rng.choice([5, 7, 10]))
+        return name, (C,), {}, shape
+    if name == "BatchNorm2d":
+        C = rng.choice([3, 8, 16])
+        return name, (C,), {}, (N, C, rng.choice([4, 5, 7]), rng.choice([4, 6, 7]))
+    if name == "BatchNorm3d":
+        C = rng.choice([2, 3, 4])
+        return name, (C,), {}, (N, C, rng.choice([2, 3]), rng.choice([4, 5]), rng.choice([4, 6]))
+    if name.startswith("InstanceNorm"):
+        d = int(name[-2])
+        C = rng.choice([3, 4, 8])
+        spatial = tuple(rng.choice([4, 5, 6, 7]) for _ in range(d))
+        kwargs = {"affine": True} if rng.random() < 0.5 else {}
+        return name, (C,), kwargs, (N, C) + spatial
+    if name in ("LayerNorm", "RMSNorm"):
+        r = rng.random()
+        if r < 0.5 or name == "RMSNorm":
+            D = rng.choice([8, 16, 32])
+            shape = (N, rng.choice([3, 5, 10]), D) if rng.random() < 0.7 else (N, D)
+            return name, (D,), {}, shape
+        C, H, W = rng.choice([3, 4, 8]), rng.choice([4, 5]), rng.choice([6, 7])
+        ns = (C, H, W) if r < 0.8 else (H, W)
+        return name, (ns,), {}, (N, C, H, W)
+    if name == "GroupNorm":
+        C = rng.choice([6, 8, 12, 16])
+        G = rng.choice([g for g in range(2, C) if C % g == 0])
+        spatial = (rng.choice([3, 4, 5]), rng.choice([4, 6, 7])) if rng.random() < 0.8 else (rng.choice([5, 9]),)
+        return name, (G, C), {}, (N, C) + spatial
+    raise ValueError(name)
+
+
+def _module(name, args, kwargs=None):
+    return getattr(norms, name)(*args, **(kwargs or {}))
+
+
+_ALL = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "RMSNorm", "GroupNorm",
+        "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
+
+
+def _what(name):
+    return {"BatchNorm1d": "BatchNorm", "BatchNorm2d": "BatchNorm", "BatchNorm3d": "BatchNorm",
+            "InstanceNorm1d": "InstanceNorm", "InstanceNorm2d": "InstanceNorm", "InstanceNorm3d": "InstanceNorm",
+            "LayerNorm": "LayerNorm", "RMSNorm": "RMSNorm", "GroupNorm": "GroupNorm"}[name]
+
+
+def _alternatives(shape):
+    """Other layers that accept ``shape``: [(name, args, Reduction)], for distractors."""
+    nd = len(shape)
+    layers = []
+    C = shape[1]
+    if nd in (2, 3):
+        layers.append(("BatchNorm1d", (C,)))
+    if nd in (4, 5):
+        layers.append(("BatchNorm2d" if nd == 4 else "BatchNorm3d", (C,)))
+    if nd >= 3:
+        layers.append((f"InstanceNorm{nd - 2}d", (C,)))
+        layers.append(("LayerNorm", (tuple(shape[1:]),)))
+    layers.append(("LayerNorm", (shape[-1],)))
+    for g in (2, 4, 3):
+        if C % g == 0 and C != g:
+            layers.append(("GroupNorm", (g, C)))
+            break
+    return [(n, a, describe(_module(n, a), shape)) for n, a in layers]
+
+
+def _label(name, args) -> str:
+    """``LayerNorm([3, 4])``, ``GroupNorm(2, 8)``: a layer as the reader would construct it."""
+    return _ctor(name, args)[len("norms."):]
+
+
+def _grouping(name, args, r) -> str:
+    """What shares a statistic, in words that tell the layers apart. GroupNorm is described by its blocks
+    of channels: its reduced dims (1, 2, ...) are the same tuple as LayerNorm's over (C, ...), yet channels in
+    different blocks never share a statistic."""
+    if name == "GroupNorm":
+        G, C = args
+        where = ", over every position of those channels" if len(r.input_shape) > 2 else ""
+        return (f"computes one statistic per sample and block of C/G = {C // G} consecutive channels{where} "
+                f"(statistics of shape (N, G) = {_shape(r.stat_shape)})")
+    return f"reduces over dims {r.reduced_dims} (statistics of shape {_shape(r.stat_shape)})"
+
+
+def _stat_words(r) -> str:
+    return "means (and as many variances)" if r.has_mean else "root-mean-square values"
+
+

@@ -1,0 +1,106 @@
+"""Rendering through jupyterquiz, deterministic and without external loads."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import warnings
+
+from .topics import bank, questions_for
+
+
+_MATHJAX_CDN_BLOCK = re.compile(
+    r"else\s*\{\s*console\.log\('WARNING: Trying to force load MathJax 3'\);.*?\}\)\(\);\s*\}", re.S)
+_MATHJAX_WAIT = ("else { if (MathJax.startup && MathJax.startup.promise) { "
+                 "MathJax.startup.promise.then(function () { MathJax.typeset([container]); }); } }")
+_EXTERNAL_SRC = re.compile(r"""\w+\.src\s*=\s*['"]https?://[^'"]*['"]\s*;""")
+_shown: dict = {}
+
+
+def _clean(questions):
+    return [{k: v for k, v in q.items() if not k.startswith("_")} for q in questions]
+
+
+# jupyterquiz (2.9.6) looks up the question class by "type" but then styles and scores a question by its
+# number of correct options: one correct option gives the single-answer colour and radio behaviour even for
+# "many_choice". A select-all question with one right answer would give itself away, so the type decides.
+_MANY_CHOICE_PATCHES = [
+    ("if (num_correct > 1) {", "if (num_correct > 1 || qa.type == \"many_choice\") {"),
+    ("this.fbDiv.dataset.numcorrect = numCorrect;",
+     "this.fbDiv.dataset.numcorrect = numCorrect; "
+     "this.fbDiv.dataset.many = (this.qa.type == \"many_choice\") ? 1 : 0;"),
+    ("if (fb.dataset.numcorrect <= 1) {", "if (fb.dataset.numcorrect <= 1 && fb.dataset.many != 1) {"),
+]
+
+
+def _patch_js(js: str) -> str:
+    """Remove jupyterquiz's MathJax-from-CDN fallback (it would also overwrite the page's MathJax),
+    tolerate a MathJax that is configured but not loaded yet, and let ``many_choice`` decide how a
+    question looks and is scored (see ``_MANY_CHOICE_PATCHES``)."""
+    js = _MATHJAX_CDN_BLOCK.sub(_MATHJAX_WAIT, js)
+    for old, new in _MANY_CHOICE_PATCHES:
+        if js.count(old) != 1:
+            warnings.warn(f"norms.quiz: jupyterquiz changed, cannot patch {old!r}; a select-all question with one "
+                          "correct option may look like a single-answer one")
+        js = js.replace(old, new)
+    js = _EXTERNAL_SRC.sub("/* external load removed by norms.quiz */", js)
+    js = js.replace("version[0] ==", "(version || '')[0] ==").replace("v[0] ===", "(v || '')[0] ===")
+    js = js.replace("} else {\n                MathJax.typeset([container]);",
+                    "} else if (MathJax.typeset) {\n                MathJax.typeset([container]);")
+    if "://" in js:
+        warnings.warn("norms.quiz: the jupyterquiz script still mentions a URL; check it loads nothing external")
+    return js
+
+
+def render(questions: list, *, key: str | None = None, **options) -> dict:
+    """Run ``jupyterquiz.display_quiz`` on ``questions`` and return what it displays, cleaned:
+    ``{"html": ..., "javascript": ..., "div_id": ...}``. ``options`` are display_quiz's
+    (``num``, ``shuffle_answers``, ``colors``, ...). The container id is derived from the
+    questions, the options and ``key`` (not random), so the output is the same on every run."""
+    try:
+        import jupyterquiz.dynamic.display as jq_display
+    except ImportError as exc:  # an optional dependency: pip install "norms[quiz]"
+        raise ImportError("norms.quiz needs jupyterquiz to display quizzes: pip install jupyterquiz") from exc
+
+    qs = _clean(questions)
+    payload = json.dumps([qs, sorted(options.items()), key], sort_keys=True, default=str)
+    digest = hashlib.sha256(payload.encode()).hexdigest()
+    count = _shown.get(digest, 0)          # the same quiz twice on one page needs two ids
+    _shown[digest] = count + 1
+    captured = []
+    saved_display, saved_random = jq_display.display, jq_display.random
+    jq_display.display = lambda *objs, **kw: captured.extend(objs)
+    jq_display.random = random.Random(f"{digest}:{count}")   # display_quiz draws its div id from here
+    try:
+        jq_display.display_quiz(qs, **options)
+    finally:
+        jq_display.display, jq_display.random = saved_display, saved_random
+    html_out = "".join(o.data for o in captured if type(o).__name__ == "HTML")
+    if html_out.count("<div") > html_out.count("</div>"):
+        html_out += "</div>"  # jupyterquiz leaves its container open
+    js_out = _patch_js("".join(o.data for o in captured if type(o).__name__ == "Javascript"))
+    m = re.search(r'<div id="([A-Za-z0-9_]+)"', html_out)
+    return {"html": html_out, "javascript": js_out, "div_id": m.group(1) if m else None}
+
+
+def display_questions(questions: list, *, key: str | None = None, **options) -> None:
+    """Display ``questions`` (jupyterquiz dicts) in the notebook; see :func:`render`."""
+    from IPython.display import HTML, Javascript, display
+
+    out = render(questions, key=key, **options)
+    display(HTML(out["html"]))
+    display(Javascript(out["javascript"]))
+
+
+def show(topic: str, n: int = 4, seed: int = 0, **options) -> None:
+    """Display ``n`` questions on ``topic`` (e.g. ``norms.quiz.show("batchnorm")``). Works without a
+    kernel on the built site: everything is in the cell's output."""
+    display_questions(questions_for(topic, n, seed), key=f"{topic}:{n}:{seed}", **options)
+
+
+def self_quiz(bank_size: int = 60, num: int = 5, seed: int = 0, **options) -> None:
+    """Embed a bank of ``bank_size`` generated questions; the browser shows a random ``num`` of them
+    on each visit (reload the page, or re-run the cell, for new ones). Every option has feedback."""
+    display_questions(bank(seed, bank_size), key=f"self_quiz:{bank_size}:{seed}", num=num, **options)

@@ -1,0 +1,94 @@
+"""Topics: which generators each chapter's quiz draws from, and the deterministic question sets."""
+
+from __future__ import annotations
+
+import random
+from typing import Callable
+
+from .computed import q_batch_independent, q_batch_one, q_biased_unbiased, q_eps, q_groupnorm_special, q_invariance, q_keras_momentum, q_num_statistics, q_param_shape, q_reduced_dims, q_running_mean, q_running_var, q_state_dict, q_train_eval, q_which_layer
+from .why import q_bias_before_norm, q_grad_scale, q_relu_depth, q_saturation, q_scale_invariance, q_weight_norm_growth
+from .chapters import q_bn_fold, q_group_members, q_instance_contrast, q_ln_accepts, q_rms_value
+from .concepts import _concept
+
+
+def _for(gen, names):
+    def g(rng):
+        return gen(rng, names)
+    g.__name__ = f"{gen.__name__}[{','.join(names) if names else 'all'}]"
+    return g
+
+
+_BN = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
+_IN = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
+
+TOPICS: dict[str, list[Callable]] = {
+    "batchnorm": [_for(q_num_statistics, _BN), _for(q_param_shape, _BN), _for(q_reduced_dims, _BN),
+                  _for(q_train_eval, _BN), _for(q_running_var, None), _for(q_running_mean, None),
+                  _for(q_eps, ["BatchNorm1d"]), _for(q_batch_one, _BN), _for(q_keras_momentum, None),
+                  _for(q_biased_unbiased, None), _for(q_state_dict, _BN), _for(q_bn_fold, None),
+                  _concept("running_stats_why"), _concept("small_batches"), _concept("affine"),
+                  _concept("eps_purpose")],
+    "layernorm": [_for(q_num_statistics, ["LayerNorm"]), _for(q_param_shape, ["LayerNorm"]),
+                  _for(q_reduced_dims, ["LayerNorm"]), _for(q_train_eval, ["LayerNorm"]),
+                  _for(q_eps, ["LayerNorm"]), _for(q_batch_one, ["LayerNorm"]), _for(q_ln_accepts, None),
+                  _concept("layernorm_transformers"), _for(q_state_dict, ["LayerNorm"])],
+    "rmsnorm": [_for(q_num_statistics, ["RMSNorm"]), _for(q_param_shape, ["RMSNorm"]),
+                _for(q_reduced_dims, ["RMSNorm"]), _for(q_state_dict, ["RMSNorm"]), _for(q_eps, ["RMSNorm"]),
+                _for(q_invariance, None), _for(q_rms_value, None)],
+    "groupnorm": [_for(q_num_statistics, ["GroupNorm"]), _for(q_param_shape, ["GroupNorm"]),
+                  _for(q_reduced_dims, ["GroupNorm"]), _for(q_train_eval, ["GroupNorm"]),
+                  _for(q_groupnorm_special, None), _for(q_eps, ["GroupNorm"]), _for(q_batch_one, ["GroupNorm"]),
+                  _for(q_group_members, None), _concept("small_batches")],
+    "instancenorm": [_for(q_num_statistics, _IN), _for(q_reduced_dims, _IN), _for(q_train_eval, _IN),
+                     _for(q_state_dict, _IN), _for(q_param_shape, _IN), _for(q_eps, ["InstanceNorm1d"]),
+                     _for(q_instance_contrast, None)],
+    # what why-normalize.ipynb teaches: drift and saturation with depth, scale invariance and the covariate-shift
+    # debate (γ, β, ε and the running statistics come in the BatchNorm chapter)
+    "why": [_for(q_relu_depth, None), _for(q_saturation, None), _for(q_scale_invariance, None),
+            _for(q_grad_scale, None), _for(q_weight_norm_growth, None), _for(q_bias_before_norm, None),
+            _concept("covariate_shift"), _concept("what_helps")],
+    "comparison": [_for(q_which_layer, None), _for(q_batch_independent, None), _for(q_num_statistics, None),
+                   _for(q_reduced_dims, None), _for(q_train_eval, None), _for(q_batch_one, None),
+                   _for(q_invariance, None), _for(q_groupnorm_special, None)],
+}
+TOPICS["running"] = [_for(q_running_var, None), _for(q_running_mean, None), _for(q_keras_momentum, None),
+                     _for(q_biased_unbiased, None), _for(q_train_eval, _BN)]
+
+
+def topics() -> list:
+    """Names accepted by :func:`questions_for` and :func:`show`."""
+    return list(TOPICS)
+
+
+def _generate(gens, n, rng, tries_per_question=20):
+    out, seen = [], set()
+    order = []
+    attempts = 0
+    while len(out) < n and attempts < n * tries_per_question:
+        if not order:
+            order = list(gens)
+            rng.shuffle(order)
+        gen = order.pop()
+        attempts += 1
+        q = gen(rng)
+        key = (q["question"], q.get("code"))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(q)
+    return out
+
+
+def questions_for(topic: str, n: int = 4, seed: int = 0) -> list:
+    """``n`` distinct questions on ``topic`` (see :func:`topics`), deterministic in ``seed``."""
+    if topic not in TOPICS:
+        raise ValueError(f"unknown topic {topic!r}; choose from {', '.join(TOPICS)}")
+    return _generate(TOPICS[topic], n, random.Random(f"{topic}:{seed}"))
+
+
+def bank(seed: int = 0, size: int = 60) -> list:
+    """A mixed bank of ``size`` distinct questions from every topic, deterministic in ``seed``."""
+    gens = [g for t in TOPICS for g in TOPICS[t]]
+    return _generate(gens, size, random.Random(f"bank:{seed}"))
+
+
