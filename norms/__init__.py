@@ -22,6 +22,7 @@ from .groupnorm import GroupNorm
 from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from .layernorm import LayerNorm
 from .rmsnorm import RMSNorm
+from .transformer import MLP, TransformerDecoderLayer, TransformerEncoderLayer
 
 __all__ = [
     "autograd",
@@ -39,4 +40,7 @@ __all__ = [
     "InstanceNorm1d",
     "InstanceNorm2d",
     "InstanceNorm3d",
+    "MLP",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
 ]
