@@ -345,6 +345,8 @@ def test_every_kind_is_checked_against_torch():
                "invariance", "keras_momentum", "biased_unbiased", "concept",
                "relu_depth", "saturation", "scale_invariance", "grad_scale", "bias_before_norm",
                "weight_norm_growth", "bn_fold", "ln_accepts", "rms_value", "group_members", "instance_contrast"}
+    # the transformer chapter's kinds are checked against torch.nn in tests/test_quiz_transformer.py
+    checked |= {"ln_stats_btd", "gamma_shape", "prenorm_position", "final_norm", "rms_saves"}
     assert {q["_meta"]["kind"] for q in QUESTIONS} <= checked
 
 

@@ -9,6 +9,7 @@ from .computed import q_batch_independent, q_batch_one, q_biased_unbiased, q_eps
 from .why import q_bias_before_norm, q_grad_scale, q_relu_depth, q_saturation, q_scale_invariance, q_weight_norm_growth
 from .chapters import q_bn_fold, q_group_members, q_instance_contrast, q_ln_accepts, q_rms_value
 from .concepts import _concept
+from .transformer import q_final_norm, q_gamma_shape, q_ln_stats_btd, q_prenorm_position, q_rms_saves
 
 
 def _for(gen, names):
@@ -51,6 +52,9 @@ TOPICS: dict[str, list[Callable]] = {
                    _for(q_reduced_dims, None), _for(q_train_eval, None), _for(q_batch_one, None),
                    _for(q_invariance, None), _for(q_groupnorm_special, None)],
 }
+# what transformer.ipynb teaches: the norms inside transformer layers (statistics, γ shape, pre-LN, final norm)
+TOPICS["transformer"] = [_for(q_ln_stats_btd, None), _for(q_gamma_shape, None), _for(q_prenorm_position, None),
+                         _for(q_final_norm, None), _for(q_rms_saves, None)]
 TOPICS["running"] = [_for(q_running_var, None), _for(q_running_mean, None), _for(q_keras_momentum, None),
                      _for(q_biased_unbiased, None), _for(q_train_eval, _BN)]
 
