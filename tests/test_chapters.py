@@ -24,6 +24,10 @@ CHAPTERS = {
     "rmsnorm": (ALL, {"zhang2019root"}, {"rmsnorm"}),
     "groupnorm": (ALL - {"backward"}, {"wu2018group", "ulyanov2016instance"}, {"groupnorm", "instancenorm"}),
     "side-by-side": (ALL - {"backward", "checked"}, set(), {"comparison"}),
+    # the norms at work inside transformer layers: no new layer to differentiate, no reduction widget
+    "transformer": (ALL - {"backward", "widget"},
+                    {"vaswani2017attention", "xiong2020layer", "liu2020understanding", "wang2022deepnet",
+                     "touvron2023llama", "zhang2019root"}, {"transformer"}),
 }
 
 
