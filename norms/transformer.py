@@ -54,6 +54,13 @@ def _check_heads(d_model: int, nhead: int) -> None:
         )
 
 
+def _check_not_nested(*tensors: Tensor) -> None:
+    if any(t.is_nested for t in tensors):
+        raise RuntimeError("norms' transformer layers take padded tensors, not nested tensors: pad the "
+                           "sequences and pass a key padding mask (torch accepts nested tensors only on its "
+                           "inference fast path)")
+
+
 def _check_masks(x: Tensor, mem: Tensor, attn_mask: Tensor | None, key_padding_mask: Tensor | None,
                  nhead: int, batch_first: bool, what: str) -> None:
     """Shape checks of one attention call, with torch's exception types: RuntimeError for
@@ -209,8 +216,10 @@ class TransformerEncoderLayer(_HasMLP):
         - Output: the shape of src
 
     Unlike torch, this layer has no inference fast path: it always runs the
-    documented computation (so ``is_causal=True`` without a mask is an error in
-    every mode, as in torch's training mode).
+    documented computation, so ``is_causal=True`` without a mask is an error in
+    every mode (as in torch's training mode), an ``nn.GELU(approximate="tanh")``
+    activation is the tanh GELU also under ``no_grad`` in eval mode (torch's fused
+    kernel computes the exact GELU there), and nested tensors are not accepted.
 
     Example::
 
@@ -251,6 +260,7 @@ class TransformerEncoderLayer(_HasMLP):
 
     def forward(self, src: Tensor, src_mask: Tensor | None = None, src_key_padding_mask: Tensor | None = None,
                 is_causal: bool = False) -> Tensor:
+        _check_not_nested(src)
         src_key_padding_mask = F._canonical_mask(
             mask=src_key_padding_mask, mask_name="src_key_padding_mask",
             other_type=F._none_or_dtype(src_mask), other_name="src_mask", target_type=src.dtype)
@@ -346,6 +356,7 @@ class TransformerDecoderLayer(_HasMLP):
                 memory_mask: Tensor | None = None, tgt_key_padding_mask: Tensor | None = None,
                 memory_key_padding_mask: Tensor | None = None, tgt_is_causal: bool = False,
                 memory_is_causal: bool = False) -> Tensor:
+        _check_not_nested(tgt, memory)
         nhead, bf = self.self_attn.num_heads, self.self_attn.batch_first
         _check_masks(tgt, tgt, tgt_mask, tgt_key_padding_mask, nhead, bf, "self-attention (tgt)")
         _check_masks(tgt, memory, memory_mask, memory_key_padding_mask, nhead, bf, "cross-attention (memory)")

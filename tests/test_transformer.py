@@ -379,3 +379,12 @@ def test_is_causal_without_mask():
     for layer in (tnn.TransformerEncoderLayer(8, 2, 16), norms.TransformerEncoderLayer(8, 2, 16)):
         with pytest.raises(RuntimeError, match="Need attn_mask"):
             layer(x, is_causal=True)
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_nested_tensor_is_refused_clearly():
+    nested = torch.nested.nested_tensor([torch.randn(3, 8), torch.randn(5, 8)])
+    with pytest.raises(RuntimeError, match="not nested tensors"):
+        norms.TransformerEncoderLayer(8, 2, 16, batch_first=True).eval()(nested)
+    with pytest.raises(RuntimeError, match="not nested tensors"):
+        norms.TransformerDecoderLayer(8, 2, 16, batch_first=True)(nested, torch.randn(2, 4, 8))
