@@ -655,7 +655,8 @@ def test_group_members_against_torch():
 
 
 def test_instance_contrast_against_torch():
-    qs = _by_kind("instance_contrast")
+    # direct draws too: which kinds the mixed bank holds changes whenever a topic is added
+    qs = _by_kind("instance_contrast") + [chapters.q_instance_contrast(random.Random(i)) for i in range(12)]
     assert {q["_meta"]["mode"] for q in qs} == {"image", "channels"}
     for q in qs:
         m = q["_meta"]

@@ -36,7 +36,8 @@ def q_gamma_shape(rng, names=None):
     d = nhead * rng.choice([8, 16])
     ff = 4 * d
     B, T = rng.choice([3, 8]), rng.choice([10, 20])
-    layer = norms.TransformerEncoderLayer(d, nhead, ff, dropout=0.0, batch_first=True)
+    with torch.random.fork_rng(devices=[]):  # the layer's random init must not touch the caller's RNG
+        layer = norms.TransformerEncoderLayer(d, nhead, ff, dropout=0.0, batch_first=True)
     key = tuple(layer.norm1.weight.shape)
     options = [
         (_shape(key), True, f"Correct: one γ per feature of a token, shared by every token and sequence: "
@@ -57,9 +58,9 @@ def q_gamma_shape(rng, names=None):
 def _norm_on_residual_path(norm_first: bool) -> bool:
     """True when a layer's output goes through a norm even if both sublayers output zero: measured by
     zeroing attention's output projection and the MLP's second linear layer (post-LN: y = LN(LN(x)) != x)."""
-    torch.manual_seed(0)
-    layer = norms.TransformerEncoderLayer(8, 2, 16, dropout=0.0, norm_first=norm_first, batch_first=True)
-    with torch.no_grad():
+    with torch.random.fork_rng(devices=[]), torch.no_grad():  # the caller's RNG is left alone
+        torch.manual_seed(0)
+        layer = norms.TransformerEncoderLayer(8, 2, 16, dropout=0.0, norm_first=norm_first, batch_first=True)
         for lin in (layer.self_attn.out_proj, layer.linear2):
             lin.weight.zero_()
             lin.bias.zero_()
@@ -93,12 +94,12 @@ def q_prenorm_position(rng, names=None):
 @functools.lru_cache(maxsize=None)
 def residual_growth(depth: int, d_model: int = 32, seed: int = 0) -> tuple[float, float]:
     """(std of a pre-LN stack's output, std after the final LayerNorm) at initialization, averaged over
-    tokens of one batch of standard-normal inputs."""
-    torch.manual_seed(seed)
-    layers = [norms.TransformerEncoderLayer(d_model, 4, 2 * d_model, dropout=0.0, norm_first=True,
-                                            batch_first=True) for _ in range(depth)]
-    final = norms.LayerNorm(d_model)
-    with torch.no_grad():
+    tokens of one batch of standard-normal inputs. The caller's RNG is left alone."""
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(seed)
+        layers = [norms.TransformerEncoderLayer(d_model, 4, 2 * d_model, dropout=0.0, norm_first=True,
+                                                batch_first=True) for _ in range(depth)]
+        final = norms.LayerNorm(d_model)
         x = torch.randn(4, 8, d_model)
         for layer in layers:
             x = layer(x)
