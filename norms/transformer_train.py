@@ -95,6 +95,9 @@ def layer_grad_norms(model: TinyEncoder, tokens: Tensor, targets: Tensor) -> lis
     return [float(layer.linear2.weight.grad.norm()) for layer in model.layers]
 
 
+_NAMES = {"post": "post-LN", "pre": "pre-LN", "pre-nofinal": "pre-LN (no final norm)", "deepnorm": "DeepNorm"}
+
+
 @dataclass
 class Run:
     """One training run: its settings, the loss every ``log_every`` steps, and the end result."""
@@ -116,7 +119,9 @@ class Run:
         return not math.isfinite(self.final_loss)
 
     def summary(self) -> str:
-        return (f"{self.kind:>11} depth {self.depth:2d} lr {self.lr:.0e} warm-up {self.warmup:3d}: "
+        """One line: the settings, the first and last logged loss, the token accuracy."""
+        name = _NAMES.get(self.kind, self.kind)
+        return (f"{name:<8} {self.depth:2d} layers, lr {self.lr:.0e}, warm-up {self.warmup:2d} steps: "
                 f"loss {self.losses[0]:.2f} -> {self.final_loss:.3f}, token accuracy {self.accuracy:6.1%}")
 
 

@@ -97,7 +97,7 @@ def test_deepnorm_layer():
 def test_train_reverse_and_grad_norms(capsys):
     run = ttrain.train_reverse("pre", 1, 1e-2, warmup=2, steps=4, batch=4, length=4, vocab=4, log_every=2)
     assert run.steps == [0, 2, 3] and all(math.isfinite(v) for v in run.losses) and not run.diverged
-    assert capsys.readouterr().out.strip() == run.summary().strip()
+    assert capsys.readouterr().out.strip() == run.summary().strip() and run.summary().startswith("pre-LN    1 layers")
     again = ttrain.train_reverse("pre", 1, 1e-2, warmup=2, steps=4, batch=4, length=4, vocab=4, log_every=2,
                                  verbose=False)
     assert again.losses == run.losses  # seeded
