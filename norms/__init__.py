@@ -13,6 +13,12 @@ Also here: :mod:`norms.autograd` (hand-derived backward passes),
 widgets (:mod:`norms.viz`, :mod:`norms.widgets`) need matplotlib and ipywidgets
 and are imported explicitly: ``import norms.viz``.
 
+The transformer layers :class:`TransformerEncoderLayer` and
+:class:`TransformerDecoderLayer` (with their :class:`MLP` block) are drop-in for
+``torch.nn``'s with :class:`LayerNorm` norms; :mod:`norms.llama` (the RMSNorm block of
+LLaMA-style models) and :mod:`norms.transformer_train` (the transformer chapter's tiny
+training runs) are imported explicitly, like :mod:`norms.transformer_plots`.
+
 Importing ``norms`` is cheap: it imports torch and nothing else (no plotting).
 """
 
