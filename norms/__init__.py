@@ -22,6 +22,8 @@ from .groupnorm import GroupNorm
 from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from .layernorm import LayerNorm
 from .rmsnorm import RMSNorm
+from .syncbatchnorm import SyncBatchNorm
+from . import distributed
 
 __all__ = [
     "autograd",
@@ -39,4 +41,6 @@ __all__ = [
     "InstanceNorm1d",
     "InstanceNorm2d",
     "InstanceNorm3d",
+    "SyncBatchNorm",
+    "distributed",
 ]
