@@ -15,13 +15,15 @@ system assigns. Every process is killed when the time limit is reached, and
 :func:`launch` then raises :class:`TimeoutError`.
 
 The worker must be importable by name (defined in a module, not in a notebook
-cell): processes are started with the ``spawn`` method. The workers the
+cell): processes are started with the ``forkserver`` method (``spawn`` where
+there is none), which pickle the function by name. The workers the
 chapter runs are here: :func:`compare_with_batchnorm` and
 :func:`time_all_reduce`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import shutil
@@ -34,8 +36,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["launch", "WorkerError", "loopback_interface", "compare_with_batchnorm",
-           "reference_batchnorm", "global_batch", "slice_of", "time_all_reduce"]
+__all__ = ["launch", "WorkerError", "loopback_interface", "record_collectives", "compare_with_batchnorm",
+           "reference_batchnorm", "global_batch", "slice_of", "time_all_reduce", "time_sync_step"]
 
 
 class WorkerError(RuntimeError):
@@ -60,6 +62,21 @@ def loopback_interface() -> str:
         if name.startswith("lo"):
             return name
     raise RuntimeError(f"no loopback interface among {names}")
+
+
+def _context():
+    """``forkserver`` with torch and norms preloaded where the platform has it, else ``spawn``.
+
+    A forkserver imports torch once; every process then starts as a fork of it,
+    in a fraction of the time a fresh interpreter takes to import torch.
+    """
+    import multiprocessing
+
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = torch.multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["torch", "torch.distributed", "norms"])
+        return ctx
+    return torch.multiprocessing.get_context("spawn")
 
 
 def _entry(fn, rank, world_size, store_path, out_dir, args, timeout, threads):
@@ -113,7 +130,7 @@ def launch(
     """
     # gloo listens on the interface named here: loopback only.
     os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
-    ctx = torch.multiprocessing.get_context("spawn")
+    ctx = _context()
     work = tempfile.mkdtemp(prefix="norms-dist-")
     store_path = os.path.join(work, "store")
     procs = [
@@ -159,10 +176,11 @@ def launch(
             raise WorkerError(errors)
         return results
     finally:
-        for p in procs:
+        started = [p for p in procs if p.pid is not None]
+        for p in started:
             if p.is_alive():
                 p.kill()
-        for p in procs:
+        for p in started:
             p.join(timeout=10)
         shutil.rmtree(work, ignore_errors=True)
 
@@ -175,6 +193,36 @@ def _failed(work: str, rank: int) -> bool:
         return "error" in torch.load(path, weights_only=False)
     except Exception:  # noqa: BLE001 - still being written
         return False
+
+
+@contextlib.contextmanager
+def record_collectives():
+    """Record every ``all_gather``, ``all_reduce`` and ``all_gather_object`` call made in the block.
+
+    Yields a list that fills with ``(name, numbers sent by this process)``
+    tuples. The functions are patched on :mod:`torch.distributed` for the
+    duration of the block, and restored after it.
+    """
+    import torch.distributed as dist
+
+    calls: list[tuple[str, int]] = []
+    names = ("all_gather", "all_reduce", "all_gather_object")
+    originals = {name: getattr(dist, name) for name in names}
+
+    def wrap(name):
+        def recorded(*args, **kwargs):
+            sent = args[1] if name == "all_gather" else args[0]
+            calls.append((name, sent.numel() if isinstance(sent, torch.Tensor) else 0))
+            return originals[name](*args, **kwargs)
+        return recorded
+
+    for name in names:
+        setattr(dist, name, wrap(name))
+    try:
+        yield calls
+    finally:
+        for name, fn in originals.items():
+            setattr(dist, name, fn)
 
 
 # --------------------------------------------------------------------------
@@ -206,8 +254,9 @@ def compare_with_batchnorm(rank: int, world_size: int, seed: int, sizes: Sequenc
     Every step draws a new global batch (seeded, identical in every process),
     keeps rank ``rank``'s ``sizes[rank]`` samples, and runs forward and
     backward with the upstream gradient ``dy`` drawn the same way. Returns the
-    last step's output, input gradient and parameter gradients, and the
-    running statistics after every step. The caller compares them with one
+    last step's output, input gradient and parameter gradients, the
+    collectives it made (see :func:`record_collectives`), and the running
+    statistics after every step. The caller compares them with one
     :class:`norms.BatchNorm2d` (or 1d/3d) run on the whole batch.
     """
     from .syncbatchnorm import SyncBatchNorm
@@ -224,12 +273,14 @@ def compare_with_batchnorm(rank: int, world_size: int, seed: int, sizes: Sequenc
         dy = slice_of(global_batch(seed + 1000 + step, sizes, channels, spatial), sizes, rank)
         x.requires_grad_(True)
         layer.zero_grad(set_to_none=True)
-        y = layer(x)
-        y.backward(dy)
+        with record_collectives() as calls:
+            y = layer(x)
+            y.backward(dy)
         running.append((layer.running_mean.clone(), layer.running_var.clone(),
                         int(layer.num_batches_tracked)))
     return {"y": y.detach(), "dx": x.grad, "dweight": layer.weight.grad.clone(),
-            "dbias": None if layer.bias is None else layer.bias.grad.clone(), "running": running}
+            "dbias": None if layer.bias is None else layer.bias.grad.clone(), "running": running,
+            "collectives": calls}
 
 
 def reference_batchnorm(seed: int, sizes: Sequence[int], channels: int, spatial: Sequence[int] = (),
@@ -278,3 +329,59 @@ def time_all_reduce(rank: int, world_size: int, numel: int, repeats: int = 50) -
         times.append(time.perf_counter() - start)
     times.sort()
     return times[len(times) // 2]
+
+
+def _median_time(fn, group, repeats: int) -> float:
+    import torch.distributed as dist
+
+    for _ in range(3):  # warm-up: connections, buffers, allocator
+        fn()
+    times = []
+    for _ in range(repeats):
+        dist.barrier(group=group)
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def time_sync_step(rank: int, world_size: int, channels: int = 64, per_process: int = 8,
+                   spatial: Sequence[int] = (8, 8), repeats: int = 10) -> dict | None:
+    """Time one training step of BatchNorm and SyncBatchNorm in groups of 1, 2, ..., ``world_size`` processes.
+
+    One launch serves every group size: the first ``p`` ranks form a group
+    (``torch.distributed.new_group``) and time, in that group, a plain
+    BatchNorm step on the local slice, a SyncBatchNorm step (forward and
+    backward), and one ``all_reduce`` of ``2 * channels`` float32 numbers.
+    Rank 0 returns ``{p: {"plain": s, "sync": s, "all_reduce": s}}`` (median
+    seconds on its clock); the other ranks return ``None``.
+    """
+    import torch.distributed as dist
+
+    from . import batchnorm
+    from .syncbatchnorm import SyncBatchNorm
+
+    groups = {p: dist.new_group(list(range(p))) for p in range(1, world_size + 1)}
+    g = torch.Generator().manual_seed(rank)
+    x = torch.randn(per_process, channels, *spatial, generator=g)
+    dy = torch.randn(x.shape, generator=g)
+    bn_class = {0: batchnorm.BatchNorm1d, 1: batchnorm.BatchNorm1d, 2: batchnorm.BatchNorm2d,
+                3: batchnorm.BatchNorm3d}[len(spatial)]
+    out = {}
+    for p, group in groups.items():
+        if rank < p:
+            plain, sync = bn_class(channels), SyncBatchNorm(channels, process_group=group)
+            sums = torch.ones(2 * channels)
+
+            def step(layer):
+                xr = x.clone().requires_grad_(True)
+                layer(xr).backward(dy)
+
+            out[p] = {
+                "plain": _median_time(lambda: step(plain), group, repeats),
+                "sync": _median_time(lambda: step(sync), group, repeats),
+                "all_reduce": _median_time(lambda: dist.all_reduce(sums, group=group), group, repeats),
+            }
+        dist.barrier()
+    return out if rank == 0 else None

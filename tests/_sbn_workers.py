@@ -7,14 +7,12 @@ processes are started once per world size.
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 import torch.distributed as dist
 from torch import nn
 
 import norms
-from norms.distributed import compare_with_batchnorm, global_batch, slice_of
+from norms.distributed import compare_with_batchnorm, global_batch, record_collectives, slice_of
 
 #: name -> (sizes per world size, channels, spatial, mean, layer kwargs)
 CASES = {
@@ -85,27 +83,6 @@ def _ddp(rank, world_size, seed):
     return {"types": types, "steps": out}
 
 
-@contextlib.contextmanager
-def counting_collectives():
-    """Count calls of the collectives SyncBatchNorm uses (patched on torch.distributed)."""
-    counts = {"all_gather": 0, "all_reduce": 0, "all_gather_object": 0}
-    originals = {name: getattr(dist, name) for name in counts}
-
-    def wrap(name):
-        def f(*args, **kwargs):
-            counts[name] += 1
-            return originals[name](*args, **kwargs)
-        return f
-
-    for name in counts:
-        setattr(dist, name, wrap(name))
-    try:
-        yield counts
-    finally:
-        for name, fn in originals.items():
-            setattr(dist, name, fn)
-
-
 def _error(fn):
     try:
         fn()
@@ -144,16 +121,16 @@ def _collectives(rank, world_size):
     """How many collectives one training step, and one eval forward, makes."""
     layer = norms.SyncBatchNorm(3)
     x = torch.randn(4, 3, 5, requires_grad=True)
-    with counting_collectives() as train:
+    with record_collectives() as train:
         layer(x).sum().backward()
     layer.eval()
-    with counting_collectives() as evaluation:
+    with record_collectives() as evaluation:
         layer(x).sum().backward()
     layer.train()
     x.grad = None
-    with counting_collectives() as frozen_input:
+    with record_collectives() as frozen_input:
         layer(x.detach()).sum().backward()
-    return {"train": dict(train), "eval": dict(evaluation), "input-without-grad": dict(frozen_input)}
+    return {"train": train, "eval": evaluation, "input-without-grad": frozen_input}
 
 
 def _subgroup(rank, world_size):

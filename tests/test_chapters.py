@@ -24,6 +24,9 @@ CHAPTERS = {
     "rmsnorm": (ALL, {"zhang2019root"}, {"rmsnorm"}),
     "groupnorm": (ALL - {"backward"}, {"wu2018group", "ulyanov2016instance"}, {"groupnorm", "instancenorm"}),
     "side-by-side": (ALL - {"backward", "checked"}, set(), {"comparison"}),
+    # SyncBatchNorm has no reduction figure of its own to explore (no widget)
+    "syncbatchnorm": (ALL - {"widget"}, {"peng2018megdet", "chan1979updating", "hoffer2017train", "wu2018group"},
+                      {"syncbatchnorm"}),
 }
 
 

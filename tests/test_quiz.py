@@ -345,6 +345,8 @@ def test_every_kind_is_checked_against_torch():
                "invariance", "keras_momentum", "biased_unbiased", "concept",
                "relu_depth", "saturation", "scale_invariance", "grad_scale", "bias_before_norm",
                "weight_norm_growth", "bn_fold", "ln_accepts", "rms_value", "group_members", "instance_contrast"}
+    # checked in tests/test_quiz_syncbatchnorm.py
+    checked |= {"sync_numbers", "chan_variance", "running_count", "local_or_global", "eval_communication"}
     assert {q["_meta"]["kind"] for q in QUESTIONS} <= checked
 
 
@@ -653,7 +655,8 @@ def test_group_members_against_torch():
 
 
 def test_instance_contrast_against_torch():
-    qs = _by_kind("instance_contrast")
+    # plus direct draws: which kinds the mixed bank holds changes whenever a topic is added
+    qs = _by_kind("instance_contrast") + [chapters.q_instance_contrast(random.Random(s)) for s in range(12)]
     assert {q["_meta"]["mode"] for q in qs} == {"image", "channels"}
     for q in qs:
         m = q["_meta"]
