@@ -56,7 +56,7 @@ def loopback_interface() -> str:
     """Name of the loopback network interface (``lo`` on Linux, ``lo0`` on macOS)."""
     names = [name for _, name in socket.if_nameindex()]
     for name in names:
-        if name == "lo" or name.startswith("lo0") or name == "lo0":
+        if name in ("lo", "lo0"):
             return name
     for name in names:
         if name.startswith("lo"):
@@ -79,9 +79,11 @@ def _context():
     return torch.multiprocessing.get_context("spawn")
 
 
-def _entry(fn, rank, world_size, store_path, out_dir, args, timeout, threads):
+def _entry(fn, rank, world_size, store_path, out_dir, args, timeout, threads, interface):
     """Body of one spawned process: join the group, run ``fn``, save its result or its error."""
     torch.set_num_threads(threads)
+    # gloo listens on the interface named here: loopback only
+    os.environ["GLOO_SOCKET_IFNAME"] = interface
     result: dict[str, Any]
     try:
         import torch.distributed as dist
@@ -128,15 +130,14 @@ def launch(
         the return values, in rank order (they must be picklable with
         ``torch.save``).
     """
-    # gloo listens on the interface named here: loopback only.
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
+    interface = loopback_interface()
     ctx = _context()
     work = tempfile.mkdtemp(prefix="norms-dist-")
     store_path = os.path.join(work, "store")
     procs = [
         ctx.Process(
             target=_entry,
-            args=(fn, rank, world_size, store_path, work, tuple(args), timeout, threads),
+            args=(fn, rank, world_size, store_path, work, tuple(args), timeout, threads, interface),
             daemon=True,
         )
         for rank in range(world_size)

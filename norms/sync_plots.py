@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from matplotlib.axes import Axes
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from .figure import BookFigure
 
@@ -86,6 +87,9 @@ def plot_slice_spread(spread: dict[int, tuple[float, float]], elements_per_sampl
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(n, [str(k) for k in n])
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_yticks([0.01, 0.02, 0.05, 0.1, 0.2])
     ax.set_xlabel("samples per device (slice size n)")
     ax.set_ylabel("relative error of the slice's statistic")
     ax.grid(True, which="major", alpha=0.3)

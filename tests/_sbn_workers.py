@@ -7,6 +7,8 @@ processes are started once per world size.
 
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -155,6 +157,7 @@ def scenarios(rank: int, world_size: int, seed: int) -> dict:
     out["errors"] = _errors(rank, world_size)
     out["collectives"] = _collectives(rank, world_size)
     out["subgroup"] = _subgroup(rank, world_size)
+    out["interface"] = os.environ.get("GLOO_SOCKET_IFNAME")
     return out
 
 

@@ -342,6 +342,12 @@ def test_communication_per_step(run):
         assert c["input-without-grad"] == [("all_gather", 6), ("all_gather", 2 * 3)]
 
 
+def test_gloo_listens_on_the_loopback_interface(run):
+    world, results = run
+    assert [r["interface"] for r in results] == [distributed.loopback_interface()] * world
+    assert distributed.loopback_interface() in ("lo", "lo0")
+
+
 def test_process_group_limits_the_synchronization(run):
     world, results = run
     members = world - 1
