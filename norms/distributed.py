@@ -270,8 +270,9 @@ def compare_with_batchnorm(rank: int, world_size: int, seed: int, sizes: Sequenc
             layer.bias.copy_(torch.linspace(-1.0, 1.0, channels))
     running = []
     for step in range(steps):
-        x = slice_of(global_batch(seed + step, sizes, channels, spatial, mean), sizes, rank)
-        dy = slice_of(global_batch(seed + 1000 + step, sizes, channels, spatial), sizes, rank)
+        dtype = layer.running_mean.dtype if layer.running_mean is not None else torch.float32
+        x = slice_of(global_batch(seed + step, sizes, channels, spatial, mean), sizes, rank).to(dtype)
+        dy = slice_of(global_batch(seed + 1000 + step, sizes, channels, spatial), sizes, rank).to(dtype)
         x.requires_grad_(True)
         layer.zero_grad(set_to_none=True)
         with record_collectives() as calls:
@@ -297,6 +298,7 @@ def reference_batchnorm(seed: int, sizes: Sequence[int], channels: int, spatial:
 
     bn_class = {0: batchnorm.BatchNorm1d, 1: batchnorm.BatchNorm1d, 2: batchnorm.BatchNorm2d,
                 3: batchnorm.BatchNorm3d}[len(spatial)]
+    dtype = (layer_kwargs or {}).get("dtype", dtype)
     layer = bn_class(channels, **(layer_kwargs or {})).to(dtype)
     with torch.no_grad():
         layer.weight.copy_(torch.linspace(0.5, 2.0, channels))

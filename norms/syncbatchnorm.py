@@ -190,7 +190,7 @@ class SyncBatchNormFunction(torch.autograd.Function):
     r"""Training-mode BatchNorm over the union of every process's slice.
 
     ``apply(input, weight, bias, running_mean, running_var, eps, momentum,
-    group, world_size)``. ``input`` is ``(N_p, C, *S)`` on process ``p``; the
+    group, world_size, num_features)``. ``input`` is ``(N_p, C, *S)`` on process ``p``; the
     slices may differ in ``N_p`` (even 0) and in ``S``.
 
     **Forward.** Each process computes its slice's count :math:`n_p`, mean and
@@ -218,16 +218,19 @@ class SyncBatchNormFunction(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, input, weight, bias, running_mean, running_var, eps, momentum, group, world_size):
-        counts = _sync_check(input, input.shape[1] if weight is None else weight.numel(), group, world_size)
+    def forward(ctx, input, weight, bias, running_mean, running_var, eps, momentum, group, world_size,
+                num_features):
+        counts = _sync_check(input, num_features, group, world_size)
         dtype = F._opmath(input.dtype)
         x = input.to(dtype)  # (N_p, C, *S)
         mean_p, m2_p = _local_stats(x)  # (C,), (C,)
         mine = torch.stack([mean_p, m2_p])  # (2, C)
         gathered = [torch.empty_like(mine) for _ in range(world_size)]
         dist.all_gather(gathered, mine, group=group)
-        stats = torch.stack(gathered)  # (P, 2, C)
-        n, mean, m2 = combine_stats(counts.to(stats), stats[:, 0], stats[:, 1])
+        stats = torch.stack(gathered).double()  # (P, 2, C)
+        # combined in float64: P * C numbers, and counts beyond 2**24 stay exact
+        n, mean, m2 = combine_stats(counts.double(), stats[:, 0], stats[:, 1])
+        mean, m2, n = mean.to(dtype), m2.to(dtype), n.item()
         var = m2 / n  # (C,) biased
         invstd = torch.rsqrt(var + eps)  # (C,)
 
@@ -282,7 +285,7 @@ class SyncBatchNormFunction(torch.autograd.Function):
                 - x_hat * F._channel_view(sums[1] / n, ndim, dtype)
             )
             grad_input = grad_input.to(input.dtype)
-        return grad_input, grad_weight, grad_bias, None, None, None, None, None, None
+        return grad_input, grad_weight, grad_bias, None, None, None, None, None, None, None
 
 
 # --------------------------------------------------------------------------
@@ -434,6 +437,7 @@ class SyncBatchNorm(_BatchNorm):
             factor,
             group,
             world_size,
+            self.num_features,
         )
         if self.track_running_stats:
             self.num_batches_tracked.add_(1)  # type: ignore[union-attr]
