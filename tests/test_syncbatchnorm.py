@@ -225,6 +225,9 @@ def test_launch_kills_processes_that_hang():
 def test_launch_reports_a_worker_error_and_stops_the_others():
     with pytest.raises(distributed.WorkerError, match="rank one fails on purpose"):
         distributed.launch(W.fail_on_rank_one, 2, timeout=LAUNCH_TIMEOUT)
+    results = distributed.launch(W.fail_on_rank_one, 2, timeout=LAUNCH_TIMEOUT, return_errors=True)
+    assert results[0] == 0
+    assert results[1][:2] == ("ValueError", "rank one fails on purpose") and "Traceback" in results[1][2]
 
 
 # --------------------------------------------------------------------------
