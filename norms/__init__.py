@@ -29,6 +29,8 @@ from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from .layernorm import LayerNorm
 from .rmsnorm import RMSNorm
 from .transformer import MLP, TransformerDecoderLayer, TransformerEncoderLayer
+from .syncbatchnorm import SyncBatchNorm
+from . import distributed
 
 __all__ = [
     "autograd",
@@ -49,4 +51,6 @@ __all__ = [
     "MLP",
     "TransformerEncoderLayer",
     "TransformerDecoderLayer",
+    "SyncBatchNorm",
+    "distributed",
 ]

@@ -28,6 +28,9 @@ CHAPTERS = {
     "transformer": (ALL - {"backward", "widget"},
                     {"vaswani2017attention", "xiong2020layer", "liu2020understanding", "wang2022deepnet",
                      "touvron2023llama", "zhang2019root"}, {"transformer"}),
+    # SyncBatchNorm has no reduction figure of its own to explore (no widget)
+    "syncbatchnorm": (ALL - {"widget"}, {"peng2018megdet", "chan1979updating", "hoffer2017train", "wu2018group"},
+                      {"syncbatchnorm"}),
 }
 
 

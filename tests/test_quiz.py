@@ -347,6 +347,8 @@ def test_every_kind_is_checked_against_torch():
                "weight_norm_growth", "bn_fold", "ln_accepts", "rms_value", "group_members", "instance_contrast"}
     # the transformer chapter's kinds are checked against torch.nn in tests/test_quiz_transformer.py
     checked |= {"ln_stats_btd", "gamma_shape", "prenorm_position", "final_norm", "rms_saves"}
+    # checked in tests/test_quiz_syncbatchnorm.py
+    checked |= {"sync_numbers", "chan_variance", "running_count", "local_or_global", "eval_communication"}
     assert {q["_meta"]["kind"] for q in QUESTIONS} <= checked
 
 

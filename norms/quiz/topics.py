@@ -10,6 +10,7 @@ from .why import q_bias_before_norm, q_grad_scale, q_relu_depth, q_saturation, q
 from .chapters import q_bn_fold, q_group_members, q_instance_contrast, q_ln_accepts, q_rms_value
 from .concepts import _concept
 from .transformer import q_final_norm, q_gamma_shape, q_ln_stats_btd, q_prenorm_position, q_rms_saves
+from .syncbatchnorm import q_chan_variance, q_eval_communication, q_local_or_global, q_running_count, q_sync_numbers
 
 
 def _for(gen, names):
@@ -55,6 +56,8 @@ TOPICS: dict[str, list[Callable]] = {
 # what transformer.ipynb teaches: the norms inside transformer layers (statistics, γ shape, pre-LN, final norm)
 TOPICS["transformer"] = [_for(q_ln_stats_btd, None), _for(q_gamma_shape, None), _for(q_prenorm_position, None),
                          _for(q_final_norm, None), _for(q_rms_saves, None)]
+TOPICS["syncbatchnorm"] = [_for(q_sync_numbers, None), _for(q_chan_variance, None), _for(q_running_count, None),
+                          _for(q_local_or_global, None), _for(q_eval_communication, None)]
 TOPICS["running"] = [_for(q_running_var, None), _for(q_running_mean, None), _for(q_keras_momentum, None),
                      _for(q_biased_unbiased, None), _for(q_train_eval, _BN)]
 

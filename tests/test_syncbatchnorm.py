@@ -1,0 +1,375 @@
+"""norms.SyncBatchNorm against torch.nn.SyncBatchNorm (interface) and against one BatchNorm on the whole batch.
+
+The multi-process checks start real processes (torch.multiprocessing, gloo on the
+loopback interface) through norms.distributed.launch: once per world size (2 and 3),
+each launch running every scenario of tests/_sbn_workers.py, bounded in time (the
+processes are killed and the launch raises TimeoutError at the limit). The
+processes meet through a FileStore in a fresh temporary directory, so parallel test
+workers cannot collide on a port. The reference is computed here, in this process,
+by norms.BatchNorm1d/2d/3d on the concatenated batch.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+from torch.testing import assert_close
+
+import norms
+from norms import distributed
+from norms.syncbatchnorm import combine_stats
+
+from . import _sbn_workers as W
+
+WORLD_SIZES = (2, 3)
+SEED = 7
+LAUNCH_TIMEOUT = 240  # a bound on a hang, not a speed target: the launch takes seconds
+
+
+# --------------------------------------------------------------------------
+# interface: constructor, parameters, buffers, state_dict, repr (no processes)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"affine": False}, {"track_running_stats": False}, {"momentum": None, "eps": 1e-3},
+     {"bias": False}, {"dtype": torch.float64}],
+)
+def test_same_parameters_buffers_and_repr_as_torch(kwargs):
+    ours, theirs = norms.SyncBatchNorm(6, **kwargs), nn.SyncBatchNorm(6, **kwargs)
+    assert repr(ours) == repr(theirs)
+    assert ours.process_group is None and theirs.process_group is None
+    for mine, ref in ((dict(ours.named_parameters()), dict(theirs.named_parameters())),
+                      (dict(ours.named_buffers()), dict(theirs.named_buffers()))):
+        assert mine.keys() == ref.keys()
+        for k in ref:
+            assert mine[k].dtype == ref[k].dtype and mine[k].requires_grad == ref[k].requires_grad
+            assert_close(mine[k], ref[k])
+    assert ours.state_dict().keys() == theirs.state_dict().keys()
+    ours.load_state_dict(theirs.state_dict())
+    theirs.load_state_dict(ours.state_dict())
+
+
+def test_process_group_is_kept():
+    sentinel = object()
+    assert norms.SyncBatchNorm(3, 1e-5, 0.1, True, True, sentinel).process_group is sentinel
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    rank=st.integers(2, 5),
+    n=st.integers(2, 4),
+    c=st.integers(1, 5),
+    training=st.booleans(),
+    momentum=st.sampled_from([0.1, 0.3, None]),
+    seed=st.integers(0, 2**16),
+)
+def test_without_a_process_group_it_is_torch_syncbatchnorm(rank, n, c, training, momentum, seed):
+    """No process group: plain BatchNorm, as torch.nn.SyncBatchNorm (which then runs on CPU too)."""
+    assert not torch.distributed.is_initialized()
+    g = torch.Generator().manual_seed(seed)
+    shape = (n, c, *[3, 2, 4][: rank - 2])
+    x = torch.randn(shape, generator=g, dtype=torch.float64) * 2 + 1
+    dy = torch.randn(shape, generator=g, dtype=torch.float64)
+    ours, theirs = (m(c, momentum=momentum).double() for m in (norms.SyncBatchNorm, nn.SyncBatchNorm))
+    with torch.no_grad():
+        for m in (ours, theirs):
+            m.weight.copy_(torch.linspace(0.5, 2, c))
+            m.bias.copy_(torch.linspace(-1, 1, c))
+    for _ in range(2):
+        for m in (ours, theirs):
+            m.train(training)
+        xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+        ya, yb = ours(xa), theirs(xb)
+        ya.backward(dy)
+        yb.backward(dy)
+        assert_close(ya, yb)
+        assert_close(xa.grad, xb.grad)
+        assert_close(ours.weight.grad, theirs.weight.grad)
+        assert_close(ours.running_mean, theirs.running_mean)
+        assert_close(ours.running_var, theirs.running_var)
+        assert int(ours.num_batches_tracked) == int(theirs.num_batches_tracked)
+
+
+@pytest.mark.parametrize("shape", [(3,), ()])
+def test_input_of_rank_below_two_names_the_shape(shape):
+    with pytest.raises(ValueError, match=r"expected at least 2D input .*\(N, C, \*\) with C=3"):
+        norms.SyncBatchNorm(3)(torch.randn(shape))
+
+
+def test_zero_channels_is_an_error():
+    with pytest.raises(ValueError, match=r"non-zero.*\(4, 0, 2\)"):
+        norms.SyncBatchNorm(0)(torch.randn(4, 0, 2))
+
+
+def test_one_value_per_channel_in_training_is_an_error_without_group():
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        norms.SyncBatchNorm(3)(torch.randn(1, 3))
+
+
+# --------------------------------------------------------------------------
+# convert_sync_batchnorm (no processes)
+# --------------------------------------------------------------------------
+
+
+def _model():
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(),
+        nn.Sequential(norms.BatchNorm2d(4, momentum=None), nn.InstanceNorm2d(4), norms.InstanceNorm2d(4)),
+        nn.Flatten(2, 3), nn.BatchNorm1d(4, affine=False), norms.BatchNorm1d(4, bias=False, eps=1e-3),
+        nn.Unflatten(2, (2, 2, 4)), nn.BatchNorm3d(4, track_running_stats=False),
+    )
+
+
+def test_convert_replaces_every_batchnorm_and_keeps_its_state():
+    model = _model()
+    x = torch.randn(5, 3, 6, 6)
+    model(x)  # running statistics away from their initial values
+    for m in model.modules():
+        if hasattr(m, "running_mean") and m.running_mean is not None:
+            m.running_mean.add_(0.25)
+    model[3][0].eval()
+    model[3][0].qconfig = "q"
+    before = dict(model.named_modules())
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    params = dict(model.named_parameters())
+    converted = norms.SyncBatchNorm.convert_sync_batchnorm(model)
+    reference = nn.SyncBatchNorm.convert_sync_batchnorm(_model())
+
+    kinds = {name: type(m).__name__ for name, m in converted.named_modules()}
+    # torch converts its own BatchNorms the same way; it leaves norms' (3.0 and 6) alone
+    theirs = {name: type(m).__name__ for name, m in reference.named_modules()}
+    assert {**theirs, "3.0": "SyncBatchNorm", "6": "SyncBatchNorm"} == kinds
+    assert [k for k, v in kinds.items() if v == "SyncBatchNorm"] == ["1", "3.0", "5", "6", "8"]
+    assert kinds["3.1"] == "InstanceNorm2d" and type(converted[3][2]) is norms.InstanceNorm2d
+    for name, m in converted.named_modules():
+        if isinstance(m, norms.SyncBatchNorm):
+            old = before[name]
+            assert isinstance(old, (nn.modules.batchnorm._BatchNorm, norms.batchnorm._BatchNorm))
+            assert repr(m).split("(", 1)[1] == repr(old).split("(", 1)[1]
+            assert m.training == old.training
+            assert m.weight is old.weight and m.bias is old.bias
+            assert m.running_mean is old.running_mean and m.num_batches_tracked is old.num_batches_tracked
+    assert converted[3][0].qconfig == "q" and not converted[3][0].training
+    assert dict(converted.named_parameters()) == params
+    assert converted.state_dict().keys() == state.keys()
+    for k, v in converted.state_dict().items():
+        assert_close(v, state[k])
+    # without a process group the converted model computes what the original did
+    converted.eval(), model.eval()
+    assert_close(converted(x), _eval_like(state)(x))
+
+
+def _eval_like(state):
+    model = _model()
+    model.load_state_dict(state)
+    return model.eval()
+
+
+def test_convert_a_bare_batchnorm_returns_a_new_layer():
+    bn = norms.BatchNorm1d(3, momentum=0.2)
+    sync = norms.SyncBatchNorm.convert_sync_batchnorm(bn, process_group="pg")
+    assert type(sync) is norms.SyncBatchNorm and sync.process_group == "pg" and sync.momentum == 0.2
+    assert sync.weight is bn.weight
+
+
+# --------------------------------------------------------------------------
+# Chan et al.'s combination (no processes)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sizes", [[1, 5], [4, 1, 3], [3, 0, 2], [7]])
+def test_combine_stats_is_the_statistics_of_the_union(sizes):
+    g = torch.Generator().manual_seed(len(sizes))
+    x = torch.randn(sum(sizes), 3, dtype=torch.float64, generator=g) * 3 + 2
+    parts = torch.split(x, sizes)
+    means = torch.stack([p.mean(0) if len(p) else torch.zeros(3, dtype=x.dtype) for p in parts])
+    m2s = torch.stack([((p - p.mean(0)) ** 2).sum(0) if len(p) else torch.zeros(3, dtype=x.dtype)
+                       for p in parts])
+    n, mean, m2 = combine_stats(torch.tensor(sizes, dtype=x.dtype), means, m2s)
+    assert int(n) == sum(sizes)
+    assert_close(mean, x.mean(0))
+    assert_close(m2 / n, x.var(0, correction=0))
+
+
+def test_combine_stats_survives_a_large_mean_where_one_pass_fails():
+    """Mean 3000, std ~1, float32: Chan's combination keeps the variance; E[x²]−E[x]² loses it."""
+    sizes = [3, 5, 2]
+    x = distributed.global_batch(3, sizes, 4, (6, 5), mean=3000.0)  # float32
+    truth = x.double().var((0, 2, 3), correction=0)
+    parts = torch.split(x, sizes)
+    stats = [norms.syncbatchnorm._local_stats(p) for p in parts]
+    counts = torch.tensor([p.numel() // 4 for p in parts], dtype=torch.float32)
+    n, _, m2 = combine_stats(counts, torch.stack([s[0] for s in stats]), torch.stack([s[1] for s in stats]))
+    chan = m2 / n
+    one_pass = (x * x).mean((0, 2, 3)) - x.mean((0, 2, 3)) ** 2
+    assert ((chan.double() - truth).abs() / truth).max() < 1e-3
+    assert ((one_pass.double() - truth).abs() / truth).max() > 1e-2  # the test can tell them apart
+
+
+# --------------------------------------------------------------------------
+# the launcher: time limit and errors
+# --------------------------------------------------------------------------
+
+
+def test_launch_kills_processes_that_hang():
+    with pytest.raises(TimeoutError, match=r"ranks \[0, 1\]|ranks \[1\]|ranks \[0\]"):
+        distributed.launch(W.hang, 2, timeout=8, grace=1)
+
+
+def test_launch_reports_a_worker_error_and_stops_the_others():
+    with pytest.raises(distributed.WorkerError, match="rank one fails on purpose"):
+        distributed.launch(W.fail_on_rank_one, 2, timeout=LAUNCH_TIMEOUT)
+    results = distributed.launch(W.fail_on_rank_one, 2, timeout=LAUNCH_TIMEOUT, return_errors=True)
+    assert results[0] == 0
+    assert results[1][:2] == ("ValueError", "rank one fails on purpose") and "Traceback" in results[1][2]
+
+
+# --------------------------------------------------------------------------
+# multi-process: one launch per world size runs every scenario
+# --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=WORLD_SIZES, ids=lambda w: f"world{w}")
+def run(request):
+    world = request.param
+    return world, distributed.launch(W.scenarios, world, args=(SEED,), timeout=LAUNCH_TIMEOUT)
+
+
+def _concat(results, key):
+    return torch.cat([r[key] for r in results])
+
+
+@pytest.mark.parametrize("case", list(W.CASES))
+def test_matches_one_batchnorm_on_the_whole_batch(run, case):
+    world, results = run
+    sizes, channels, spatial, mean, kwargs = W.CASES[case]
+    sizes = sizes[world]
+    mine = [r[case] for r in results]
+    ref = distributed.reference_batchnorm(SEED, sizes, channels, spatial, steps=3, mean=mean,
+                                          layer_kwargs=kwargs)
+    tol = {"atol": 2e-5, "rtol": 1e-5} if mean == 0 else {"atol": 2e-3, "rtol": 1e-4}
+    if kwargs.get("dtype") == torch.float64:
+        tol = {"atol": 1e-12, "rtol": 1e-12}
+    if kwargs.get("dtype") == torch.bfloat16:  # computed in float32, rounded to bfloat16 (8 bits)
+        tol = {"atol": 3e-2, "rtol": 2e-2}
+    if "dtype" in kwargs:
+        dtypes = {ref["y"].dtype, mine[0]["y"].dtype, mine[0]["dx"].dtype, mine[0]["dweight"].dtype,
+                  mine[0]["running"][-1][1].dtype}
+        assert dtypes == {kwargs["dtype"]}
+    # outputs and input gradients: each process has its rows of the global result
+    assert_close(_concat(mine, "y"), ref["y"], **tol)
+    assert_close(_concat(mine, "dx"), ref["dx"], **tol)
+    # parameter gradients: each process has its part; their sum is the global gradient
+    assert_close(sum(r["dweight"] for r in mine), ref["dweight"], **tol)
+    if kwargs.get("bias", True):
+        assert_close(sum(r["dbias"] for r in mine), ref["dbias"], **tol)
+    # running statistics after every step: the global ones, identical on every process
+    for step, (rm, rv, nbt) in enumerate(ref["running"]):
+        for r in mine:
+            assert_close(r["running"][step][0], rm, **tol)
+            assert_close(r["running"][step][1], rv, **tol)
+            assert r["running"][step][2] == nbt == step + 1
+        for r in mine[1:]:
+            assert torch.equal(r["running"][step][0], mine[0]["running"][step][0])
+            assert torch.equal(r["running"][step][1], mine[0]["running"][step][1])
+
+
+def test_large_mean_is_as_accurate_as_single_process_batchnorm(run):
+    """Mean 3000 in float32: the synchronized output is as close to float64 as BatchNorm's own."""
+    world, results = run
+    sizes, channels, spatial, mean, kwargs = W.CASES["mean-3000"]
+    sizes = sizes[world]
+    exact = distributed.reference_batchnorm(SEED, sizes, channels, spatial, steps=3, mean=mean,
+                                            dtype=torch.float64)
+    single = distributed.reference_batchnorm(SEED, sizes, channels, spatial, steps=3, mean=mean)
+    ours = _concat([r["mean-3000"] for r in results], "y").double()
+    err_ours = (ours - exact["y"]).abs().max().item()
+    err_single = (single["y"].double() - exact["y"]).abs().max().item()
+    assert err_ours <= 4 * err_single + 1e-4, (err_ours, err_single)
+    rv = results[0]["mean-3000"]["running"][-1][1].double()
+    assert_close(rv, exact["running"][-1][1], atol=1e-3, rtol=1e-3)
+
+
+def test_ddp_with_converted_model_trains_like_one_process(run):
+    world, results = run
+    assert results[0]["ddp"]["types"][1] == results[0]["ddp"]["types"][5] == "SyncBatchNorm"
+    ref = W.ddp_reference(SEED, W.DDP_SIZES[world])
+    for step, (grads, params, buffers) in enumerate(ref):
+        for r in results:
+            g, p, b = r["ddp"]["steps"][step]
+            for mine, want in zip(g, grads):
+                assert_close(mine, want, atol=1e-5, rtol=1e-4)
+            for mine, want in zip(p, params):
+                assert_close(mine, want, atol=1e-5, rtol=1e-4)
+            assert b.keys() == buffers.keys()
+            for k in buffers:
+                assert_close(b[k], buffers[k], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "case, wanted",
+    [
+        ("channels", r"agree on the number of channels.*num_features=3.*\(4, 4, 5\)"),
+        ("device", r"device the gloo backend can reduce.*on meta"),
+        ("one-value", r"more than 1 value per channel.*global batch.*\(1, 3\).*\(0, 3\)"),
+        ("dtype", r"floating point.*torch.int64"),
+        ("rank-1", r"at least 2 dims.*input of shape \(3,\)"),
+    ],
+)
+def test_bad_input_raises_the_same_clear_error_on_every_process(run, case, wanted):
+    world, results = run
+    errors = [r["errors"][case] for r in results]
+    assert all(e is not None for e in errors), errors
+    assert all(kind == "ValueError" for kind, _ in errors), errors
+    assert len({msg for _, msg in errors}) == 1  # the same message everywhere
+    assert f"rank {world - 1}:" in errors[0][1]
+    import re
+
+    assert re.search(wanted, errors[0][1]), errors[0][1]
+
+
+def test_the_group_is_usable_after_the_errors(run):
+    world, results = run
+    sizes = [2] * world
+    ref = norms.BatchNorm1d(3)(distributed.global_batch(5, sizes, 3))
+    assert_close(torch.cat([r["errors"]["after"] for r in results]), ref.detach())
+    assert [r["errors"]["num_batches_tracked"] for r in results] == [1] * world
+
+
+def test_communication_per_step(run):
+    """Training: a shape check and a statistics all-gather forward, one all-reduce backward; eval: nothing."""
+    world, results = run
+    for r in results:
+        c = r["collectives"]
+        # 6 integers of shape check, then mean and M2 of 3 channels, then the two sums of 3 channels
+        assert c["train"] == [("all_gather", 6), ("all_gather", 2 * 3), ("all_reduce", 2 * 3)]
+        assert c["eval"] == []
+        assert c["input-without-grad"] == [("all_gather", 6), ("all_gather", 2 * 3)]
+
+
+def test_gloo_listens_on_the_loopback_interface(run):
+    world, results = run
+    assert [r["interface"] for r in results] == [distributed.loopback_interface()] * world
+    assert distributed.loopback_interface() in ("lo", "lo0")
+
+
+def test_process_group_limits_the_synchronization(run):
+    world, results = run
+    members = world - 1
+    x = distributed.global_batch(11, [2] * world, 3, (4,))
+    ref = norms.BatchNorm1d(3)(x[: 2 * members]).detach()
+    assert results[-1]["subgroup"] is None
+    assert_close(torch.cat([r["subgroup"] for r in results[:members]]), ref)
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    result = doctest.testmod(norms.syncbatchnorm, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
