@@ -217,3 +217,24 @@ def test_objectives_detector_can_fail():
     good = _nb("# T", ":::{admonition} Learning objectives\n:class: learning-objectives\nAfter this chapter you can:\n"
                       "- derive a\n- implement b\n- explain c\n:::\n\n**Prerequisites:** none.")
     assert objectives_of(good) == (["derive a", "implement b", "explain c"], "none.")
+
+
+def test_every_chapter_has_exercises_with_difficulty_and_a_quiz():
+    """Issue 15: every chapter ends with its quiz and exercises, each exercise with its difficulty."""
+    missing = {}
+    for name in sorted(toc_files()):
+        path = ROOT / f"{name}.ipynb"
+        if not path.exists() or name in NOT_CHAPTERS:
+            continue
+        nb = read(path)
+        lacks = []
+        try:
+            if not exercises.check(nb, path.name):
+                lacks.append("exercises")
+        except exercises.ExerciseError as exc:
+            lacks.append(str(exc))
+        if not any(c.cell_type == "code" and re.search(r"quiz\.(show|self_quiz)\(", c.source) for c in nb.cells):
+            lacks.append("quiz")
+        if lacks:
+            missing[path.name] = lacks
+    assert missing == {}

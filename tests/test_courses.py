@@ -21,6 +21,7 @@ OLD = [
     ("code", "# Solution.\nx = 1", {"tags": ["hide-cell"], "jupyter": {"source_hidden": True}}),
     ":::{admonition} Exercise 2\n*Challenge.* And this.\n\n```python\ny = 2\n```\n:::",
     ("code", "# Solution.\ny = 2", {"tags": ["hide-cell"]}),
+    ("code", "assert y == 2", {"tags": ["hide-input"]}),
     "Closing words.",
 ]
 
@@ -50,6 +51,8 @@ def test_converter_turns_old_exercises_into_sphinx_exercise():
     assert sol.metadata["jupyter"] == {"source_hidden": True, "outputs_hidden": True}
     assert nb.cells[2].source.startswith(":::{solution-start} ex-t-1\n") and ":class: dropdown" in nb.cells[2].source
     assert nb.cells[4].source == ":::{solution-end}\n:::"
+    assert found[1].solution_cells == [6, 7, 8, 9]  # a solution of two hidden code cells stays whole
+    assert nb.cells[10].source == "Closing words."
     assert exercises.old_style_exercises(nb) == []
 
 

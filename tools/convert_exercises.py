@@ -45,6 +45,7 @@ from exercises import DIFFICULTIES, SOLUTION_TAG, ExerciseError, check, chapter_
 ROOT = Path(__file__).resolve().parent.parent
 _TITLE = re.compile(r"^Exercise\s+(?P<n>\d+)\s*(?:[:.\u2014-]\s*(?P<title>.*))?$")
 _DIFFICULTY = re.compile(r"^\s*\*(Warm-up|Core|Challenge)\.\*")
+_HIDDEN = {"hide-cell", "hide-input"}  # how the old convention hid a solution (or it starts "# Solution")
 
 
 def _md(source: str, cell_id: str):
@@ -95,21 +96,28 @@ def convert(nb, path="notebook") -> bool:
             raise ExerciseError(f"{path} cell {i}: {len(labels)} exercises in one cell; give each its own "
                                 "cell, followed by its solution")
         solution = nb.cells[i + 1] if i + 1 < len(nb.cells) else None
-        if solution is None or solution.cell_type != "code" or "hide-cell" not in solution.metadata.get("tags", []):
+        if solution is None or solution.cell_type != "code" or not (
+                _HIDDEN & set(solution.metadata.get("tags", [])) or solution.source.lstrip().startswith("# Solution")):
             raise ExerciseError(f"{path} cell {i}: exercise {labels[0]!r} has no solution (a code cell tagged "
                                 "hide-cell right after it)")
         cell.source = source
-        tags = [t for t in solution.metadata.get("tags", []) if t != "hide-cell"]
-        solution.metadata["tags"] = tags + ([SOLUTION_TAG] if SOLUTION_TAG not in tags else [])
-        solution.metadata.pop("mystnb", None)  # the prompts of hide-cell's toggle
-        solution.metadata["jupyter"] = {"source_hidden": True, "outputs_hidden": True}  # collapsed in Jupyter
+        # the solution: that cell and every hidden code cell right after it
+        end = i + 2
+        while end < len(nb.cells) and nb.cells[end].cell_type == "code" and _HIDDEN & set(nb.cells[end].metadata.get("tags", [])):
+            end += 1
+        solution = nb.cells[i + 1 : end]
+        for code in solution:
+            tags = [t for t in code.metadata.get("tags", []) if t not in _HIDDEN]
+            code.metadata["tags"] = tags + ([SOLUTION_TAG] if SOLUTION_TAG not in tags else [])
+            code.metadata.pop("mystnb", None)  # the prompts of hide-cell's toggle
+            code.metadata["jupyter"] = {"source_hidden": True, "outputs_hidden": True}  # collapsed in Jupyter
         cells += [cell,
                   _md(f":::{{solution-start}} {labels[0]}\n:label: {labels[0]}-solution\n:class: dropdown\n:::",
                       f"{labels[0]}-solution-start"),
-                  solution,
+                  *solution,
                   _md(":::{solution-end}\n:::", f"{labels[0]}-solution-end")]
         changed = True
-        i += 2
+        i = end
     if changed:
         nb.cells = cells
     check(nb, path)
