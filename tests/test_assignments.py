@@ -169,3 +169,88 @@ def test_masters_are_well_formed():
     for name in NAMES:
         questions = assignments.check_master(nbformat.read(ROOT / "assignments" / f"{name}.ipynb", as_version=4), name)
         assert len(questions) >= 2
+
+
+#: more of the grader's known bugs: assignment -> bug code -> replacements in the reference
+#: solution. Graded with the autograder's own test files, run by otter's ExceptionTestFile
+#: in this process (the tests `otter run` runs, without a kernel per submission).
+CATALOGUE = {
+    "batchnorm2d": {
+        "unbiased_variance": BUGS["batchnorm2d"]["unbiased_variance"][0],
+        "running_var_biased": BUGS["batchnorm2d"]["running_var_biased"][0],
+        "eps_outside_sqrt": [("torch.sqrt(var.view(view) + self.eps)", "(torch.sqrt(var.view(view)) + self.eps)")],
+        "momentum_convention": [("self.running_mean.mul_(1 - self.momentum).add_(self.momentum * mean)",
+                                 "self.running_mean.mul_(self.momentum).add_((1 - self.momentum) * mean)"),
+                                ("self.running_var.mul_(1 - self.momentum).add_(self.momentum * var * n / (n - 1))",
+                                 "self.running_var.mul_(self.momentum).add_((1 - self.momentum) * var * n / (n - 1))")],
+        "eval_uses_batch_stats": [("if self.training:", "if True:")],
+        "affine_swapped": [("return x_hat * self.weight.view(view) + self.bias.view(view)",
+                            "return x_hat * self.bias.view(view) + self.weight.view(view)")],
+    },
+    "layernorm-rmsnorm": {
+        "unbiased_variance": [("var = (xc * xc).mean(-1, keepdim=True)", "var = x.var(-1, keepdim=True)")],
+        "eps_outside_sqrt": [("rstd = 1 / torch.sqrt(var + eps)", "rstd = 1 / (torch.sqrt(var) + eps)")],
+        "subtracts_mean": BUGS["layernorm-rmsnorm"]["rms_subtracts_mean"][0],
+        "sum_instead_of_mean": [("x.pow(2).mean(-1, keepdim=True) + eps", "x.pow(2).sum(-1, keepdim=True) + eps")],
+        "gradient_mismatch": BUGS["layernorm-rmsnorm"]["layernorm_backward_drops_a_term"][0],
+    },
+    "groupnorm": {
+        "unbiased_variance": [("groups.var(-1, unbiased=False)", "groups.var(-1)")],
+        "eps_outside_sqrt": BUGS["groupnorm"]["eps_outside_sqrt"][0],
+        "affine_not_applied": BUGS["groupnorm"]["affine_not_applied"][0],
+        "affine_swapped": [("return x_hat * self.weight.view(view) + self.bias.view(view)",
+                            "return x_hat * self.bias.view(view) + self.weight.view(view)")],
+    },
+}
+
+
+def autograder_tests(name, tmp_path):
+    import zipfile
+
+    from otter.test_files.exception_test import ExceptionTestFile
+
+    zip_path, _ = autograder(name)
+    with zipfile.ZipFile(zip_path) as z:
+        z.extractall(tmp_path / "ag")
+    return [ExceptionTestFile.from_file(str(p)) for p in sorted((tmp_path / "ag" / "tests").glob("*.py"))]
+
+
+def environment(name, replacements=()):
+    """Run the master notebook's code (tests left out) with ``replacements``; return its globals."""
+    nb = nbformat.read(ROOT / "assignments" / f"{name}.ipynb", as_version=4)
+    code, in_tests = [], False
+    for cell in nb.cells:
+        if cell.cell_type == "raw" and re.match(r"#\s*BEGIN TESTS", cell.source):
+            in_tests = True
+        elif cell.cell_type == "raw" and re.match(r"#\s*END TESTS", cell.source):
+            in_tests = False
+        elif cell.cell_type == "code" and not in_tests:
+            code.append("\n".join(l for l in cell.source.splitlines() if not re.match(r"\s*#\s*(BEGIN|END) SOLUTION", l)))
+    source = "\n\n".join(code)
+    for old, new in replacements:
+        assert source.count(old) == 1, f"{old!r} is not in the reference solution exactly once"
+        source = source.replace(old, new)
+    env = {"__name__": "__main__"}
+    exec(compile(source, f"{name}.ipynb", "exec"), env)
+    return env
+
+
+@pytest.mark.parametrize("name, code", [(n, c) for n in NAMES for c in CATALOGUE[n]])
+def test_autograder_tests_give_each_known_bug_partial_marks_and_its_explanation(name, code, tmp_path):
+    files = autograder_tests(name, tmp_path)
+    env = environment(name, CATALOGUE[name][code])
+    for f in files:
+        f.run(env)
+    score, possible = sum(f.score for f in files), sum(f.possible for f in files)
+    messages = "\n".join(r.message or "" for f in files for r in f.test_case_results if not r.passed)
+    assert 0 < score < possible, messages
+    assert f"[{code}]" in messages, messages
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_autograder_tests_pass_on_the_reference_solution(name, tmp_path):
+    files = autograder_tests(name, tmp_path)
+    env = environment(name)
+    for f in files:
+        f.run(env)
+    assert all(f.passed_all for f in files), "\n".join(f.summary() for f in files)
