@@ -118,3 +118,10 @@ def test_build_fails_naming_file_and_cell(tmp_path, cells, message):
     convert_exercises.convert(nb, "book/t.ipynb")
     nbformat.write(nb, path)
     exercise_check._check_notebooks(_App(tmp_path), _Env(path), [])  # a well-formed notebook passes
+
+
+def test_instructors_page_is_executed_on_every_build():
+    """Its tables are computed from the other chapters; the execution cache, keyed on the
+    page's own code, would serve stale ones."""
+    nb = read(ROOT / "book" / "instructors.ipynb")
+    assert nb.metadata.get("mystnb", {}).get("execution_mode") == "force"
