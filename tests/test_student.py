@@ -119,3 +119,23 @@ def test_strip_removes_solutions_and_keeps_the_rest():
     assert sources[0] == "# T" and sources[-1] == "print('after')"
     assert sources[2] == student.YOUR_SOLUTION.format(label="ex-t-1")
     assert all(not c.get("outputs") for c in out.cells if c.cell_type == "code")
+
+
+def test_a_cell_that_needs_a_solution_stops_the_student_build(tmp_path):
+    """A cell after a solution that uses the solution's variables cannot run in the student
+    edition: the build stops and names the notebook and the cell."""
+    cells = [nbformat.v4.new_markdown_cell(":::{exercise}\n:label: ex-t-1\n:class: core\n\n*Core.* Do.\n:::"),
+             nbformat.v4.new_markdown_cell(":::{solution-start} ex-t-1\n:class: dropdown\n:::"),
+             nbformat.v4.new_code_cell("secret = 42"),
+             nbformat.v4.new_markdown_cell(":::{solution-end}\n:::"),
+             nbformat.v4.new_code_cell("print(secret)")]
+    path = tmp_path / "t.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    (tmp_path / "out").mkdir()
+    with pytest.raises(RuntimeError, match=r"t.ipynb: cell 2 fails without the solutions"):
+        student.student_notebook((path, tmp_path / "out"))
+    cells[-1].source = "print('no secret needed')"
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    student.student_notebook((path, tmp_path / "out"))
+    ran = nbformat.read(tmp_path / "out" / "t.ipynb", as_version=4)
+    assert [c.execution_count for c in ran.cells if c.cell_type == "code"] == [1, 2]
