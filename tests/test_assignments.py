@@ -226,7 +226,8 @@ def environment(name, replacements=()):
             in_tests = False
         elif cell.cell_type == "code" and not in_tests:
             code.append("\n".join(l for l in cell.source.splitlines() if not re.match(r"\s*#\s*(BEGIN|END) SOLUTION", l)))
-    source = "\n\n".join(code)
+    # no otter.Notebook here: it looks for the notebook file, and the tests do not use it
+    source = re.sub(r"^grader = otter\.Notebook\(.*\)$", "grader = None", "\n\n".join(code), flags=re.M)
     for old, new in replacements:
         assert source.count(old) == 1, f"{old!r} is not in the reference solution exactly once"
         source = source.replace(old, new)
