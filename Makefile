@@ -23,7 +23,7 @@ NPM_STAMP    := node_modules/.installed
 ASSET_STAMP  := _build/assets/.copied
 CHROME_STAMP := $(VENV)/.chromium
 
-.PHONY: help book test test-unit test-notebooks test-browser test-colab serve execute clean prereqs setup
+.PHONY: help book test test-unit test-notebooks test-browser test-colab serve execute clean prereqs setup student assignments test-courses
 
 help: ## list the targets
 	@echo "Normalization, from Scratch"
@@ -79,11 +79,11 @@ book: setup ## build the site into _build/html (warnings are errors)
 	@$(BIN)/jupyter-book build . --warningiserror --keep-going --quiet
 	@echo "make: site built: _build/html/index.html (make serve to read it)"
 
-test: book $(CHROME_STAMP) ## build, then every test: norms, notebooks (nbval), browser, Colab venv
+test: book student assignments $(CHROME_STAMP) ## build, then every test: norms, notebooks (nbval), browser, Colab venv, courses
 	@$(BIN)/pytest -n $(JOBS) --dist loadfile tests book --nbval --nbval-sanitize-with tools/nbval_sanitize.cfg --nbval-cell-timeout 20 -q
 
 test-unit: setup ## only the unit tests of norms (fast)
-	@$(BIN)/pytest -n $(JOBS) --dist loadfile tests -q -m "not browser and not colab"
+	@$(BIN)/pytest -n $(JOBS) --dist loadfile tests -q -m "not browser and not colab and not courses"
 
 test-notebooks: setup ## only nbval over the notebooks
 	@$(BIN)/pytest -n $(JOBS) --dist loadfile book --nbval --nbval-sanitize-with tools/nbval_sanitize.cfg --nbval-cell-timeout 20 -q
@@ -93,6 +93,15 @@ test-browser: book $(CHROME_STAMP) ## only the browser checks of the built site
 
 test-colab: setup ## only the fresh-venv (Colab-like) run of every notebook
 	@$(BIN)/pytest tests -q -m colab
+
+student: book ## the student edition: the site without solutions (_build/student/html), student notebooks (_build/student/notebooks)
+	@$(PY) tools/student.py
+
+assignments: setup ## the otter-grader assignments: student notebooks and autograders in _build/assignments
+	@$(PY) tools/assignments.py
+
+test-courses: student assignments ## only the checks of the student edition and of the assignments (otter run)
+	@$(BIN)/pytest -n $(JOBS) tests -q -m courses
 
 serve: book ## serve the built site on http://127.0.0.1:8000 (HOST=, PORT= to change)
 	@echo "Serving _build/html on http://$(HOST):$(PORT) (Ctrl-C stops)"

@@ -9,10 +9,14 @@ that is present here also runs."""
 from __future__ import annotations
 
 import re
+import sys
 
 import pytest
 
-from .notebooks import BOOK, read, toc_files
+from .notebooks import BOOK, ROOT, read, toc_files
+
+sys.path.insert(0, str(ROOT / "tools"))
+import exercises  # noqa: E402
 
 ALL = {"eq", "checked", "backward", "figure", "widget", "exercise", "quiz", "cite"}
 #: chapter -> (parts it must have, papers it must cite, quiz topics it must show)
@@ -74,13 +78,21 @@ def parts_of(nb) -> tuple[set[str], set[str], set[str]]:
                 found.add("widget")
         if "remove-input" in tags(cell) and re.search(r"quiz\.show\(", cell.source):
             found.add("quiz")
-        if cell.cell_type == "code" and "hide-cell" in tags(cell):
-            # the solution's code and output both collapsed, on the site and in Jupyter/Colab
-            jupyter = cell.metadata.get("jupyter", {})
-            hidden = jupyter.get("source_hidden") is True and jupyter.get("outputs_hidden") is True
-            before = [c for c in cells[max(0, i - 3) : i] if c.cell_type == "markdown"]
-            if hidden and any(re.search(r"\{admonition\}\s*Exercise", c.source) for c in before):
-                found.add("exercise")
+
+    # exercises with sphinx-exercise (tools/exercises.py): labelled, with a difficulty and a
+    # solution; gated solution code collapsed in Jupyter/Colab (the site collapses the dropdown)
+    try:
+        found_exercises = exercises.check(nb)
+    except exercises.ExerciseError:
+        found_exercises = []
+    def collapsed(i):
+        jupyter = cells[i].metadata.get("jupyter", {})
+        return jupyter.get("source_hidden") is True and jupyter.get("outputs_hidden") is True
+    if found_exercises and all(
+        ex.solution_kind == "text" or all(collapsed(i) for i in ex.solution_cells if cells[i].cell_type == "code")
+        for ex in found_exercises
+    ):
+        found.add("exercise")
 
     cited = set()
     for keys in re.findall(r"\{cite:[pt]\}`([^`]+)`", markdown):
@@ -124,13 +136,112 @@ def test_parts_detector_can_fail():
 
 
 def test_every_solution_is_hidden_code_and_output():
-    """A solution cell shows neither its code nor its output until the reader asks."""
+    """Every exercise has a solution; solution code is collapsed in Jupyter/Colab, in a
+    collapsed dropdown on the site, and no solution is left in the old convention."""
     shown = []
     for path in sorted(BOOK.glob("*.ipynb")):
-        for i, cell in enumerate(read(path).cells):
-            if cell.cell_type != "code" or not cell.source.lstrip().startswith("# Solution"):
-                continue
-            jupyter = cell.metadata.get("jupyter", {})
-            if not ("hide-cell" in tags(cell) and jupyter.get("source_hidden") and jupyter.get("outputs_hidden")):
-                shown.append(f"{path.name} cell {i}")
+        nb = read(path)
+        assert exercises.old_style_exercises(nb) == [], f"{path.name}: run tools/convert_exercises.py"
+        for ex in exercises.check(nb, path.name):
+            start = nb.cells[ex.solution_cells[0]].source
+            if ex.solution_kind == "gated" and ":class: dropdown" not in start:
+                shown.append(f"{path.name} cell {ex.solution_cells[0]} (not a dropdown)")
+            for i in ex.solution_cells:
+                cell = nb.cells[i]
+                if cell.cell_type != "code":
+                    continue
+                jupyter = cell.metadata.get("jupyter", {})
+                if not (exercises.SOLUTION_TAG in tags(cell) and jupyter.get("source_hidden") and jupyter.get("outputs_hidden")):
+                    shown.append(f"{path.name} cell {i}")
     assert shown == [], f"solutions visible without a click: {shown}"
+
+
+def _nb(*cells):
+    import nbformat
+
+    return nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(c[5:]) if c.startswith("code:") else nbformat.v4.new_markdown_cell(c)
+        for c in cells
+    ])
+
+
+EXERCISE = ":::{exercise} A title\n:label: ex-t-1\n:class: core\n\n*Core.* Do it.\n:::"
+START = ":::{solution-start} ex-t-1\n:class: dropdown\n:::"
+END = ":::{solution-end}\n:::"
+
+
+@pytest.mark.parametrize("cells, message", [
+    ((EXERCISE,), "cell 0: exercise 'ex-t-1' has no solution"),
+    ((EXERCISE, START, "code:x = 1"), "cell 1: solution-start of 'ex-t-1' has no solution-end"),
+    ((EXERCISE, "code:x = 1", END), "cell 2: solution-end without a solution-start"),
+    ((EXERCISE, START, END), "cell 1: the solution of 'ex-t-1' has no code cell"),
+    ((EXERCISE.replace("*Core.* ", ""), START, "code:x = 1", END), "cell 0: exercise 'ex-t-1' does not start with its difficulty"),
+    ((EXERCISE.replace(":label: ex-t-1\n", ""),), "cell 0: an exercise without a :label:"),
+])
+def test_broken_exercise_markup_is_named_by_file_and_cell(cells, message):
+    with pytest.raises(exercises.ExerciseError, match=re.escape(f"book/t.ipynb {message}")):
+        exercises.check(_nb(*cells), "book/t.ipynb")
+
+
+def test_well_formed_exercise_passes_the_check():
+    [ex] = exercises.check(_nb(EXERCISE, START, "code:x = 1", END), "book/t.ipynb")
+    assert (ex.label, ex.difficulty, ex.solution_kind, ex.solution_cells) == ("ex-t-1", "core", "gated", [1, 2, 3])
+
+
+#: notebooks in the table of contents that are pages about the book, not chapters
+NOT_CHAPTERS = {"book/instructors"}
+
+
+def objectives_of(nb) -> tuple[list[str], str] | None:
+    """(objectives, prerequisites) from the first markdown cell after the title cell, or None."""
+    cells = nb.cells
+    title = next((i for i, c in enumerate(cells) if c.cell_type == "markdown" and re.match(r"#\s", c.source)), None)
+    after = next((c for c in cells[title + 1 :] if c.cell_type == "markdown"), None) if title is not None else None
+    if after is None:
+        return None
+    m = re.match(r":::\{admonition\} Learning objectives\n:class: learning-objectives\nAfter this chapter you can:\n"
+                 r"((?:- .+\n)+):::\n\n\*\*Prerequisites:\*\* (.+)$", after.source.strip() + "\n", re.M)
+    if m is None:
+        return None
+    return [line[2:] for line in m.group(1).splitlines()], m.group(2)
+
+
+def test_every_chapter_opens_with_objectives_and_prerequisites():
+    """CONVENTIONS.md #1: 3 to 6 objectives, then the prerequisites, after the title."""
+    bad = {}
+    for name in sorted(toc_files()):
+        path = ROOT / f"{name}.ipynb"
+        if not path.exists() or name in NOT_CHAPTERS:
+            continue
+        found = objectives_of(read(path))
+        if found is None or not 3 <= len(found[0]) <= 6:
+            bad[path.name] = found
+    assert bad == {}, f"chapters without a learning-objectives cell after the title: {bad}"
+
+
+def test_objectives_detector_can_fail():
+    assert objectives_of(_nb("# Title", ":::{note}\nNo.\n:::")) is None
+    good = _nb("# T", ":::{admonition} Learning objectives\n:class: learning-objectives\nAfter this chapter you can:\n"
+                      "- derive a\n- implement b\n- explain c\n:::\n\n**Prerequisites:** none.")
+    assert objectives_of(good) == (["derive a", "implement b", "explain c"], "none.")
+
+
+def test_every_chapter_has_exercises_with_difficulty_and_a_quiz():
+    """Issue 15: every chapter ends with its quiz and exercises, each exercise with its difficulty."""
+    missing = {}
+    for name in sorted(toc_files()):
+        path = ROOT / f"{name}.ipynb"
+        if not path.exists() or name in NOT_CHAPTERS:
+            continue
+        nb = read(path)
+        lacks = []
+        try:
+            if not exercises.check(nb, path.name):
+                lacks.append("exercises")
+        except exercises.ExerciseError as exc:
+            lacks.append(str(exc))
+        if not any(c.cell_type == "code" and re.search(r"quiz\.(show|self_quiz)\(", c.source) for c in nb.cells):
+            lacks.append("quiz")
+        if lacks:
+            missing[path.name] = lacks
+    assert missing == {}

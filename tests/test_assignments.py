@@ -1,0 +1,257 @@
+"""The otter-grader assignments (``make assignments``), graded locally with ``otter run``
+(no Docker): the reference solution gets full marks, the untouched student notebook zero,
+and a notebook with one of the grader's known bugs partial marks, with the grader's
+explanation of that bug in the autograder's output.
+
+The autograders are the ones ``make assignments`` built (``make test`` builds them first);
+the tests fail, not skip, when they are missing or older than their master notebook."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from .notebooks import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+import assignments  # noqa: E402
+
+pytestmark = pytest.mark.courses
+
+BUILT = ROOT / "_build" / "assignments"
+OTTER = Path(sys.executable).with_name("otter")
+NAMES = ["batchnorm2d", "layernorm-rmsnorm", "groupnorm"]
+
+#: assignment -> bug -> (replacements in the reference solution, the grader's problem code)
+BUGS = {
+    "batchnorm2d": {
+        "unbiased_variance": ([("x.var(dims, unbiased=False)", "x.var(dims, unbiased=True)")], "unbiased_variance"),
+        "running_var_biased": ([("var * n / (n - 1)", "var")], "running_var_biased"),
+    },
+    "layernorm-rmsnorm": {
+        "rms_subtracts_mean": ([("    rrms = 1 / torch.sqrt(", "    x = x - x.mean(-1, keepdim=True)\n    rrms = 1 / torch.sqrt(")],
+                               "subtracts_mean"),
+        "layernorm_backward_drops_a_term": ([("g.mean(-1, keepdim=True) - x_hat * (g * x_hat).mean(-1, keepdim=True))",
+                                              "g.mean(-1, keepdim=True))")],
+                                            "gradient_mismatch"),
+    },
+    "groupnorm": {
+        "eps_outside_sqrt": ([("torch.sqrt(var[..., None] + self.eps)", "(torch.sqrt(var[..., None]) + self.eps)")],
+                             "eps_outside_sqrt"),
+        "affine_not_applied": ([("return x_hat * self.weight.view(view) + self.bias.view(view)", "return x_hat")],
+                               "affine_not_applied"),
+    },
+}
+
+
+def autograder(name) -> tuple[Path, Path]:
+    """(autograder zip, student notebook) built by make assignments."""
+    master = ROOT / "assignments" / f"{name}.ipynb"
+    zips = sorted((BUILT / name / "autograder").glob(f"{name}-autograder_*.zip"))
+    student = BUILT / name / "student" / f"{name}.ipynb"
+    if not zips or not student.exists():
+        pytest.fail(f"no autograder for {name} in {BUILT.relative_to(ROOT)}: run `make assignments` first")
+    if master.stat().st_mtime > zips[-1].stat().st_mtime:
+        pytest.fail(f"the autograder of {name} is older than its master notebook: run `make assignments`")
+    return zips[-1], student
+
+
+def solutions(name) -> list[str]:
+    """The reference solution cells of a master notebook, markers removed."""
+    nb = nbformat.read(ROOT / "assignments" / f"{name}.ipynb", as_version=4)
+    out, inside = [], False
+    for cell in nb.cells:
+        if cell.cell_type == "raw" and re.match(r"#\s*BEGIN SOLUTION", cell.source):
+            inside = True
+        elif cell.cell_type == "raw" and re.match(r"#\s*END SOLUTION", cell.source):
+            inside = False
+        elif inside and cell.cell_type == "code":
+            out.append("\n".join(l for l in cell.source.splitlines() if not re.match(r"\s*#\s*(BEGIN|END) SOLUTION", l)))
+    return out
+
+
+def submission(name, tmp_path, answers=None) -> Path:
+    """The student notebook, its answer cells replaced by ``answers`` (None: untouched)."""
+    _, student = autograder(name)
+    nb = nbformat.read(student, as_version=4)
+    cells = [c for c in nb.cells if "otter_answer_cell" in c.metadata.get("tags", [])]
+    if answers is not None:
+        assert len(cells) == len(answers), f"{len(cells)} answer cells, {len(answers)} answers"
+        for cell, answer in zip(cells, answers):
+            cell.source = answer
+    path = tmp_path / "submission" / f"{name}.ipynb"
+    path.parent.mkdir()
+    nbformat.write(nb, path)
+    return path
+
+
+def otter_run(name, notebook: Path, tmp_path) -> tuple[float, float, str]:
+    """Grade ``notebook`` with the autograder; return (score, possible, every test's output)."""
+    zip_path, _ = autograder(name)
+    out = tmp_path / "results"
+    out.mkdir()
+    run = subprocess.run([str(OTTER), "run", "-a", str(zip_path), "-o", str(out), str(notebook)],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    results = json.loads((out / "results.json").read_text())
+    scored = [t for t in results["tests"] if "max_score" in t]
+    return (sum(t["score"] for t in scored), sum(t["max_score"] for t in scored),
+            "\n".join(t.get("output", "") for t in results["tests"]))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_solution_gets_full_marks(name, tmp_path):
+    score, possible, output = otter_run(name, submission(name, tmp_path, solutions(name)), tmp_path)
+    assert possible > 0 and score == possible, output
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_untouched_student_notebook_gets_zero(name, tmp_path):
+    nb = nbformat.read(autograder(name)[1], as_version=4)
+    student_code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "BEGIN SOLUTION" not in student_code and "hidden: true" not in student_code
+    assert not any(line in student_code for s in solutions(name) for line in s.splitlines() if len(line.strip()) > 30
+                   and "def " not in line and '"""' not in line)
+    score, possible, output = otter_run(name, submission(name, tmp_path), tmp_path)
+    assert possible > 0 and score == 0, output
+
+
+@pytest.mark.parametrize("name, bug", [(n, b) for n in NAMES for b in BUGS[n]])
+def test_known_bug_gets_partial_marks_and_its_explanation(name, bug, tmp_path):
+    replacements, code = BUGS[name][bug]
+    answers = solutions(name)
+    for old, new in replacements:
+        hits = [i for i, a in enumerate(answers) if old in a]
+        assert len(hits) == 1, f"{old!r} is not in the reference solution exactly once"
+        answers[hits[0]] = answers[hits[0]].replace(old, new)
+    score, possible, output = otter_run(name, submission(name, tmp_path, answers), tmp_path)
+    assert 0 < score < possible, output
+    assert f"[{code}]" in output, output  # the grader's report: the bug's code, title and fix
+
+
+@pytest.mark.parametrize("source, message", [
+    ([("raw", "# ASSIGNMENT CONFIG\nname: t"), ("raw", "# BEGIN QUESTION\nname: q1"), ("raw", "# BEGIN SOLUTION"),
+      ("code", "x = 1  # SOLUTION"), ("raw", "# BEGIN TESTS")],
+     "t.ipynb cell 4: BEGIN TESTS outside a question"),
+    ([("raw", "# ASSIGNMENT CONFIG\nname: t"), ("raw", "# BEGIN QUESTION\nname: q1"), ("raw", "# BEGIN SOLUTION"),
+      ("code", "def f():\n    # BEGIN SOLUTION\n    return 1\n"), ("raw", "# END SOLUTION"), ("raw", "# END QUESTION")],
+     "t.ipynb cell 3: BEGIN SOLUTION without END SOLUTION"),
+    ([("raw", "# ASSIGNMENT CONFIG\nname: t"), ("raw", "# BEGIN QUESTION\nname: q1"), ("raw", "# BEGIN SOLUTION"),
+      ("code", "def f():\n    return 1\n"), ("raw", "# END SOLUTION"), ("raw", "# END QUESTION")],
+     "t.ipynb cell 3: a solution cell without"),
+    ([("raw", "# ASSIGNMENT CONFIG\nname: t"), ("raw", "# BEGIN QUESTION\nname: q1"), ("markdown", "Do it."),
+      ("raw", "# END QUESTION")],
+     "t.ipynb cell 1: question 'q1' has neither a solution nor tests"),
+    ([("raw", "# ASSIGNMENT CONFIG\nname: t"), ("raw", "# BEGIN QUESTION\nname: q1"), ("raw", "# BEGIN SOLUTION"),
+      ("code", "x = 1  # SOLUTION")],
+     "t.ipynb cell 2: BEGIN SOLUTION is never ended"),
+])
+def test_broken_master_is_named_by_file_and_cell(source, message, tmp_path):
+    make = {"raw": nbformat.v4.new_raw_cell, "code": nbformat.v4.new_code_cell, "markdown": nbformat.v4.new_markdown_cell}
+    nb = nbformat.v4.new_notebook(cells=[make[k](s) for k, s in source])
+    path = tmp_path / "t.ipynb"
+    nbformat.write(nb, path)
+    with pytest.raises(assignments.MasterError, match=re.escape(message)):
+        assignments.check_master(nb, "t.ipynb")
+    # and the build stops with it, before otter assign runs
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "assignments.py"), "--out", str(tmp_path / "out"),
+                          str(path)], capture_output=True, text=True)
+    assert run.returncode == 2 and message in run.stderr and not (tmp_path / "out").exists()
+
+
+def test_masters_are_well_formed():
+    for name in NAMES:
+        questions = assignments.check_master(nbformat.read(ROOT / "assignments" / f"{name}.ipynb", as_version=4), name)
+        assert len(questions) >= 2
+
+
+#: more of the grader's known bugs: assignment -> bug code -> replacements in the reference
+#: solution. Graded with the autograder's own test files, run by otter's ExceptionTestFile
+#: in this process (the tests `otter run` runs, without a kernel per submission).
+CATALOGUE = {
+    "batchnorm2d": {
+        "unbiased_variance": BUGS["batchnorm2d"]["unbiased_variance"][0],
+        "running_var_biased": BUGS["batchnorm2d"]["running_var_biased"][0],
+        "eps_outside_sqrt": [("torch.sqrt(var.view(view) + self.eps)", "(torch.sqrt(var.view(view)) + self.eps)")],
+        "momentum_convention": [("self.running_mean.mul_(1 - self.momentum).add_(self.momentum * mean)",
+                                 "self.running_mean.mul_(self.momentum).add_((1 - self.momentum) * mean)"),
+                                ("self.running_var.mul_(1 - self.momentum).add_(self.momentum * var * n / (n - 1))",
+                                 "self.running_var.mul_(self.momentum).add_((1 - self.momentum) * var * n / (n - 1))")],
+        "eval_uses_batch_stats": [("if self.training:", "if True:")],
+        "affine_swapped": [("return x_hat * self.weight.view(view) + self.bias.view(view)",
+                            "return x_hat * self.bias.view(view) + self.weight.view(view)")],
+    },
+    "layernorm-rmsnorm": {
+        "unbiased_variance": [("var = (xc * xc).mean(-1, keepdim=True)", "var = x.var(-1, keepdim=True)")],
+        "eps_outside_sqrt": [("rstd = 1 / torch.sqrt(var + eps)", "rstd = 1 / (torch.sqrt(var) + eps)")],
+        "subtracts_mean": BUGS["layernorm-rmsnorm"]["rms_subtracts_mean"][0],
+        "sum_instead_of_mean": [("x.pow(2).mean(-1, keepdim=True) + eps", "x.pow(2).sum(-1, keepdim=True) + eps")],
+        "gradient_mismatch": BUGS["layernorm-rmsnorm"]["layernorm_backward_drops_a_term"][0],
+    },
+    "groupnorm": {
+        "unbiased_variance": [("groups.var(-1, unbiased=False)", "groups.var(-1)")],
+        "eps_outside_sqrt": BUGS["groupnorm"]["eps_outside_sqrt"][0],
+        "affine_not_applied": BUGS["groupnorm"]["affine_not_applied"][0],
+        "affine_swapped": [("return x_hat * self.weight.view(view) + self.bias.view(view)",
+                            "return x_hat * self.bias.view(view) + self.weight.view(view)")],
+    },
+}
+
+
+def autograder_tests(name, tmp_path):
+    import zipfile
+
+    from otter.test_files.exception_test import ExceptionTestFile
+
+    zip_path, _ = autograder(name)
+    with zipfile.ZipFile(zip_path) as z:
+        z.extractall(tmp_path / "ag")
+    return [ExceptionTestFile.from_file(str(p)) for p in sorted((tmp_path / "ag" / "tests").glob("*.py"))]
+
+
+def environment(name, replacements=()):
+    """Run the master notebook's code (tests left out) with ``replacements``; return its globals."""
+    nb = nbformat.read(ROOT / "assignments" / f"{name}.ipynb", as_version=4)
+    code, in_tests = [], False
+    for cell in nb.cells:
+        if cell.cell_type == "raw" and re.match(r"#\s*BEGIN TESTS", cell.source):
+            in_tests = True
+        elif cell.cell_type == "raw" and re.match(r"#\s*END TESTS", cell.source):
+            in_tests = False
+        elif cell.cell_type == "code" and not in_tests:
+            code.append("\n".join(l for l in cell.source.splitlines() if not re.match(r"\s*#\s*(BEGIN|END) SOLUTION", l)))
+    # no otter.Notebook here: it looks for the notebook file, and the tests do not use it
+    source = re.sub(r"^grader = otter\.Notebook\(.*\)$", "grader = None", "\n\n".join(code), flags=re.M)
+    for old, new in replacements:
+        assert source.count(old) == 1, f"{old!r} is not in the reference solution exactly once"
+        source = source.replace(old, new)
+    env = {"__name__": "__main__"}
+    exec(compile(source, f"{name}.ipynb", "exec"), env)
+    return env
+
+
+@pytest.mark.parametrize("name, code", [(n, c) for n in NAMES for c in CATALOGUE[n]])
+def test_autograder_tests_give_each_known_bug_partial_marks_and_its_explanation(name, code, tmp_path):
+    files = autograder_tests(name, tmp_path)
+    env = environment(name, CATALOGUE[name][code])
+    for f in files:
+        f.run(env)
+    score, possible = sum(f.score for f in files), sum(f.possible for f in files)
+    messages = "\n".join(r.message or "" for f in files for r in f.test_case_results if not r.passed)
+    assert 0 < score < possible, messages
+    assert f"[{code}]" in messages, messages
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_autograder_tests_pass_on_the_reference_solution(name, tmp_path):
+    files = autograder_tests(name, tmp_path)
+    env = environment(name)
+    for f in files:
+        f.run(env)
+    assert all(f.passed_all for f in files), "\n".join(f.summary() for f in files)
