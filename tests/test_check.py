@@ -954,3 +954,27 @@ def test_partial_reference_momentum_is_used():
 def test_partial_reference_with_unknown_keyword_is_a_value_error():
     with pytest.raises(ValueError, match="bias"):
         grade(nn.BatchNorm1d, functools.partial(nn.BatchNorm1d, bias=False))
+
+
+class BareNoEpsRMSNorm(nn.Module):
+    """No eps anywhere (torch's default eps=None applies: float32's machine epsilon)."""
+
+    def __init__(self, normalized_shape):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(normalized_shape))
+
+    def forward(self, x):
+        return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True)) * self.weight
+
+
+class BareEpsOutsideRMSNorm(BareNoEpsRMSNorm):
+    def forward(self, x):
+        eps = torch.finfo(x.dtype).eps
+        return x / (torch.sqrt(x.pow(2).mean(-1, keepdim=True)) + eps) * self.weight
+
+
+def test_rmsnorm_with_torch_default_eps_cases_are_told_apart():
+    r = grade(BareNoEpsRMSNorm, nn.RMSNorm)
+    assert "eps_missing" in r.codes and "eps_outside_sqrt" not in r.codes, str(r)
+    r = grade(BareEpsOutsideRMSNorm, nn.RMSNorm)
+    assert "eps_outside_sqrt" in r.codes and "eps_missing" not in r.codes, str(r)

@@ -157,7 +157,8 @@ _FIX_BY_KIND = {
     ("sum_instead_of_mean", "rms"): "Divide by torch.sqrt(x.pow(2).mean(dims, keepdim=True) + eps): the mean "
                                     "of the squares, not their sum (x.norm(dim) is sqrt(n) times the RMS).",
     ("eps_missing", "rms"): "Add eps inside the square root: torch.sqrt(x.pow(2).mean(dims, keepdim=True) + eps); "
-                            "torch's default eps=None means torch.finfo(x.dtype).eps.",
+                            "torch's default eps=None means the machine epsilon of the dtype it computes in "
+                            "(float32 for float16, bfloat16 and float32 input).",
     **{("eval_mismatch", k): "This layer has no running statistics: eval mode must compute exactly what "
                              "training mode computes, so do not branch on self.training."
        for k in ("layer", "rms", "group")},
