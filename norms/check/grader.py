@@ -396,8 +396,13 @@ def grade(candidate: Callable, reference, *, seed: int = 0, rtol: float = 1e-4, 
           num_groups: int = 2) -> Report:
     """Compare ``candidate`` (a class or a function of x) with the torch.nn layer ``reference``.
 
+    ``reference`` is a torch.nn class (``torch.nn.BatchNorm2d``) or a ``functools.partial``
+    of one with keyword arguments (``partial(torch.nn.LayerNorm, bias=False)``,
+    ``partial(torch.nn.BatchNorm1d, momentum=0.3, track_running_stats=False)``); a class
+    candidate is then built with the same keywords.
+
     Returns a :class:`Report`; ``report.ok`` is True when nothing differs.  Never raises
-    because of the candidate's code (an unknown ``reference`` is a ValueError).
+    because of the candidate's code (an unknown ``reference`` or keyword is a ValueError).
 
     ``num_groups`` is only used for a plain GroupNorm function that takes no group argument.
     """
