@@ -16,3 +16,13 @@ def pytest_collectstart(collector):
     skip = getattr(collector, "skip_compare", None)
     if skip is not None and collector.__class__.__name__ == "IPyNbFile":
         collector.skip_compare = tuple(k for k in skip if k not in COMPARED_IMAGES)
+
+
+def pytest_collection_modifyitems(config, items):
+    """nbval's cells run in the Colab-like kernel (make test, make test-colab): mark them colab,
+    so that `make test-colab` (-m colab) runs them too."""
+    import pytest
+
+    for item in items:
+        if type(item).__name__ == "IPyNbCell":
+            item.add_marker(pytest.mark.colab)

@@ -182,6 +182,29 @@ def _check_normalized_shape(input: Tensor, ns: tuple[int, ...], fname: str, **pa
 # --------------------------------------------------------------------------
 
 
+def _batch_norm_no_channel_dim(input: Tensor, training: bool, **per_channel: Tensor | None) -> Tensor:
+    """batch_norm of an input with fewer than 2 dims, as torch does it.
+
+    Without a dim 1, torch takes the channel count to be 0: every per-channel
+    tensor must then be empty (RuntimeError otherwise). An empty 1-D input
+    gives an empty output; any other 1-D input raises IndexError (it has no
+    dim 1), a 0-D one RuntimeError in eval mode and IndexError in training.
+    """
+    for name, t in per_channel.items():
+        if t is not None and t.numel() != 0:
+            raise RuntimeError(
+                f"batch_norm: input of shape {_shape(input)} has no channel dim (N, C, *), so "
+                f"{name} must be empty (C = 0); got {name} of shape {_shape(t)}"
+            )
+    if input.dim() == 1 and input.numel() == 0:
+        return input.clone()  # (0,): nothing to normalize
+    error = IndexError if input.dim() == 1 or training else RuntimeError
+    raise error(
+        f"batch_norm: expected input of shape (N, C, *) with at least 2 dims, "
+        f"got input of shape {_shape(input)}"
+    )
+
+
 def batch_norm(
     input: Tensor,
     running_mean: Tensor | None,
@@ -203,12 +226,8 @@ def batch_norm(
     """
     _check_floating(input, "batch_norm")
     if training:
-        if input.dim() < 2:
-            raise IndexError(
-                f"batch_norm: expected input of shape (N, C, *) with at least 2 dims, "
-                f"got input of shape {_shape(input)}"
-            )
-        _verify_batch_size(input.size())
+        if input.dim() >= 2:
+            _verify_batch_size(input.size())
         if eps <= 0.0:
             raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
     elif eps < 0.0:
@@ -223,10 +242,8 @@ def batch_norm(
     if not training and running_mean is None:
         raise RuntimeError("running_mean must be defined in evaluation mode")
     if input.dim() < 2:
-        raise RuntimeError(
-            f"batch_norm: expected input of shape (N, C, *) with at least 2 dims, "
-            f"got input of shape {_shape(input)}"
-        )
+        return _batch_norm_no_channel_dim(input, training, running_mean=running_mean,
+                                          running_var=running_var, weight=weight, bias=bias)
     _check_param_dtypes(
         input, "batch_norm", running_mean=running_mean, running_var=running_var,
         weight=weight, bias=bias,

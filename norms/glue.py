@@ -4,13 +4,21 @@ On the website, ``glue("name", value)`` stores ``value`` so that the prose can s
 it with ``{glue:text}`name:.3f``` (myst-nb's glue). In Colab or plain Jupyter, where
 myst-nb is not installed, the same call still works: it just shows nothing (or the
 value, with ``display=True``), so a notebook runs the same everywhere.
+
+The tests run the notebooks in a Colab-like kernel, without myst-nb, and compare
+every output with the stored one, glued values included. That kernel sets
+``NORMS_GLUE_RECORD=1``: then, and only then, ``glue`` writes the same hidden
+record myst-nb writes (a display of MIME type ``application/papermill.record/...``).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 __all__ = ["glue"]
+
+_GLUE_PREFIX = "application/papermill.record/"  # myst_nb.ext.glue.GLUE_PREFIX
 
 
 def glue(name: str, value: Any, display: bool = False) -> None:
@@ -34,3 +42,10 @@ def glue(name: str, value: Any, display: bool = False) -> None:
         from IPython.display import display as show
 
         show(value)
+    elif os.environ.get("NORMS_GLUE_RECORD") == "1":  # the test kernel: record it as myst-nb does
+        from IPython.core.formatters import format_display_data
+        from IPython.display import display as show
+
+        bundle, metadata = format_display_data(value)
+        metadata["scrapbook"] = {"name": name, "mime_prefix": _GLUE_PREFIX}
+        show({_GLUE_PREFIX + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)

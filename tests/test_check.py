@@ -1,4 +1,6 @@
 """norms.check.grade: silent on correct layers, names each deliberate bug, never raises."""
+import functools
+
 import pytest
 import torch
 from torch import nn
@@ -729,7 +731,7 @@ def test_layer_without_running_stats_gets_no_running_stats_advice():
 def test_scenario_shapes_never_repeat_the_channel_size():
     """The grader's inputs keep the channel (or normalized) size unique within each
     shape, as norms/check.py and the grade-your-own chapter claim."""
-    from norms.check import _SCENARIOS
+    from norms.check.scenarios import _SCENARIOS
 
     clashes = []
     for name, scenarios in _SCENARIOS.items():
@@ -746,3 +748,233 @@ def test_scenario_shapes_never_repeat_the_channel_size():
                 if set(others) & set(size):
                     clashes.append((name, shape))
     assert clashes == []
+
+
+# ----------------------------------------------------------------------------
+# Issue 17: every observable bug in one run; torch as the reference at every step;
+# eps cases told apart; crashes explained by the dims reduced; partial references.
+# ----------------------------------------------------------------------------
+
+
+class D2lStyleBN(nn.Module):
+    """Three bugs at once, as in a well-known textbook layer: mode from torch.is_grad_enabled(),
+    variance as E[x²] − E[x]², running statistics in a dict (plain tensors) updated with the
+    biased variance."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1):
+        super().__init__()
+        self.eps, self.momentum = eps, momentum
+        self.weight = nn.Parameter(torch.ones(num_features))
+        self.bias = nn.Parameter(torch.zeros(num_features))
+        self.stats = {"moving_mean": torch.zeros(num_features), "moving_var": torch.ones(num_features)}
+
+    def forward(self, x):
+        dims = [0] + list(range(2, x.dim()))
+        view = [1, -1] + [1] * (x.dim() - 2)
+        if torch.is_grad_enabled():
+            mean = x.mean(dims)
+            var = (x * x).mean(dims) - mean * mean
+            with torch.no_grad():
+                m = self.momentum
+                self.stats["moving_mean"] = (1 - m) * self.stats["moving_mean"] + m * mean
+                self.stats["moving_var"] = (1 - m) * self.stats["moving_var"] + m * var
+        else:
+            mean, var = self.stats["moving_mean"], self.stats["moving_var"]
+        x_hat = (x - mean.reshape(view)) / torch.sqrt(var.reshape(view) + self.eps)
+        return x_hat * self.weight.reshape(view) + self.bias.reshape(view)
+
+
+def test_every_observable_bug_is_reported_in_one_run():
+    codes = grade(D2lStyleBN, nn.BatchNorm2d).codes
+    for code in ("mode_from_grad_enabled", "variance_cancellation", "running_var_biased",
+                 "running_stats_not_buffers"):
+        assert code in codes, codes
+
+
+class ZeroRunningVarBN(ReaderBatchNorm):
+    """A common assignment skeleton: running_var starts at zeros, every update is right."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1):
+        super().__init__(num_features, eps, momentum)
+        self.running_var.zero_()
+
+
+def test_running_var_starting_at_zeros_is_caught():
+    r = grade(ZeroRunningVarBN, nn.BatchNorm1d)
+    assert "running_stats_init" in r.codes, str(r)
+    assert "ones" in r.problems[r.codes.index("running_stats_init")].detail
+
+
+def test_later_running_stat_bug_is_judged_against_torch_not_its_own_history():
+    """A wrong start and a biased update: both named, each at its own step."""
+
+    class Both(BiasedRunningVarBN):
+        def __init__(self, num_features, eps=1e-5, momentum=0.1):
+            super().__init__(num_features, eps, momentum)
+            self.running_var.zero_()
+
+    codes = grade(Both, nn.BatchNorm1d).codes
+    assert "running_stats_init" in codes and "running_var_biased" in codes, codes
+
+
+class NoEpsRMSNorm(ReaderRMSNorm):
+    def forward(self, x):
+        dims = tuple(range(-len(self.shape), 0))
+        return x / torch.sqrt(x.pow(2).mean(dims, keepdim=True)) * self.scale
+
+
+def test_rmsnorm_without_eps_is_not_called_eps_outside():
+    r = grade(NoEpsRMSNorm, nn.RMSNorm)
+    assert "eps_missing" in r.codes and "eps_outside_sqrt" not in r.codes, str(r)
+    r = grade(EpsOutsideRMSNorm, nn.RMSNorm)
+    assert "eps_outside_sqrt" in r.codes and "eps_missing" not in r.codes, str(r)
+
+
+def test_eps_cases_that_cannot_be_told_apart_say_so():
+    """A function gives the grader no copy to probe with a second input... it still has one: itself.
+    Without a probe (explanations only), the words say the two cannot be told apart."""
+    from norms.check.explanations import _explain
+    from norms.check.hypotheses import _Hyp, _Spec
+    spec = _Spec("RMSNorm", (5,))
+    (code, detail), = _explain(_Hyp(eps_mode="none"), spec, (4, 5), 1.2e-7, told_apart=False)
+    assert code == "eps_missing" and "cannot be told apart" in detail
+
+
+class MeanOverDim0BN2d(ReaderBatchNorm):
+    """Statistics over dim 0 only, reshaped as if they were per channel: crashes on (N, C, H, W)."""
+
+    def norm_stats(self, x):
+        return x.mean(0).reshape(-1), x.var(0, unbiased=False).reshape(-1)
+
+
+def test_crash_from_statistics_of_the_wrong_shape_names_the_dims():
+    r = grade(MeanOverDim0BN2d, nn.BatchNorm2d)
+    assert "forward_failed" in r.codes, str(r)
+    detail = r.problems[r.codes.index("wrong_dims")].detail
+    assert "over dims (0,)" in detail and "(0, 2, 3)" in detail and "(1, 3, 1, 1)" in detail, detail
+
+
+class ShapeBoundBN2d(ReaderBatchNorm):
+    """The study notes' bug: dims written from sizes, right only at B=2, C=3."""
+
+    def norm_stats(self, x):
+        B, C, H, W = x.shape
+        dims = (0, B, C)
+        return x.mean(dim=dims), x.var(dim=dims, unbiased=False)
+
+    def update(self, x):
+        B, C, H, W = x.shape
+        mean, var = x.mean(dim=(0, B, C)), x.var(dim=(0, B, C), unbiased=True)
+        with torch.no_grad():
+            self.running_mean.mul_(1 - self.momentum).add_(self.momentum * mean)
+            self.running_var.mul_(1 - self.momentum).add_(self.momentum * var)
+
+
+def test_right_only_for_one_shape_bug_is_explained():
+    x = torch.randn(2, 3, 4, 5)
+    torch.testing.assert_close(ShapeBoundBN2d(3)(x), nn.BatchNorm2d(3)(x))  # right at B=2, C=3
+    r = grade(ShapeBoundBN2d, nn.BatchNorm2d)
+    assert not r.ok and "wrong_dims" in r.codes, str(r)
+    detail = r.problems[r.codes.index("wrong_dims")].detail
+    assert "(0, 4, 3)" in detail and "(0, 2, 3)" in detail, detail
+
+
+class ShiftedRMSNorm(ReaderRMSNorm):
+    def __init__(self, normalized_shape, eps=1e-6):
+        super().__init__(normalized_shape, eps)
+        self.bias = nn.Parameter(torch.zeros(self.shape))
+
+    def forward(self, x):
+        return super().forward(x) + self.bias
+
+
+def test_extra_shift_in_rmsnorm_is_named():
+    r = grade(ShiftedRMSNorm, nn.RMSNorm)
+    assert r.codes == ["extra_shift"], str(r)
+    assert "no shift" in r.problems[0].detail
+
+
+class KwLayerNorm(nn.Module):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, ignore_bias=False):
+        super().__init__()
+        self.shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(self.shape)) if elementwise_affine else None
+        use_bias = elementwise_affine and (bias or ignore_bias)
+        self.bias = nn.Parameter(torch.zeros(self.shape)) if use_bias else None
+
+    def forward(self, x):
+        dims = tuple(range(-len(self.shape), 0))
+        y = (x - x.mean(dims, keepdim=True)) / torch.sqrt(x.var(dims, unbiased=False, keepdim=True) + self.eps)
+        if self.weight is not None:
+            y = y * self.weight
+        if self.bias is not None:
+            y = y + self.bias
+        return y
+
+
+@pytest.mark.parametrize("ref", [
+    functools.partial(nn.LayerNorm, bias=False),
+    functools.partial(nn.LayerNorm, elementwise_affine=False),
+    functools.partial(nn.LayerNorm, eps=1e-3),
+], ids=["bias=False", "elementwise_affine=False", "eps=1e-3"])
+def test_partial_reference_builds_the_candidate_with_the_same_keywords(ref):
+    r = grade(KwLayerNorm, ref)
+    _assert_ok(r)
+    assert "=" in r.reference  # the keywords are shown
+
+
+def test_partial_reference_catches_a_candidate_that_ignores_a_keyword():
+    r = grade(functools.partial(KwLayerNorm, ignore_bias=True), functools.partial(nn.LayerNorm, bias=False))
+    assert "extra_shift" in r.codes, str(r)
+
+
+@pytest.mark.parametrize("cls,kw", [
+    (nn.BatchNorm2d, dict(affine=False)),
+    (nn.BatchNorm2d, dict(track_running_stats=False)),
+    (nn.BatchNorm1d, dict(momentum=0.3, eps=1e-3)),
+    (nn.InstanceNorm2d, dict(affine=True, track_running_stats=True)),
+    (nn.GroupNorm, dict(affine=False)),
+    (nn.RMSNorm, dict(eps=1e-6, elementwise_affine=False)),
+])
+def test_partial_references_pass_torch_and_norms(cls, kw):
+    import norms
+    _assert_ok(grade(functools.partial(cls, **kw), functools.partial(cls, **kw)))
+    _assert_ok(grade(getattr(norms, cls.__name__), functools.partial(cls, **kw)))
+
+
+def test_partial_reference_momentum_is_used():
+    class FixedMomentumBN(ReaderBatchNorm):  # ignores the momentum it is given
+        def __init__(self, num_features, eps=1e-5, momentum=0.1):
+            super().__init__(num_features, eps, 0.1)
+
+    assert not grade(FixedMomentumBN, functools.partial(nn.BatchNorm1d, momentum=0.3)).ok
+
+
+def test_partial_reference_with_unknown_keyword_is_a_value_error():
+    with pytest.raises(ValueError, match="bias"):
+        grade(nn.BatchNorm1d, functools.partial(nn.BatchNorm1d, bias=False))
+
+
+class BareNoEpsRMSNorm(nn.Module):
+    """No eps anywhere (torch's default eps=None applies: float32's machine epsilon)."""
+
+    def __init__(self, normalized_shape):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(normalized_shape))
+
+    def forward(self, x):
+        return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True)) * self.weight
+
+
+class BareEpsOutsideRMSNorm(BareNoEpsRMSNorm):
+    def forward(self, x):
+        eps = torch.finfo(x.dtype).eps
+        return x / (torch.sqrt(x.pow(2).mean(-1, keepdim=True)) + eps) * self.weight
+
+
+def test_rmsnorm_with_torch_default_eps_cases_are_told_apart():
+    r = grade(BareNoEpsRMSNorm, nn.RMSNorm)
+    assert "eps_missing" in r.codes and "eps_outside_sqrt" not in r.codes, str(r)
+    r = grade(BareEpsOutsideRMSNorm, nn.RMSNorm)
+    assert "eps_outside_sqrt" in r.codes and "eps_missing" not in r.codes, str(r)

@@ -1,80 +1,72 @@
-"""Every notebook runs where only Colab's packages are installed.
+"""The Colab-like kernel every notebook is tested in.
 
-A fresh virtual environment gets torch, numpy, matplotlib and ipywidgets (what Colab
-has) and a kernel, but not `norms`. Each notebook then runs top to bottom with its
-setup cell pointed at this checkout instead of the git URL, so the setup cell itself
-installs `norms` and its extras, exactly as it would on Colab.
+`make colab-venv` (tools/colab_venv.py) builds a fresh venv with only what Colab has
+(torch, numpy, matplotlib, ipywidgets and a kernel) and runs the notebooks' setup cell
+in it, pointed at this checkout: the setup cell itself installs `norms[widgets,quiz]`.
+nbval then runs every notebook in that kernel (`--nbval-kernel-name colab`), so each
+notebook runs twice in `make test`: once for the site, once under nbval. These tests
+check that kernel; `make test` and `make test-colab` point them at it with
+NORMS_COLAB_DIR and JUPYTER_PATH.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
-import sys
 from pathlib import Path
 
-import nbformat
 import pytest
-from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_client.manager import KernelManager
-from nbclient import NotebookClient
 
-from .notebooks import BOOK, ROOT, SETUP_SPEC, notebooks, repository_url
+from .notebooks import ROOT
 
 pytestmark = pytest.mark.colab
 
-COLAB_PACKAGES = ["torch==2.13.0", "numpy", "matplotlib", "ipywidgets", "ipykernel"]
-
-
-def pinned(requirement: str) -> str:
-    """Use the version requirements.txt pins, so the venv matches the book's."""
-    name = requirement.split("==")[0]
-    for line in (ROOT / "requirements.txt").read_text().splitlines():
-        if line.split("==")[0].strip().lower() == name.lower():
-            return line.split("#")[0].strip()
-    return requirement
+NOT_ON_COLAB = ["jupyter_book", "sphinx", "pytest", "nbval", "hypothesis", "playwright"]
 
 
 @pytest.fixture(scope="module")
-def colab_kernel(tmp_path_factory):
-    """A kernel spec for a fresh venv that has Colab's packages and no norms."""
-    root = tmp_path_factory.mktemp("colab")
-    venv = root / "venv"
-    base_python = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base_python, "-m", "venv", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *map(pinned, COLAB_PACKAGES)],
-        check=True, capture_output=True, text=True,
-    )
-    missing = subprocess.run([str(python), "-c", "import norms"], capture_output=True, cwd=root)
-    assert missing.returncode != 0, "the fresh venv must not have norms"
-    kernel_dir = root / "kernels" / "colab"
-    kernel_dir.mkdir(parents=True)
-    (kernel_dir / "kernel.json").write_text(json.dumps({
-        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Colab-like", "language": "python",
-    }))
-    return KernelSpecManager(kernel_dirs=[str(root / "kernels")]), python, root
+def colab_python():
+    where = os.environ.get("NORMS_COLAB_DIR")
+    if not where:
+        pytest.skip("no Colab-like venv given: run `make test` or `make test-colab` (they set NORMS_COLAB_DIR)")
+    spec = Path(where) / "share" / "jupyter" / "kernels" / "colab" / "kernel.json"
+    assert spec.exists(), f"{spec} is missing: `make colab-venv` builds it"
+    return Path(json.loads(spec.read_text())["argv"][0]), json.loads(spec.read_text())
 
 
-def local_setup(nb, url: str) -> None:
-    """Point the setup cell at this checkout instead of the git repository."""
-    remote = SETUP_SPEC.format(url=url)
-    local = SETUP_SPEC.replace("git+{url}", ROOT.as_uri())
-    first = next(c for c in nb.cells if c.cell_type == "code")
-    assert remote in first.source
-    first.source = first.source.replace(remote, local)
+def run(python, code, tmp_path):
+    return subprocess.run([str(python), "-c", code], capture_output=True, text=True, cwd=tmp_path)
 
 
-@pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.relative_to(BOOK).as_posix())
-def test_notebook_runs_with_only_colab_packages(colab_kernel, path):
-    spec_manager, python, root = colab_kernel
-    nb = nbformat.read(path, as_version=4)
-    local_setup(nb, repository_url())
-    km = KernelManager(kernel_name="colab", kernel_spec_manager=spec_manager)
-    NotebookClient(nb, km=km, timeout=300, resources={"metadata": {"path": str(path.parent)}}).execute()
-    where = subprocess.run(
-        [str(python), "-c", "import norms; print(norms.__file__)"], capture_output=True, text=True, check=True, cwd=root
-    ).stdout
-    assert "site-packages" in where, f"norms was not installed into the venv: {where}"
+def test_setup_cell_installed_norms_with_its_extras(colab_python, tmp_path):
+    python, _ = colab_python
+    out = run(python, "import norms, ipywidgets, jupyterquiz; print(norms.__file__)", tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "site-packages" in out.stdout and str(ROOT / "norms") not in out.stdout, out.stdout
+
+
+def test_kernel_has_only_what_colab_has(colab_python, tmp_path):
+    python, _ = colab_python
+    for module in NOT_ON_COLAB:
+        out = run(python, f"import {module}", tmp_path)
+        assert out.returncode != 0, f"the Colab-like venv has {module}, which Colab does not"
+
+
+def test_kernel_runs_the_torch_it_was_built_with(colab_python, tmp_path):
+    python, spec = colab_python
+    out = run(python, "import torch; print(torch.__version__)", tmp_path)
+    assert out.stdout.startswith(spec["env"]["NORMS_COLAB_TORCH"]), (out.stdout, spec)
+
+
+def test_make_runs_nbval_in_the_colab_kernel_without_a_short_timeout():
+    """Each notebook runs at most twice in `make test` (the site build, nbval in the Colab-like
+    kernel), and no cell limit below several minutes: speed is `make bench-book`'s business."""
+    makefile = (ROOT / "Makefile").read_text()
+    nbval = re.search(r"^NBVAL := (.*)$", makefile, re.M).group(1)
+    assert "--nbval-kernel-name colab" in nbval
+    timeouts = [int(t) for t in re.findall(r"--nbval-cell-timeout (\d+)", makefile)]
+    assert timeouts and min(timeouts) >= 300, timeouts
+    test_recipe = re.search(r"^test:.*\n\t(.*)$", makefile, re.M).group(1)
+    assert "$(NBVAL)" in test_recipe and "$(COLAB_JUPYTER)" in test_recipe

@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-CELL_TIMEOUT = 20  # seconds; the book's limit for one cell on a 2-core machine
+CELL_TIMEOUT = 600  # seconds: only against a hang; speed is measured by `make bench-book`, never enforced
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -1,0 +1,156 @@
+"""Naming the bug behind a mismatch: outputs, eval mode, gradients, cancellation."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+from .explanations import _explain
+from .helpers import _close, _fmt_exc, _maxerr
+from .hypotheses import _EPS_GUESSES, _diagnose, _hyp_output, _scale
+
+
+class _Diagnosis:
+    """Mixed into :class:`norms.check.grader._Grader`."""
+
+    # -- diagnosis -----------------------------------------------------------------------------
+    def explain_mismatch(self, y, x, spec, eps, w, b, where, yr, probe=None):
+        """``probe(x)`` runs the candidate again (on a copy, same mode) for inputs chosen to tell
+        apart hypotheses that the first input cannot."""
+        h = _diagnose(y, x, spec, eps, w, b, self.rtol, self.atol)
+        if h is not None:
+            told = True
+            if h.eps_mode in ("outside", "none"):
+                h, told = self.separate_eps(h, x, spec, eps, w, b, probe)
+            for code, detail in _explain(h, spec, tuple(x.shape), eps, told_apart=told):
+                self.c.add(code, detail, where)
+            return
+        err = _maxerr(y, yr)
+        self.c.add("output_mismatch",
+                   f"Output differs from torch's: max abs error {err:.3g} for an input of shape "
+                   f"{tuple(x.shape)}; no single known bug explains it.", where)
+
+    def separate_eps(self, h, x, spec, eps, w, b, probe):
+        """eps outside the square root, or no eps at all?  With eps=1e-5 and a spread of 0.01 both
+        change the output by less than the tolerance, and torch's RMSNorm default (float32's
+        machine epsilon, 1.2e-7) makes them agree on almost any input.  An input whose spread is
+        10·eps separates them: sqrt(var) + eps is then 10 % larger than sqrt(var).
+        Returns (hypothesis, told_apart)."""
+        other = dataclasses.replace(h, eps_mode="none" if h.eps_mode == "outside" else "outside")
+        x64 = x.detach().double()
+        args = (spec, eps, w.detach().double() if w is not None else None,
+                b.detach().double() if b is not None else None)
+        if not _close(_hyp_output(h, x64, *args, {}), _hyp_output(other, x64, *args, {}), self.rtol, self.atol):
+            return h, True  # this input already tells them apart
+        if probe is None:
+            return h, False
+        gen = torch.Generator().manual_seed(self.seed + 11)
+        xp = torch.randn(tuple(x.shape), generator=gen, dtype=x.dtype) * (10 * eps)
+        try:
+            with torch.no_grad():
+                yp = probe(xp)
+        except Exception:
+            return h, False
+        if not isinstance(yp, torch.Tensor) or yp.shape != xp.shape:
+            return h, False
+        for cand in (h, other):
+            if _close(yp.double(), _hyp_output(cand, xp.double(), *args, {}), 1e-3, 1e-3):
+                return cand, True
+        return h, False
+
+    def check_cancellation(self, fn, shape, where):
+        """The same input with and without an offset of 3000: a layer that subtracts the mean gives
+        the same output for both (to about 1e-4 in float32).  E[x²] − E[x]² does not: at mean 3000
+        x² ≈ 9e6, whose float32 spacing is 1, so every digit of a variance of 1 is lost.
+
+        The candidate is compared with itself, so this runs whatever else is wrong with it
+        (except a missing mean subtraction, which is not shift-invariant anyway)."""
+        if "no_mean_subtraction" in self.c.problems:
+            return
+        gen = torch.Generator().manual_seed(self.seed + 7)
+        x = torch.randn(shape, generator=gen)
+        try:  # gradients on, as in an ordinary training step (a mode taken from them is another bug)
+            with torch.enable_grad():
+                y0 = fn(x.clone())
+                y = fn(x + 3000.0)
+        except Exception:
+            return  # a crash here says nothing about the variance; the main loop reports crashes
+        if not (isinstance(y, torch.Tensor) and isinstance(y0, torch.Tensor)) or y.shape != y0.shape:
+            return
+        if _close(y.double(), y0.double(), 1e-2, 1e-2):
+            self.c.checks.append(f"inputs with a large mean, {where}")
+            return
+        err = "NaN" if torch.isnan(y).any() else f"{_maxerr(y.double(), y0.double()):.3g}"
+        self.c.add("variance_cancellation",
+                   f"Adding 3000 to a float32 input of standard deviation 1 (shape {shape}) changes your "
+                   f"output by up to {err}; subtracting the mean should make the two outputs agree to about "
+                   "1e-4, as torch's do. That is what E[x²] − E[x]² does.", where)
+
+    def explain_eval_mismatch(self, y, x, spec, eps, w, b, where, yr, m, running, running_kind):
+        x64, y64 = x.double(), y.detach().double()
+        if running_kind and running:
+            now = self.read_running(m, running)
+            if "mean" in now and "var" in now:
+                view = (1, -1) + (1,) * (x.dim() - 2)
+                rm, rv = now["mean"].reshape(view), now["var"].reshape(view)
+                wv = w.double().reshape(view) if w is not None else 1.0
+                bv = b.double().reshape(view) if b is not None else 0.0
+                tries = [("inside", eps, None), ("outside", eps, "eps_outside_sqrt"), ("none", eps, "eps_missing")]
+                tries += [("inside", e, "eps_value") for e in _EPS_GUESSES if not math.isclose(e, eps, rel_tol=0.05)]
+                for mode, e, code in tries:
+                    out = _scale(x64, rm, rv, e, mode) * wv + bv
+                    if _close(y64, out, self.rtol, self.atol):
+                        if code == "eps_value":
+                            self.c.add(code, f"In eval mode your output matches eps={e:g} with your running "
+                                             f"statistics, but the layer's eps is {eps:g}.", where)
+                        elif code:
+                            desc = "(x - mean) / (sqrt(var) + eps)" if mode == "outside" else "no eps at all"
+                            self.c.add(code, f"In eval mode your output matches {desc} with your running "
+                                             "statistics.", where)
+                        return  # uses its own running stats correctly: their problems are reported above
+        h = _diagnose(y, x, spec, eps, w, b, self.rtol, self.atol, include_exact=running_kind)
+        if running_kind and h is not None:
+            self.c.add("eval_uses_batch_stats", "In eval mode your output matches normalizing with the "
+                                                "statistics of the current batch.", where)
+            for code, detail in _explain(h, spec, tuple(x.shape), eps):
+                self.c.add(code, detail, where)
+            return
+        if running_kind and not running:
+            self.c.add("running_stats_missing", "In eval mode the output matches no normalization with "
+                                                "batch statistics, and no running statistics were found.", where)
+            return
+        if h is not None:
+            for code, detail in _explain(h, spec, tuple(x.shape), eps):
+                self.c.add(code, detail, where)
+            return
+        if not running_kind and self.train_failed:
+            return  # no running statistics: the training-mode problems explain this too
+        self.c.add("eval_mismatch", f"Eval-mode output differs from torch's: max abs error "
+                                    f"{_maxerr(y, yr):.3g} for an input of shape {tuple(x.shape)}.", where)
+
+    def check_gradients(self, y, yr, xc, xr, param_pairs, where, gen):
+        g = torch.randn(y.shape, generator=gen)
+        try:
+            y.backward(g)
+        except Exception as exc:
+            self.c.add("backward_failed", f"y.backward() raised {_fmt_exc(exc)}", where)
+            return
+        yr.backward(g)
+        bad = []
+        if xc.grad is None:
+            bad.append("the input gets no gradient")
+        elif not _close(xc.grad, xr.grad, 1e-3, 1e-4):
+            bad.append(f"the input gradient differs by up to {_maxerr(xc.grad, xr.grad):.3g}")
+        for p, r in param_pairs:
+            if p.grad is None:
+                bad.append("a parameter gets no gradient")
+            elif not _close(p.grad.reshape(r.grad.shape), r.grad, 1e-3, 1e-4):
+                bad.append(f"a parameter gradient differs by up to {_maxerr(p.grad.reshape(r.grad.shape), r.grad):.3g}")
+        if bad:
+            text = "; ".join(bad)
+            self.c.add("gradient_mismatch", text[:1].upper() + text[1:] + ".", where)
+        else:
+            self.c.checks.append(f"gradients, {where}")
+
+

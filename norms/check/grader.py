@@ -1,0 +1,419 @@
+"""The grader: runs the candidate and the reference side by side, scenario by scenario."""
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import traceback
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .diagnosis import _Diagnosis
+from .helpers import _close, _fmt_exc, _maxerr, _num, _resolve
+from .hypotheses import _Spec
+from .inspection import _EPS_NAMES, _find_affine, _find_eps, _find_running
+from .problems import _Abort, _Collector
+from .report import Report
+from .running_stats import _RunningStatsChecks
+from .scenarios import _KIND, _SCENARIOS, _build_reference, _call_str, _data, _reference_name
+from .structure import _StructureChecks
+from .tracing import explain_crash, reductions
+
+class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
+    def __init__(self, candidate, reference, seed, rtol, atol, num_groups, ref_kw=None):
+        self.candidate = candidate
+        self.ref_name = reference
+        self.ref_kw = dict(ref_kw or {})  # keywords of a functools.partial reference
+        self.seed = seed
+        self.rtol, self.atol = rtol, atol
+        self.num_groups = num_groups
+        self.kind = _KIND[reference]
+        self.c = _Collector(self.kind)
+        self.train_failed = False  # in the current scenario (read by explain_eval_mismatch)
+        self.passed: list = []   # training input shapes on which the output matched
+        self.failed: list = []
+
+    def shape_hint(self):
+        if not (self.passed and self.failed):
+            return
+        for code in ("wrong_dims", "wrong_groups", "output_mismatch"):
+            p = self.c.problems.get(code)
+            if p is not None and "right for" not in p.detail:
+                p.detail += (f" The output was right for input {self.passed[0]} but not for {self.failed[0]}: "
+                             "look for code that is right only for particular shapes (a hard-coded reshape, "
+                             "or a dim index that coincides for that shape).")
+
+    # -- calling the reader's code ------------------------------------------------
+    def call(self, fn, *args, what, where, trace=None, **kw):
+        """Call the reader's code; a crash becomes a problem.  ``trace = (fn, x, spec)`` re-runs a
+        crashed forward to see which dims its statistics were taken over."""
+        try:
+            return fn(*args, **kw)
+        except Exception as exc:  # the reader's code may raise anything
+            code = "constructor_failed" if what == "constructor" else (
+                "backward_failed" if what == "backward" else "forward_failed")
+            self.c.add(code, f"{what} raised {_fmt_exc(exc)}", where)
+            if trace is not None:
+                self.explain_crash(*trace, where)
+            raise _Abort from None
+
+    def explain_crash(self, fn, x, spec, where):
+        correct = spec.dims(tuple(x.shape))
+        text = explain_crash(reductions(fn, x.detach().clone()), correct, tuple(x.shape), f"torch.nn.{spec.name}")
+        if text:
+            self.c.add("wrong_dims", text, where)
+
+    def check_output(self, y, x, where):
+        if not isinstance(y, torch.Tensor):
+            self.c.add("wrong_type", f"The output is a {type(y).__name__}, not a torch.Tensor.", where)
+            raise _Abort
+        if tuple(y.shape) != tuple(x.shape):
+            self.c.add("wrong_shape", f"For an input of shape {tuple(x.shape)} the output has shape "
+                                      f"{tuple(y.shape)}.", where)
+            raise _Abort
+        if y.dtype != x.dtype:
+            self.c.add("wrong_dtype", f"For a {x.dtype} input the output is {y.dtype}.", where)
+
+    # -- entry ----------------------------------------------------------------------
+    def run(self):
+        cand = self.candidate
+        if isinstance(cand, nn.Module):
+            self.c.note(f"grade() got an instance; grading its class {type(cand).__name__} instead.")
+            cand = self.candidate = type(cand)
+        if inspect.isclass(cand) or (isinstance(cand, functools.partial) and inspect.isclass(cand.func)):
+            self.cand_name = cand.__name__ if inspect.isclass(cand) else cand.func.__name__
+            for sc in _SCENARIOS[self.ref_name]:
+                if sc.optional and self.c.problems:
+                    continue  # fix the basics first
+                self.scenario(self.run_class_scenario, sc)
+                if any(k in self.c.problems for k in ("constructor_failed", "not_a_module")):
+                    break
+            self.shape_hint()
+        elif callable(cand):
+            self.cand_name = getattr(cand, "__name__", type(cand).__name__)
+            for sc in _SCENARIOS[self.ref_name]:
+                if sc.optional and self.c.problems:
+                    continue
+                self.scenario(self.run_function_scenario, sc)
+            self.shape_hint()
+        else:
+            self.cand_name = repr(cand)[:60]
+            self.c.add("not_gradeable", f"Got {type(cand).__name__}, which is neither a class nor a function.")
+
+    def scenario(self, runner, sc):
+        """Run one scenario; findings of an optional one (a tuple normalized_shape) become notes."""
+        main = self.c
+        if sc.optional:
+            self.c = _Collector(self.kind)
+        try:
+            runner(sc)
+        except _Abort:
+            pass
+        finally:
+            if sc.optional:
+                opt, self.c = self.c, main
+                main.checks.extend(opt.checks)
+                for p in opt.problems.values():
+                    main.note(f"With a tuple normalized_shape {sc.args[0]} (torch allows it, the book does not "
+                              f"need it): {p.title.lower()}. {p.detail}")
+
+    # -- plain functions --------------------------------------------------------------
+    def function_args(self, spec):
+        try:
+            params = list(inspect.signature(self.candidate).parameters.values())
+        except (TypeError, ValueError):
+            params = []
+        eps = "missing"
+        kw, pos = {}, []
+        required = [p for p in params[1:] if p.default is inspect.Parameter.empty
+                    and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        for p in params:
+            if p.name.lower() in _EPS_NAMES and _num(p.default):
+                eps = p.default
+            elif p.name in ("running_mean", "running_var") and p.default is inspect.Parameter.empty:
+                kw[p.name] = None      # functional APIs like torch.nn.functional.batch_norm
+            elif p.name == "training":
+                kw[p.name] = True
+        required = [p for p in required if p.name not in kw]
+        if spec.kind == "group":
+            names = [p for p in params if p.name.lower() in ("num_groups", "groups", "g", "n_groups", "num_group")]
+            if names:
+                kw[names[0].name] = spec.groups
+            elif required:
+                pos.append(spec.groups)
+        elif spec.kind in ("layer", "rms"):
+            names = [p for p in params if p.name.lower() in ("normalized_shape", "shape", "dim", "dims", "d")]
+            if names:
+                kw[names[0].name] = spec.args[0]
+            elif required:
+                pos.append(spec.args[0])
+        return pos, kw, eps
+
+    def run_function_scenario(self, sc):
+        args = sc.args
+        if self.ref_name == "GroupNorm":
+            args = (self.num_groups, sc.args[1])
+        spec = _Spec(self.ref_name, args)
+        pos, kw, eps = self.function_args(spec)
+        shape_arg = [n for n in kw if n.lower() in ("normalized_shape", "shape", "dim", "dims", "d")]
+        if spec.kind in ("layer", "rms") and not pos and not shape_arg and not isinstance(args[0], int):
+            return  # f(x) cannot be told to normalize several trailing dims
+        if spec.kind in ("layer", "rms") and isinstance(args[0], int) and (pos or shape_arg):
+            # int or tuple normalized_shape? use the first the function accepts
+            probe = torch.zeros(sc.train[0])
+            for variant in (args[0], (args[0],)):
+                p2 = [variant] if pos else []
+                k2 = dict(kw, **({shape_arg[0]: variant} if shape_arg else {}))
+                try:
+                    self.candidate(probe, *p2, **k2)
+                except Exception:
+                    continue
+                pos, kw = p2, k2
+                break
+        ref = _build_reference(self.ref_name, args, affine=False, eps=eps, momentum="missing", track=False)
+        ref.train()
+        ref_eps = ref.eps if ref.eps is not None else torch.finfo(torch.float32).eps
+        gen = torch.Generator().manual_seed(self.seed)
+        for step, shape in enumerate(sc.train + sc.eval):
+            where = f"shape {shape}"
+            x = _data(gen, shape, step)
+            xc = x.clone().requires_grad_(True)
+            xr = x.clone().requires_grad_(True)
+            try:
+                y = self.call(self.candidate, xc, *pos, what="calling the function", where=where,
+                              trace=(lambda x: self.candidate(x, *pos, **kw), x, spec), **kw)
+                self.check_output(y, x, where)
+            except _Abort:
+                continue
+            yr = ref(xr)
+            if _close(y, yr, self.rtol, self.atol):
+                self.passed.append(shape)
+                self.c.checks.append(f"output on {shape}")
+                if step == 0:
+                    self.check_gradients(y, yr, xc, xr, [], where, gen)
+            else:
+                self.failed.append(shape)
+                self.explain_mismatch(y, x, spec, ref_eps, None, None, where, yr,
+                                      probe=lambda x: self.candidate(x, *pos, **kw))
+        if spec.center:
+            self.check_cancellation(lambda x: self.candidate(x, *pos, **kw), sc.train[0], f"shape {sc.train[0]}")
+
+    # -- classes ----------------------------------------------------------------------
+    def build(self, args, where):
+        m = self.call(self.candidate, *args, what="constructor", where=where, **self.ref_kw)
+        if not isinstance(m, nn.Module):
+            self.c.add("not_a_module", f"{self.cand_name} instances are {type(m).__name__} objects.")
+            raise _Abort
+        return m
+
+    def run_class_scenario(self, sc):
+        spec = _Spec(self.ref_name, sc.args)
+        call = _call_str(self.cand_name, sc.args, self.ref_kw)
+        where0 = f"{call}"
+        m = self.build(sc.args, where0)
+        # -- structure after __init__ --------------------------------------------------
+        scale, shift, wrong, plain = _find_affine(m, spec)
+        eps_name, eps = _find_eps(m)
+        momentum = getattr(m, "momentum", "missing")
+        if not (momentum is None or _num(momentum)):
+            momentum = "missing"
+        ref_default = _build_reference(self.ref_name, sc.args, affine=True if spec.kind not in ("instance",)
+                                       else False, eps="missing", momentum="missing",
+                                       track=spec.kind == "batch", fixed=self.ref_kw)
+        wants_affine = any(True for _ in ref_default.parameters())
+        self.ref_params = {n for n, _ in ref_default.named_parameters()}  # read by structure_problems
+        running_kind = spec.kind == "batch" and ref_default.track_running_stats
+        running = {}
+        if spec.kind in ("batch", "instance"):
+            running = _find_running(m, spec, {n for n in (scale, shift) if n})
+            if spec.kind == "instance" and running and self.ref_kw.get("track_running_stats", True):
+                running_kind = True
+            if not running_kind:
+                running = {}
+        # probe: a separate instance, one forward without grad, to see what forward changes
+        created = self.probe_forward(sc, spec, where0)
+        self.structure_problems(m, spec, sc, scale, shift, wrong, plain, running, running_kind,
+                                    wants_affine, created, where0)
+        if spec.kind in ("batch", "instance") and running_kind and not running:
+            running = {}
+        # -- reference with the same settings and the same non-trivial parameters ---------
+        affine = scale is not None or shift is not None
+        if spec.kind in ("layer", "rms", "group", "batch"):
+            affine = affine or wants_affine
+        ref = _build_reference(self.ref_name, sc.args, affine=affine, eps=eps, momentum=momentum,
+                               track=running_kind, fixed=self.ref_kw)
+        affine = getattr(ref, "weight", None) is not None
+        ref_eps = ref.eps if ref.eps is not None else torch.finfo(torch.float32).eps
+        gen = torch.Generator().manual_seed(self.seed * 1000 + len(sc.train))
+        if getattr(ref, "bias", None) is None and shift is not None:
+            why = ("RMSNorm only rescales: it has a scale γ and no shift β" if spec.kind == "rms"
+                   else f"{_call_str('torch.nn.' + spec.name, sc.args, self.ref_kw)} has no bias")
+            self.c.add("extra_shift", f"{self.cand_name} has a shift parameter {shift!r}; {why}. "
+                                      "It was left at its initial value for the comparison.", call)
+            shift = None
+        if not affine and scale is not None:
+            self.c.add("extra_scale", f"{self.cand_name} has a scale parameter {scale!r}; "
+                                      f"{_call_str('torch.nn.' + spec.name, sc.args, self.ref_kw)} has no "
+                                      "learnable parameters. It was left at its initial value for the comparison.",
+                       call)
+            scale = None
+        w = b = None
+        if affine:
+            w = torch.rand(spec.param_shape(), generator=gen) + 0.5
+            b = torch.randn(spec.param_shape(), generator=gen) * 0.5
+            if scale is None:
+                w = torch.ones(spec.param_shape())
+            if shift is None:
+                b = torch.zeros(spec.param_shape())
+            with torch.no_grad():
+                if scale is not None:
+                    p = _resolve(m, scale)
+                    p.copy_(w.reshape(p.shape))
+                if shift is not None:
+                    p = _resolve(m, shift)
+                    p.copy_(b.reshape(p.shape))
+                ref.weight.copy_(w)
+                if getattr(ref, "bias", None) is not None:
+                    ref.bias.copy_(b)
+                else:
+                    b = None
+        pairs = [(n, r) for n, r in ((scale, ref.weight if affine else None),
+                                    (shift, getattr(ref, "bias", None) if affine else None))
+                 if n is not None and r is not None]
+        mom = ref.momentum if spec.kind in ("batch", "instance") else None
+        if running_kind and running:
+            self.check_running_init(m, ref, running, call)
+        m.train()
+        ref.train()
+        passed, failed = self.passed, self.failed
+        failed_before = len(failed)
+        for step, shape in enumerate(sc.train):
+            where = f"training, {call}, input {shape}"
+            x = _data(gen, shape, step)
+            prev = self.read_running(m, running)
+            prev_ref = ({"mean": ref.running_mean.double().clone(), "var": ref.running_var.double().clone()}
+                        if running_kind and running else None)
+            xc = x.clone().requires_grad_(True)
+            xr = x.clone().requires_grad_(True)
+            try:
+                y = self.call(m, xc, what="forward (training mode)", where=where,
+                              trace=(lambda x, m=_copy(m): m.train()(x), x, spec))
+                self.check_output(y, x, where)
+            except _Abort:
+                failed.append(shape)
+                continue
+            yr = ref(xr)
+            if _close(y, yr, self.rtol, self.atol):
+                passed.append(shape)
+                self.c.checks.append(f"training output, {call}, input {shape}")
+                if step == 0:
+                    self.check_gradients(y, yr, xc, xr, [(_resolve(m, n), r) for n, r in pairs], where, gen)
+            else:
+                failed.append(shape)
+                self.explain_mismatch(y, x, spec, ref_eps, w, b, where, yr,
+                                      probe=lambda x, m=_copy(m): m.train()(x))
+            if running_kind and running:
+                self.check_running(m, ref, running, prev, x, spec, mom, where, prev_ref)
+        # -- eval mode ---------------------------------------------------------------------
+        try:
+            self.call(m.eval, what="calling .eval()", where=call)
+        except _Abort:
+            return
+        ref.eval()
+        self.train_failed = len(failed) > failed_before
+        eval_ok = []
+        for k, shape in enumerate(sc.eval):
+            where = f"eval, {call}, input {shape}"
+            x = _data(gen, shape, k)
+            prev = self.read_running(m, running)
+            try:
+                with torch.no_grad():
+                    y = self.call(m, x.clone(), what="forward (eval mode)", where=where)
+                self.check_output(y, x, where)
+            except _Abort:
+                eval_ok.append(False)
+                continue
+            with torch.no_grad():
+                yr = ref(x.clone())
+            if running_kind and running:
+                now = self.read_running(m, running)
+                if any(not torch.equal(prev[k2], now[k2]) for k2 in prev if k2 in now):
+                    self.c.add("running_stats_updated_in_eval",
+                               "The running statistics changed during a forward pass in eval mode.", where)
+            if _close(y, yr, self.rtol, self.atol):
+                self.c.checks.append(f"eval output, {call}, input {shape}")
+                eval_ok.append(True)
+                continue
+            eval_ok.append(False)
+            self.explain_eval_mismatch(y, x, spec, ref_eps, w, b, where, yr, m, running, running_kind)
+        # Both checks compare the candidate with itself, so they run whatever else is wrong:
+        # every bug they can see is reported in one run.
+        if running_kind:
+            self.check_mode_source(m, sc, call, gen)
+        if spec.center:
+            self.check_cancellation(lambda x: _copy(m).train()(x), sc.train[0],
+                                    f"training, {call}, input {sc.train[0]}")
+
+    def check_mode_source(self, m, sc, call, gen):
+        """Mode must come from ``self.training``, never from ``torch.is_grad_enabled()`` (d2l's bug).
+
+        The candidate is compared with itself: in eval mode with and without gradients, and in
+        training mode with and without gradients (each on a fresh copy), so the check does not
+        depend on the rest being right."""
+        shape = sc.eval[0]
+        x = _data(gen, shape, 7)
+        for mode, label in (("eval", "In eval mode"), ("train", "In training mode")):
+            outs = {}
+            for grad in (False, True):
+                try:
+                    c = _copy(m)
+                    c.train(mode == "train")
+                    with torch.set_grad_enabled(grad):
+                        outs[grad] = c(x.clone().requires_grad_(grad))
+                except Exception:
+                    break  # crashes are reported by the main loop
+            if len(outs) < 2 or not all(isinstance(o, torch.Tensor) for o in outs.values()):
+                continue
+            if not _close(outs[False], outs[True], self.rtol, self.atol):
+                self.c.add("mode_from_grad_enabled",
+                           f"{label} your output differs by {_maxerr(outs[False], outs[True]):.3g} between "
+                           "torch.no_grad() and gradients enabled, for the same input and the same state.",
+                           f"{mode} mode, {call}, input {shape}")
+
+
+def _copy(m):
+    """An independent copy of the reader's module (running statistics included); the module
+    itself if it cannot be copied."""
+    try:
+        return copy.deepcopy(m)
+    except Exception:
+        return m
+
+
+def grade(candidate: Callable, reference, *, seed: int = 0, rtol: float = 1e-4, atol: float = 1e-4,
+          num_groups: int = 2) -> Report:
+    """Compare ``candidate`` (a class or a function of x) with the torch.nn layer ``reference``.
+
+    ``reference`` is a torch.nn class (``torch.nn.BatchNorm2d``) or a ``functools.partial``
+    of one with keyword arguments (``partial(torch.nn.LayerNorm, bias=False)``,
+    ``partial(torch.nn.BatchNorm1d, momentum=0.3, track_running_stats=False)``); a class
+    candidate is then built with the same keywords.
+
+    Returns a :class:`Report`; ``report.ok`` is True when nothing differs.  Never raises
+    because of the candidate's code (an unknown ``reference`` or keyword is a ValueError).
+
+    ``num_groups`` is only used for a plain GroupNorm function that takes no group argument.
+    """
+    name, ref_kw = _reference_name(reference)
+    g = _Grader(candidate, name, seed, rtol, atol, num_groups, ref_kw)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            g.run()
+    except Exception as exc:  # a bug in the grader must still not surface as a traceback
+        g.c.add("grader_error", f"{_fmt_exc(exc)}\n{traceback.format_exc(limit=-3)}")
+    cand_name = getattr(g, "cand_name", getattr(candidate, "__name__", repr(candidate)[:60]))
+    return Report(candidate=cand_name, reference=_call_str(f"torch.nn.{name}", (), ref_kw) if ref_kw else f"torch.nn.{name}", problems=list(g.c.problems.values()),
+                  notes=g.c.notes, checks=g.c.checks)

@@ -1,0 +1,74 @@
+"""Which dims did the reader's code reduce?  Recorded while the forward runs again.
+
+When a forward pass crashes, the exception alone ("The size of tensor a (3) must
+match the size of tensor b (5) at non-singleton dimension 1") rarely says why.  The
+usual cause is statistics of the wrong shape: a mean over the wrong dims, or over the
+right dims without ``keepdim=True``.  :func:`reductions` runs the forward once more
+under a :class:`torch.overrides.TorchFunctionMode` that records every mean, var, std,
+sum, ... taken over a tensor of the input's shape.
+"""
+from __future__ import annotations
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+_REDUCTIONS = {"mean", "var", "std", "sum", "var_mean", "std_mean", "amax", "amin", "nansum", "nanmean"}
+
+
+class _Recorder(TorchFunctionMode):
+    def __init__(self, shape):
+        super().__init__()
+        self.shape = tuple(shape)
+        self.seen: list = []  # (op name, dims reduced, keepdim, output shape)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        entry = None
+        if name in _REDUCTIONS and args and isinstance(args[0], torch.Tensor) \
+                and tuple(args[0].shape) == self.shape:
+            nd = len(self.shape)
+            dim = kwargs.get("dim", args[1] if len(args) > 1 and not isinstance(args[1], bool) else None)
+            if dim is None:
+                dims = tuple(range(nd))
+            else:  # as written; a dim out of range is kept as it is (it is the bug)
+                dims = tuple(d % nd if -nd <= d < nd else d for d in ((dim,) if isinstance(dim, int) else dim))
+            entry = [name, dims, bool(kwargs.get("keepdim", False)), None]
+            self.seen.append(entry)
+        out = func(*args, **kwargs)
+        if entry is not None:
+            first = out[0] if isinstance(out, tuple) else out
+            entry[3] = tuple(first.shape) if isinstance(first, torch.Tensor) else None
+        return out
+
+
+def reductions(fn, x):
+    """Run ``fn(x)`` once more (exceptions swallowed) and return what was reduced over x's shape."""
+    rec = _Recorder(x.shape)
+    try:
+        with rec, torch.no_grad():
+            fn(x)
+    except Exception:
+        pass
+    return rec.seen
+
+
+def explain_crash(seen, correct, shape, layer):
+    """Words for a crash, from the recorded reductions; None when they do not explain it."""
+    if correct is None or not seen:
+        return None
+    wrong = [s for s in seen if tuple(sorted(s[1])) != tuple(correct)]
+    keep = tuple(1 if d in correct else n for d, n in enumerate(shape))
+    if wrong:
+        name, dims, keepdim, out = wrong[0]
+        got = f"giving shape {out}" if out is not None else "which itself raised"
+        return (f"Before it crashed, your forward took .{name}() over dims {dims} of the input of shape "
+                f"{tuple(shape)} ({got}); {layer} reduces over dims {tuple(correct)} "
+                f"(with keepdim=True the statistics have shape {keep} and broadcast against the input).")
+    no_keep = [s for s in seen if not s[2]]
+    if no_keep:
+        name, dims, keepdim, out = no_keep[0]
+        return (f"Your forward took .{name}() over the right dims {dims} of the input of shape {tuple(shape)}, "
+                f"but without keepdim=True: the statistics have shape {out}, which does not broadcast against "
+                f"the input; with keepdim=True they have shape {keep}.")
+    return None
