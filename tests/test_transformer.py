@@ -156,7 +156,9 @@ def _compare(cfg, dims, masks, seed, decoder):
         torch.testing.assert_close(y0, y1, **tol)
         assert len(g0) == len(g1)
         for a, b in zip(g0, g1):
-            torch.testing.assert_close(a, b, **(tol if cfg["dtype"] == torch.float64 else dict(atol=1e-4, rtol=1e-4)))
+            # float32 parameter gradients are sums over B·T tokens taken in another order than torch's
+            # fused kernels: relative differences of ~1e-4 are rounding (float64 is compared tightly)
+            torch.testing.assert_close(a, b, **(tol if cfg["dtype"] == torch.float64 else dict(atol=1e-4, rtol=1e-3)))
     # eval under no_grad: torch's fused fast path when its conditions hold. That path computes any
     # nn.GELU as the exact GELU, also nn.GELU(approximate="tanh") (torch 2.13); ours computes the
     # activation it was given, so that case is compared with torch's documented (slow) path only.
