@@ -220,6 +220,9 @@ class Explorer(widgets.VBox):
         draw: ``draw(explorer) -> (figure, info_html)``; may raise, the message
             is then shown in ``error``.
         per_row: controls per row.
+        web: ``web(explorer) -> payload`` for the website version (see
+            :mod:`norms.web`), put in the output as ``text/html`` next to the
+            widget view; e.g. ``norms.web.precomputed({"name": [values...]})``.
     """
 
     def __init__(
@@ -227,7 +230,7 @@ class Explorer(widgets.VBox):
         controls: dict[str, widgets.Widget],
         draw: Callable[[Explorer], tuple[Figure, str]],
         per_row: int = 3,
-        web: Callable[[dict], dict] | None = None,
+        web: Callable[[Explorer], dict] | None = None,
     ):
         names = list(controls)
         rows = [
@@ -252,7 +255,7 @@ class Explorer(widgets.VBox):
         if self._web is not None and isinstance(bundle, dict):
             from norms.web import html as web_html
 
-            bundle["text/html"] = web_html(self._web(self.values()))
+            bundle["text/html"] = web_html(self._web(self))
         return bundle
 
     def values(self) -> dict[str, object]:
@@ -281,6 +284,10 @@ def _web():
     import norms.web
 
     return norms.web
+
+
+def _values(explorer: Explorer, *names: str) -> list:
+    return [explorer.controls[name].value for name in names]
 
 
 # --------------------------------------------------------------------------
@@ -358,8 +365,8 @@ def reduction_explorer(
                                        description="highlight statistic", style=_STYLE,
                                        continuous_update=False),
     }
-    return Explorer(controls, _draw_reduction, web=lambda v: _web().reduction_payload(
-        v["norm"], v["shape"], v["groups"], v["last_dims"], v["highlight"], v["layout"]))
+    return Explorer(controls, _draw_reduction, web=lambda ex: _web().reduction_payload(
+        *_values(ex, "norm", "shape", "groups", "last_dims", "highlight", "layout")))
 
 
 # --------------------------------------------------------------------------
@@ -438,8 +445,8 @@ def running_stats_explorer(
         "seed": widgets.IntText(value=seed, description="seed", style=_STYLE,
                                 layout=widgets.Layout(width="130px")),
     }
-    return Explorer(controls, _draw_running_stats, web=lambda v: _web().running_stats_payload(
-        v["momentum"], v["cumulative"], v["batch_size"], v["steps"], v["seed"]))
+    return Explorer(controls, _draw_running_stats, web=lambda ex: _web().running_stats_payload(
+        *_values(ex, "momentum", "cumulative", "batch_size", "steps", "seed")))
 
 
 # --------------------------------------------------------------------------
@@ -515,5 +522,5 @@ def batch_size_explorer(
         "groups": widgets.IntSlider(value=groups, min=1, max=16, description="groups (GN)",
                                     continuous_update=False, style=_STYLE),
     }
-    return Explorer(controls, _draw_batch_size, web=lambda v: _web().batch_size_payload(
-        v["batch_size"], v["trials"], v["channels"], v["groups"], v["seed"]))
+    return Explorer(controls, _draw_batch_size, web=lambda ex: _web().batch_size_payload(
+        *_values(ex, "batch_size", "trials", "channels", "groups", "seed")))

@@ -24,9 +24,10 @@ into the output; no third-party code, nothing loaded from another host):
   calls) and shipped as the curves and dots to draw plus the numbers as the
   kernel version formats them (the same ``*_info`` functions of
   :mod:`norms.widgets`); the script only draws and switches.
-* **any other explorer** — :func:`states_payload` precomputes every state of a
-  grid through the explorer's own ``draw`` (figure as PNG, numbers, error), so a
-  new explorer works on the site with no JavaScript of its own.
+* **any other explorer** — ``Explorer(controls, draw, web=norms.web.precomputed(grid))``
+  precomputes every state of a small grid through the explorer's own ``draw``
+  (figure as PNG, numbers, error; :func:`states_payload`), so a new explorer works
+  on the site with no JavaScript of its own.
 
 The same :class:`norms.widgets.Explorer` object is shown in Jupyter and Colab as
 the ipywidgets view (a live kernel) and on the website as its ``text/html``
@@ -40,6 +41,7 @@ from __future__ import annotations
 from .page import html, script
 from .payloads import (
     batch_size_payload,
+    precomputed,
     reduction_payload,
     reduction_tables,
     running_stats_payload,
@@ -54,4 +56,5 @@ __all__ = [
     "running_stats_payload",
     "batch_size_payload",
     "states_payload",
+    "precomputed",
 ]

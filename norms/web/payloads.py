@@ -28,6 +28,7 @@ __all__ = [
     "running_stats_payload",
     "batch_size_payload",
     "states_payload",
+    "precomputed",
 ]
 
 #: The shapes the reduction explorer computes on the page: at most 5 dims, every size
@@ -285,9 +286,8 @@ def states_payload(draw: Callable[[dict], tuple[object, str]], grid: dict[str, S
                    initial: dict[str, object], labels: dict[str, str] | None = None) -> dict:
     """Any explorer on the page: every state of ``grid`` drawn ahead of time by ``draw``.
 
-    ``draw(values) -> (figure, info_html)`` is the explorer's own drawing code;
-    it may raise, the page then shows the message as the kernel version does.
-    Keep the grid small: one PNG per state.
+    ``draw(values) -> (figure, info_html)``; it may raise, the page then shows the
+    message as the kernel version does. Keep the grid small: one PNG per state.
     """
     from norms.figure import png_bytes
     from norms.widgets import _error_html
@@ -303,6 +303,38 @@ def states_payload(draw: Callable[[dict], tuple[object, str]], grid: dict[str, S
             states[key] = {"error": _error_html(exc)}
         else:
             states[key] = {"info": info, "png": base64.b64encode(png_bytes(fig)).decode("ascii")}
-    controls = [_control(n, (labels or {}).get(n, n), "slider", initial[n], options=list(grid[n]))
-                for n in names]
-    return _common("states", controls, {"order": names, "states": states}, COLAB)
+    controls = [_control(n, (labels or {}).get(n, n), "slider" if len(grid[n]) > 1 else "select",
+                         initial[n], options=list(grid[n])) for n in names]
+    return _common("states", controls, {"order": names, "states": states},
+                   "The page holds every combination of " + ", ".join(
+                       f"{n} in {{{', '.join(map(str, grid[n]))}}}" for n in names) + ". " + COLAB)
+
+
+def precomputed(grid: dict[str, Sequence]) -> Callable:
+    """``web=`` for any :class:`norms.widgets.Explorer`: its own ``draw`` over ``grid``.
+
+    Example::
+
+        Explorer(controls, draw, web=norms.web.precomputed({"steps": [10, 100], "seed": [0, 1]}))
+    """
+
+    def payload(explorer) -> dict:
+        initial = explorer.values()
+        full = {n: list(grid[n]) + ([] if initial[n] in grid[n] else [initial[n]]) for n in grid}
+
+        def draw(values: dict) -> tuple[object, str]:
+            explorer._busy = True  # setting a control must not redraw the widget
+            try:
+                for name, value in values.items():
+                    explorer.controls[name].value = value
+                return explorer._draw(explorer)
+            finally:
+                for name, value in initial.items():
+                    if name in values:
+                        explorer.controls[name].value = value
+                explorer._busy = False
+
+        return states_payload(draw, full, initial, labels={
+            n: getattr(explorer.controls[n], "description", n) or n for n in grid})
+
+    return payload
