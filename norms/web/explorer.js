@@ -520,7 +520,10 @@
   function moduleTitle(norm, shape, groups, lastDims) {
     var r = shape.length;
     if (norm === "GroupNorm") return "GroupNorm(" + groups + ", " + shape[1] + ")";
-    if (norm === "LayerNorm" || norm === "RMSNorm") return norm + "([" + shape.slice(r - lastDims).join(", ") + "])";
+    if (norm === "LayerNorm" || norm === "RMSNorm") {
+      var ns = shape.slice(r - lastDims);
+      return norm + (ns.length === 1 ? "(" + ns[0] + ")" : "([" + ns.join(", ") + "])");
+    }
     var unbatched = /^InstanceNorm\dd$/.test(norm) && r === +norm.charAt(12) + 1;
     return norm + "(" + shape[r < 2 || unbatched ? 0 : 1] + ")";
   }
@@ -535,7 +538,8 @@
       document.querySelectorAll(".norms-explorer").forEach(function (root) { window.NormsExplorer.mount(root); });
     },
     // for tests (node): the partition without a page
-    _parseShape: parseShape, _rule: reductionRule, _index: statisticIndex, _statHtml: statHtml, _fold: foldView, _title: moduleTitle
+    _parseShape: parseShape, _rule: reductionRule, _index: statisticIndex, _statHtml: statHtml, _fold: foldView, _title: moduleTitle,
+    _runningStats: runningStats
   };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", window.NormsExplorer.mountAll);
   else window.NormsExplorer.mountAll();

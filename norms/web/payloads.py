@@ -262,7 +262,7 @@ def batch_size_payload(batch_size: int, trials: int, channels: int, groups: int,
             if g == 1:
                 sim["bn"] = [_quantized(row) for row in noise.values["BatchNorm2d"]]
                 sim["ln"] = [_quantized(row) for row in noise.values["LayerNorm"]]
-                sim["spread"] = {b: batch_size_spreads(noise, b) for b in sizes}
+                sim["spread"] = {str(b): batch_size_spreads(noise, b) for b in sizes}
                 sim["curve"] = {k: [float(v) for v in noise.spread(k)] for k in noise.values}
                 sim["labels"] = dict(noise.labels)
         sims[f"{c}|{t}|{s}"] = sim
