@@ -132,6 +132,11 @@ _LAYOUTS = ("auto", "image", "sequence")
 SEQUENCE_RANK_MESSAGE = (
     "layout='sequence' draws (B, T, D), (T, D) or (D,) inputs, got a {ndim}-D shape; use layout='image'"
 )
+TOO_MANY_ELEMENTS_MESSAGE = (
+    "too many cells to draw: the figure draws every element, and {shape} has {cells} "
+    "(at most {max_cells}). Use a smaller shape: which elements share a statistic does not "
+    "depend on the sizes."
+)
 TOO_MANY_CELLS_MESSAGE = (
     "too many cells to draw: the figure draws every element, and this input folds to "
     "{a} × {b} × {c} = {total} cells (at most {max_cells}, and at most {la} × {lb} × {lc}). "
@@ -683,11 +688,8 @@ def plot_reduction(
     """
     shape = tuple(int(s) for s in input_shape)
     if math.prod(shape) > MAX_CELLS:  # before describe() allocates an index that size
-        raise ValueError(
-            f"too many cells to draw: the figure draws every element, and {shape} has "
-            f"{math.prod(shape)} (at most {MAX_CELLS}). Use a smaller shape: which elements "
-            "share a statistic does not depend on the sizes."
-        )
+        raise ValueError(TOO_MANY_ELEMENTS_MESSAGE.format(
+            shape=shape, cells=math.prod(shape), max_cells=MAX_CELLS))
     perm = _check_permute(permute, len(shape))
     seen_shape = shape if perm is None else tuple(shape[p] for p in perm)
     reduction = describe(module, seen_shape)

@@ -10,6 +10,7 @@ explorers on the built pages.)
 from __future__ import annotations
 
 import json
+import math
 import random
 import shutil
 import subprocess
@@ -69,6 +70,9 @@ def kernel_state(norm, shape, groups, last_dims, layout) -> dict:
     try:
         module = build_module(norm, shape, groups, last_dims)
         reduction = describe(module, shape)
+        if math.prod(shape) > viz.MAX_CELLS:  # plot_reduction's first check (tests/browser runs it)
+            raise ValueError(viz.TOO_MANY_ELEMENTS_MESSAGE.format(
+                shape=shape, cells=math.prod(shape), max_cells=viz.MAX_CELLS))
         index = reduction.statistic_index.numpy()
         kind = viz._resolve_layout(layout, norm, len(shape))
         view = viz._image_view(index, norm) if kind == "image" else viz._sequence_view(index)

@@ -110,6 +110,9 @@
   // norms.viz._image_view / _sequence_view / _check_size: the ids folded to (a, b, c).
   function foldView(d, norm, shape, layout) {
     var r = shape.length, sp = d.spatial_names[String(r - 2)], view;
+    if (prod(shape) > d.limits.max_cells)
+      throw ["ValueError", fill2(d.messages.too_many_elements, { shape: pyTuple(shape), cells: prod(shape),
+        max_cells: d.limits.max_cells })];
     if (layout === "auto") layout = (norm === "LayerNorm" || norm === "RMSNorm") && r <= 3 ? "sequence" : "image";
     if (layout === "sequence") {
       if (r === 3) view = { kind: "panels", grid: shape.slice(), labels: ["b", "T", "D"] };

@@ -147,7 +147,8 @@ def reduction_payload(norm: str, shape_text: str, groups: int, last_dims: int, h
         "spatial_names": {str(k): list(v) for k, v in viz._SPATIAL_NAMES.items()},
         "limits": {"max_cells": viz.MAX_CELLS, "block": [viz._MAX_DEPTH, viz._MAX_SIDE, viz._MAX_SIDE],
                    "panels": [viz._MAX_PANELS, viz._MAX_SIDE, viz._MAX_SIDE]},
-        "messages": {"too_many_cells": viz.TOO_MANY_CELLS_MESSAGE,
+        "messages": {"too_many_elements": viz.TOO_MANY_ELEMENTS_MESSAGE,
+                     "too_many_cells": viz.TOO_MANY_CELLS_MESSAGE,
                      "sequence_rank": viz.SEQUENCE_RANK_MESSAGE},
     }
     note = (f"This explorer runs in your browser for shapes of {data['grid']['words']} and "
