@@ -136,7 +136,7 @@
     show: function (bank, containerId, showQuestions, key, persist) {
       var c = document.getElementById(containerId);
       if (!c || c.dataset.normsQuiz) return;
-      c.dataset.normsQuiz = "1";
+      c.dataset.normsQuiz = persist ? "persist" : "1";
       c.normsQuiz = new Quiz(c, bank, showQuestions, key, persist);
     },
     _hash: hash
