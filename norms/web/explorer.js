@@ -173,7 +173,7 @@
     var gap = 18, left = view.labels[1] ? 26 : 8, top = 40, pw = c * cell, ph = b * cell;
     var cols = Math.max(1, Math.min(a, Math.floor(640 / (pw + gap))));
     var rows = Math.ceil(a / cols);
-    var width = left + cols * (pw + gap), height = top + rows * (ph + 30) + 30;
+    var width = Math.max(left + cols * (pw + gap), 480), height = top + rows * (ph + 30) + 30;
     var svg = sv("svg", { viewBox: "0 0 " + width + " " + height, width: width, role: "img", class: "norms-reduction",
       "aria-label": title }, box);
     sv("text", { x: 4, y: 14, class: "ne-title" }, svg, title);

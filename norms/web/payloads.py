@@ -276,9 +276,9 @@ def batch_size_payload(batch_size: int, trials: int, channels: int, groups: int,
     ]
     data = {"sims": sims, "errors": errors, "info": BATCH_SIZE_INFO, "sizes": list(sizes),
             "colors": dict(viz._NOISE_COLORS)}
-    note = ("The page holds batch sizes " + ", ".join(map(str, sizes)) + ", "
-            + ", ".join(map(str, grid["trials"])) + " random batches, seeds "
-            + ", ".join(map(str, grid["seed"])) + " and up to " + str(max(grid["channels"]))
+    note = ("The page holds batch sizes " + ", ".join(map(str, sizes)) + "; "
+            + " or ".join(map(str, grid["trials"])) + " random batches; seed "
+            + " or ".join(map(str, grid["seed"])) + "; 1 to " + str(max(grid["channels"]))
             + " channels with every group count. " + COLAB)
     return _common("batch_size", controls, data, note)
 
