@@ -292,12 +292,15 @@
   }
 
   function drawChart(box, chart) {
-    var n = chart.panels.length, w = 230, h = 210, width = n * w, height = h + (chart.title ? 20 : 0);
+    // panels side by side, or stacked where the column is narrow (a phone)
+    var n = chart.panels.length, w = 230, h = 210, top = chart.title ? 20 : 0;
+    var cols = Math.max(Math.min(2, n), Math.min(n, Math.floor((box.clientWidth || 700) / 200)));
+    var rows = Math.ceil(n / cols), width = cols * w, height = top + rows * h;
     var svg = sv("svg", { viewBox: "0 0 " + width + " " + height, width: "100%", role: "img", class: "norms-chart",
       style: "max-width:" + Math.round(width * 1.25) + "px",
       "aria-label": chart.title || "figure" }, box);
     if (chart.title) sv("text", { x: width / 2, y: 13, class: "ne-title", "text-anchor": "middle" }, svg, chart.title);
-    chart.panels.forEach(function (p, i) { drawPanel(svg, p, i * w, chart.title ? 20 : 0, w, h); });
+    chart.panels.forEach(function (p, i) { drawPanel(svg, p, (i % cols) * w, top + Math.floor(i / cols) * h, w, h); });
   }
 
   function fill2(template, vals) {
