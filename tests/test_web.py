@@ -177,3 +177,32 @@ def test_explorer_output_has_the_widget_and_the_page_version():
     no_namespace = html.replace("http://www.w3.org/2000/svg", "")  # SVG's namespace name, not a load
     assert "http://" not in no_namespace and "https://" not in no_namespace, "the page version loads nothing"
     assert html == reduction_explorer()._repr_mimebundle_()["text/html"], "the output must be deterministic"
+
+
+def test_any_explorer_gets_a_page_version_from_its_own_draw():
+    """norms.web.precomputed: every state of the grid drawn by the explorer's draw, errors as shown
+    by the kernel version, and the widget left as it was."""
+    import ipywidgets as widgets
+
+    from norms.figure import BookFigure
+    from norms.widgets import Explorer, _error_html
+
+    def draw(explorer):
+        n = explorer.controls["n"].value
+        if n == 3:
+            raise ValueError("three is not allowed")
+        fig = BookFigure(figsize=(2, 1))
+        fig.subplots().plot(range(n + 1))
+        return fig, f"<b>{n}</b> points"
+
+    explorer = Explorer({"n": widgets.IntSlider(value=5, min=1, max=9)}, draw,
+                        web=norms.web.precomputed({"n": [1, 2, 3]}))
+    html = explorer._repr_mimebundle_()["text/html"]
+    payload = json.loads(html.split('<script type="application/json">')[1].split("</script>")[0])
+    assert payload["kind"] == "states" and payload["data"]["order"] == ["n"]
+    assert payload["controls"][0]["options"] == [1, 2, 3, 5]  # the grid and the initial value
+    states = payload["data"]["states"]
+    assert states["0"]["info"] == "<b>1</b> points" and states["3"]["info"] == "<b>5</b> points"
+    assert states["0"]["png"] != states["1"]["png"]
+    assert states["2"] == {"error": _error_html(ValueError("three is not allowed"))}
+    assert explorer.controls["n"].value == 5 and explorer.info.value == "<b>5</b> points"
