@@ -128,6 +128,21 @@ _SPATIAL_NAMES = {1: ("L",), 2: ("H", "W"), 3: ("D", "H", "W")}
 
 _LAYOUTS = ("auto", "image", "sequence")
 
+# Messages with named fields: the website's explorers (norms.web) fill the same text.
+SEQUENCE_RANK_MESSAGE = (
+    "layout='sequence' draws (B, T, D), (T, D) or (D,) inputs, got a {ndim}-D shape; use layout='image'"
+)
+TOO_MANY_ELEMENTS_MESSAGE = (
+    "too many cells to draw: the figure draws every element, and {shape} has {cells} "
+    "(at most {max_cells}). Use a smaller shape: which elements share a statistic does not "
+    "depend on the sizes."
+)
+TOO_MANY_CELLS_MESSAGE = (
+    "too many cells to draw: the figure draws every element, and this input folds to "
+    "{a} × {b} × {c} = {total} cells (at most {max_cells}, and at most {la} × {lb} × {lc}). "
+    "Use a smaller shape: which elements share a statistic does not depend on the sizes."
+)
+
 
 def _tint(color: str, amount: float = _TINT_AMOUNT) -> np.ndarray:
     rgba = np.array(to_rgba(color))
@@ -248,10 +263,7 @@ def _sequence_view(index: np.ndarray) -> _View:
         return _View("panels", index[None], (None, "T", "D"), ("T", "D"))
     if ndim == 1:
         return _View("panels", index.reshape(1, 1, -1), (None, None, "D"), ("D",))
-    raise ValueError(
-        f"layout='sequence' draws (B, T, D), (T, D) or (D,) inputs, got a {ndim}-D "
-        "shape; use layout='image'"
-    )
+    raise ValueError(SEQUENCE_RANK_MESSAGE.format(ndim=ndim))
 
 
 def _check_size(view: _View) -> None:
@@ -263,12 +275,9 @@ def _check_size(view: _View) -> None:
         _MAX_SIDE,
     )
     if total > MAX_CELLS or a > limits[0] or b > limits[1] or c > limits[2]:
-        raise ValueError(
-            f"too many cells to draw: the figure draws every element, and this input "
-            f"folds to {a} × {b} × {c} = {total} cells (at most {MAX_CELLS}, and at most "
-            f"{limits[0]} × {limits[1]} × {limits[2]}). Use a smaller shape: which "
-            "elements share a statistic does not depend on the sizes."
-        )
+        raise ValueError(TOO_MANY_CELLS_MESSAGE.format(
+            a=a, b=b, c=c, total=total, max_cells=MAX_CELLS, la=limits[0], lb=limits[1], lc=limits[2]
+        ))
 
 
 def _displayed_index(reduction: Reduction, permute: Sequence[int] | None) -> np.ndarray:
@@ -679,11 +688,8 @@ def plot_reduction(
     """
     shape = tuple(int(s) for s in input_shape)
     if math.prod(shape) > MAX_CELLS:  # before describe() allocates an index that size
-        raise ValueError(
-            f"too many cells to draw: the figure draws every element, and {shape} has "
-            f"{math.prod(shape)} (at most {MAX_CELLS}). Use a smaller shape: which elements "
-            "share a statistic does not depend on the sizes."
-        )
+        raise ValueError(TOO_MANY_ELEMENTS_MESSAGE.format(
+            shape=shape, cells=math.prod(shape), max_cells=MAX_CELLS))
     perm = _check_permute(permute, len(shape))
     seen_shape = shape if perm is None else tuple(shape[p] for p in perm)
     reduction = describe(module, seen_shape)
@@ -1067,6 +1073,28 @@ class RunningStatsTrace:
         return float(np.abs(self.eval_output - self.train_output).max())
 
 
+def running_stats_distribution(
+    mean: Sequence[float] = _TRUE_MEAN, std: Sequence[float] = _TRUE_STD
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The per-feature mean and std of :func:`simulate_running_stats`'s data, as float32 tensors."""
+    return torch.tensor(mean, dtype=torch.float32), torch.tensor(std, dtype=torch.float32)
+
+
+def running_stats_batches(
+    batch_size: int, seed: int = 0, mean: Sequence[float] = _TRUE_MEAN,
+    std: Sequence[float] = _TRUE_STD,
+):
+    """The endless, seeded stream of ``(batch_size, F)`` batches :func:`simulate_running_stats` trains on.
+
+    Batch ``k`` (from 0) is the one fed at training step ``k + 1``; after ``steps``
+    steps, batch ``steps`` is the fresh batch on which train and eval outputs are compared.
+    """
+    mean_t, std_t = running_stats_distribution(mean, std)
+    generator = torch.Generator().manual_seed(seed)
+    while True:
+        yield mean_t + std_t * torch.randn(batch_size, mean_t.numel(), generator=generator)
+
+
 def simulate_running_stats(
     momentum: float | None = 0.1,
     batch_size: int = 16,
@@ -1100,19 +1128,16 @@ def simulate_running_stats(
     """
     if steps < 1:
         raise ValueError(f"steps must be at least 1, got {steps}")
-    mean_t = torch.tensor(mean, dtype=torch.float32)
-    std_t = torch.tensor(std, dtype=torch.float32)
-    features = mean_t.numel()
-    generator = torch.Generator().manual_seed(seed)
-    layer = BatchNorm1d(features, momentum=momentum)
+    mean_t, std_t = running_stats_distribution(mean, std)
+    batches = running_stats_batches(batch_size, seed, mean, std)
+    layer = BatchNorm1d(mean_t.numel(), momentum=momentum)
     means, variances = [layer.running_mean.clone()], [layer.running_var.clone()]
     with torch.no_grad():
         for _ in range(steps):
-            batch = mean_t + std_t * torch.randn(batch_size, features, generator=generator)
-            layer(batch)
+            layer(next(batches))
             means.append(layer.running_mean.clone())
             variances.append(layer.running_var.clone())
-        fresh = mean_t + std_t * torch.randn(batch_size, features, generator=generator)
+        fresh = next(batches)
         train_out = copy.deepcopy(layer).train()(fresh)
         eval_out = layer.eval()(fresh)
     return RunningStatsTrace(
@@ -1346,15 +1371,18 @@ def simulate_batch_noise(
     labels.update({key: module_label(layer) for key, layer in layers.items()})
     values: dict[str, list[np.ndarray]] = {"BatchNorm2d": [], **{k: [] for k in layers}}
     with torch.no_grad():
+        # LayerNorm and GroupNorm never look at the other samples: sample 0's output is
+        # the same in every batch, so it is computed once. BatchNorm treats each channel
+        # on its own, so only channel 0 (the recorded one) goes through it.
+        alone = {key: float(layer(fixed[None])[0, 0, 0, 0]) for key, layer in layers.items()}
         for b in batch_sizes:
             others = samples(trials, b - 1)
             batches = torch.cat([fixed.expand(trials, 1, channels, h, w), others], dim=1)
-            batch_norm = BatchNorm2d(trials * channels)
-            out = _normalize_trials(batch_norm, batches, batchwise=True)
+            batch_norm = BatchNorm2d(trials)
+            out = _normalize_trials(batch_norm, batches[:, :, :1], batchwise=True)
             values["BatchNorm2d"].append(out[:, 0, 0, 0, 0].numpy())
-            for key, layer in layers.items():
-                out = _normalize_trials(layer, batches, batchwise=False)
-                values[key].append(out[:, 0, 0, 0, 0].numpy())
+            for key in layers:
+                values[key].append(np.full(trials, alone[key], dtype=np.float32))
     return BatchNoise(
         batch_sizes=tuple(int(b) for b in batch_sizes),
         values={k: np.stack(v) for k, v in values.items()},

@@ -220,6 +220,9 @@ class Explorer(widgets.VBox):
         draw: ``draw(explorer) -> (figure, info_html)``; may raise, the message
             is then shown in ``error``.
         per_row: controls per row.
+        web: ``web(explorer) -> payload`` for the website version (see
+            :mod:`norms.web`), put in the output as ``text/html`` next to the
+            widget view; e.g. ``norms.web.precomputed({"name": [values...]})``.
     """
 
     def __init__(
@@ -227,6 +230,7 @@ class Explorer(widgets.VBox):
         controls: dict[str, widgets.Widget],
         draw: Callable[[Explorer], tuple[Figure, str]],
         per_row: int = 3,
+        web: Callable[[Explorer], dict] | None = None,
     ):
         names = list(controls)
         rows = [
@@ -238,10 +242,21 @@ class Explorer(widgets.VBox):
         self.controls = dict(controls)
         self.info, self.error, self.output = info, error, output
         self._draw = draw
+        self._web = web
         self._busy = False
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
         self.refresh()
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The widget view (Jupyter, Colab) and, as ``text/html``, the same explorer for the
+        website, where there is no kernel (see :mod:`norms.web`)."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if self._web is not None and isinstance(bundle, dict):
+            from norms.web import html as web_html
+
+            bundle["text/html"] = web_html(self._web(self))
+        return bundle
 
     def values(self) -> dict[str, object]:
         """The current value of every control."""
@@ -263,6 +278,16 @@ class Explorer(widgets.VBox):
             self.info.value, self.error.value = "", _error_html(exc)
         finally:
             self._busy = False
+
+
+def _web():
+    import norms.web
+
+    return norms.web
+
+
+def _values(explorer: Explorer, *names: str) -> list:
+    return [explorer.controls[name].value for name in names]
 
 
 # --------------------------------------------------------------------------
@@ -340,7 +365,8 @@ def reduction_explorer(
                                        description="highlight statistic", style=_STYLE,
                                        continuous_update=False),
     }
-    return Explorer(controls, _draw_reduction)
+    return Explorer(controls, _draw_reduction, web=lambda ex: _web().reduction_payload(
+        *_values(ex, "norm", "shape", "groups", "last_dims", "highlight", "layout")))
 
 
 # --------------------------------------------------------------------------
@@ -360,14 +386,24 @@ def _draw_running_stats(explorer: Explorer) -> tuple[Figure, str]:
                                    int(c["seed"].value))
     fig = BookFigure(figsize=(7, 2.8), layout="constrained")
     plot_running_stats(axes=fig.subplots(1, 3), trace=trace)
-    steps = trace.running_mean.shape[0] - 1
-    info = (
-        f"after <b>{steps}</b> steps: running_mean <b>{_fmt(trace.running_mean[-1])}</b> "
-        f"(true {_fmt(trace.true_mean)}) · running_var <b>{_fmt(trace.running_var[-1])}</b> "
-        f"(true {_fmt(trace.true_var)}) · on a fresh batch, eval and train outputs differ "
-        f"by up to <b>{trace.max_gap:.3f}</b>"
+    return fig, running_stats_info(trace)
+
+
+#: The numbers beside the running-statistics figure; the website fills the same text.
+RUNNING_STATS_INFO = (
+    "after <b>{steps}</b> steps: running_mean <b>{running_mean}</b> (true {true_mean}) · "
+    "running_var <b>{running_var}</b> (true {true_var}) · on a fresh batch, eval and train "
+    "outputs differ by up to <b>{max_gap}</b>"
+)
+
+
+def running_stats_info(trace) -> str:
+    """The numbers :func:`running_stats_explorer` shows for a :class:`norms.viz.RunningStatsTrace`."""
+    return RUNNING_STATS_INFO.format(
+        steps=trace.running_mean.shape[0] - 1, running_mean=_fmt(trace.running_mean[-1]),
+        true_mean=_fmt(trace.true_mean), running_var=_fmt(trace.running_var[-1]),
+        true_var=_fmt(trace.true_var), max_gap=f"{trace.max_gap:.3f}",
     )
-    return fig, info
 
 
 def running_stats_explorer(
@@ -409,7 +445,8 @@ def running_stats_explorer(
         "seed": widgets.IntText(value=seed, description="seed", style=_STYLE,
                                 layout=widgets.Layout(width="130px")),
     }
-    return Explorer(controls, _draw_running_stats)
+    return Explorer(controls, _draw_running_stats, web=lambda ex: _web().running_stats_payload(
+        *_values(ex, "momentum", "cumulative", "batch_size", "steps", "seed")))
 
 
 # --------------------------------------------------------------------------
@@ -425,15 +462,28 @@ def _draw_batch_size(explorer: Explorer) -> tuple[Figure, str]:
                                  seed=int(c["seed"].value))
     fig = BookFigure(figsize=(7, 3.0), layout="constrained")
     plot_batch_size(batch_size, axes=fig.subplots(1, 2), noise=noise)
-    i = sizes.index(batch_size)
-    spread = {key: float(noise.spread(key)[i]) for key in noise.values}
-    info = (
-        f"batch size <b>{batch_size}</b>: across {trials} random batches sample 0's output moves "
-        f"with std <b>{spread['BatchNorm2d']:.3f}</b> under {noise.labels['BatchNorm2d']}, "
-        f"<b>{spread['LayerNorm']:.3f}</b> under {noise.labels['LayerNorm']} and "
-        f"<b>{spread['GroupNorm']:.3f}</b> under {noise.labels['GroupNorm']}"
-    )
-    return fig, info
+    return fig, batch_size_info(noise, batch_size)
+
+
+#: The numbers beside the batch-size figure; the website fills the same text.
+BATCH_SIZE_INFO = (
+    "batch size <b>{batch_size}</b>: across {trials} random batches sample 0's output moves "
+    "with std <b>{BatchNorm2d}</b> under {BatchNorm2d_label}, <b>{LayerNorm}</b> under "
+    "{LayerNorm_label} and <b>{GroupNorm}</b> under {GroupNorm_label}"
+)
+
+
+def batch_size_spreads(noise, batch_size: int) -> dict[str, str]:
+    """The spreads :func:`batch_size_explorer` prints for ``batch_size``, formatted, by layer."""
+    i = noise.batch_sizes.index(int(batch_size))
+    return {key: f"{float(noise.spread(key)[i]):.3f}" for key in noise.values}
+
+
+def batch_size_info(noise, batch_size: int) -> str:
+    """The numbers :func:`batch_size_explorer` shows for ``batch_size`` of a :class:`norms.viz.BatchNoise`."""
+    labels = {f"{key}_label": label for key, label in noise.labels.items()}
+    return BATCH_SIZE_INFO.format(batch_size=batch_size, trials=noise.values["BatchNorm2d"].shape[1],
+                                  **batch_size_spreads(noise, batch_size), **labels)
 
 
 def batch_size_explorer(
@@ -472,4 +522,5 @@ def batch_size_explorer(
         "groups": widgets.IntSlider(value=groups, min=1, max=16, description="groups (GN)",
                                     continuous_update=False, style=_STYLE),
     }
-    return Explorer(controls, _draw_batch_size)
+    return Explorer(controls, _draw_batch_size, web=lambda ex: _web().batch_size_payload(
+        *_values(ex, "batch_size", "trials", "channels", "groups", "seed")))

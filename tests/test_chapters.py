@@ -1,6 +1,6 @@
 """Every chapter has the parts issue 6 asks for: labelled equations the text refers to,
 code checked against norms and torch.nn, the backward pass checked against autograd,
-the reduction figure with its widget and static fallback, exercises with hidden
+the reduction figure with its explorer (working on the website too), exercises with hidden
 solutions, a chapter-end quiz and citations of the original papers.
 
 The checks read the committed notebooks; nbval (make test) re-runs them, so a part
@@ -70,11 +70,12 @@ def parts_of(nb) -> tuple[set[str], set[str], set[str]]:
             continue
         if "remove-input" in tags(cell) and has_png(cell) and re.search(r"\bplot_\w+\(", cell.source):
             found.add("figure")
-        if "remove-output" in tags(cell) and re.search(r"\w+_explorer\(", cell.source):
-            rest = cells[i + 1 : i + 4]
-            static = any(c.cell_type == "code" and "remove-input" in tags(c) and has_png(c) for c in rest)
-            colab = any(c.cell_type == "markdown" and "Colab" in c.source for c in rest)
-            if static and colab:
+        if "remove-output" not in tags(cell) and re.search(r"\w+_explorer\(", cell.source):
+            # the widget for Jupyter/Colab and its version for the website (norms.web)
+            data = [o.get("data", {}) for o in cell.get("outputs", [])]
+            widget = any("application/vnd.jupyter.widget-view+json" in d for d in data)
+            web = any('class="norms-explorer"' in d.get("text/html", "") for d in data)
+            if widget and web:
                 found.add("widget")
         if "remove-input" in tags(cell) and re.search(r"quiz\.show\(", cell.source):
             found.add("quiz")

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 #: Files (globs relative to the repo root) whose content the notebook outputs depend on.
-INPUTS = ("norms/**/*.py", "requirements.txt", "pyproject.toml")
+INPUTS = ("norms/**/*.py", "norms/**/*.js", "requirements.txt", "pyproject.toml")
 CACHE = Path("_build/.jupyter_cache")
 KEY = Path("_build/.jupyter_cache.key")
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
 import re
 import warnings
+from importlib.resources import files
 
 from .topics import bank, questions_for
 
@@ -54,11 +56,35 @@ def _patch_js(js: str) -> str:
     return js
 
 
-def render(questions: list, *, key: str | None = None, **options) -> dict:
+_SHOW_CALL = re.compile(r"show_questions\((questions\w+), (\w+)\);")
+_SCORE_STYLE = ("<style>.nq-score{max-width:600px;margin:.5em auto 1em;font-size:.95em}"
+                ".nq-buttons button{margin:.3em .5em 0 0;font:inherit;padding:2px 8px}</style>")
+
+
+@functools.lru_cache(maxsize=1)
+def _score_js() -> str:
+    return files("norms.quiz").joinpath("score.js").read_text(encoding="utf-8")
+
+
+def _add_score(js: str, key: str, persist: bool) -> str:
+    """Let norms' score script (``score.js``) pick and show the questions, so it can score them."""
+    if len(_SHOW_CALL.findall(js)) != 1:
+        warnings.warn("norms.quiz: jupyterquiz changed, cannot add the score; the quiz shows no score")
+        return js
+    call = (r"NormsQuiz.show(\1, '\2', show_questions, " + json.dumps(key).replace("\\", "\\\\")
+            + (", true);" if persist else ", false);"))
+    return _score_js() + "\n" + _SHOW_CALL.sub(call, js)
+
+
+def render(questions: list, *, key: str | None = None, persist: bool = False, **options) -> dict:
     """Run ``jupyterquiz.display_quiz`` on ``questions`` and return what it displays, cleaned:
     ``{"html": ..., "javascript": ..., "div_id": ...}``. ``options`` are display_quiz's
     (``num``, ``shuffle_answers``, ``colors``, ...). The container id is derived from the
-    questions, the options and ``key`` (not random), so the output is the same on every run."""
+    questions, the options and ``key`` (not random), so the output is the same on every run.
+
+    The quiz shows the reader's score (``score.js``); with ``persist=True`` it also keeps a
+    tally across visits in the browser's localStorage (under ``key``), with a reset and a
+    retry of the questions answered wrongly."""
     try:
         import jupyterquiz.dynamic.display as jq_display
     except ImportError as exc:  # an optional dependency: pip install "norms[quiz]"
@@ -82,14 +108,17 @@ def render(questions: list, *, key: str | None = None, **options) -> dict:
         html_out += "</div>"  # jupyterquiz leaves its container open
     js_out = _patch_js("".join(o.data for o in captured if type(o).__name__ == "Javascript"))
     m = re.search(r'<div id="([A-Za-z0-9_]+)"', html_out)
-    return {"html": html_out, "javascript": js_out, "div_id": m.group(1) if m else None}
+    div_id = m.group(1) if m else None
+    js_out = _add_score(js_out, key or div_id or digest, persist)
+    return {"html": _SCORE_STYLE + html_out, "javascript": js_out, "div_id": div_id}
 
 
-def display_questions(questions: list, *, key: str | None = None, **options) -> None:
+def display_questions(questions: list, *, key: str | None = None, persist: bool = False,
+                      **options) -> None:
     """Display ``questions`` (jupyterquiz dicts) in the notebook; see :func:`render`."""
     from IPython.display import HTML, Javascript, display
 
-    out = render(questions, key=key, **options)
+    out = render(questions, key=key, persist=persist, **options)
     display(HTML(out["html"]))
     display(Javascript(out["javascript"]))
 
@@ -102,5 +131,8 @@ def show(topic: str, n: int = 4, seed: int = 0, **options) -> None:
 
 def self_quiz(bank_size: int = 60, num: int = 5, seed: int = 0, **options) -> None:
     """Embed a bank of ``bank_size`` generated questions; the browser shows a random ``num`` of them
-    on each visit (reload the page, or re-run the cell, for new ones). Every option has feedback."""
-    display_questions(bank(seed, bank_size), key=f"self_quiz:{bank_size}:{seed}", num=num, **options)
+    on each visit (reload the page, or re-run the cell, for new ones). Every option has feedback.
+    The reader's tally is kept across visits in the browser (localStorage), with a reset and a
+    retry of the questions answered wrongly."""
+    display_questions(bank(seed, bank_size), key=f"self_quiz:{bank_size}:{seed}", num=num,
+                      persist=True, **options)

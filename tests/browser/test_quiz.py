@@ -90,3 +90,68 @@ def test_a_select_all_question_with_one_right_answer_stays_select_all(page):
 
     assert rendered("many_choice") == ["ManyChoiceQn"]
     assert rendered("multiple_choice") == ["MultipleChoiceQn"]  # the check can tell them apart
+
+
+def score(page) -> dict:
+    """What the first quiz's score panel says, as numbers (norms/quiz/score.js)."""
+    data = page.locator(".nq-score").first.evaluate("el => Object.assign({}, el.dataset)")
+    return {k: int(v) for k, v in data.items()}
+
+
+def test_a_chapter_quiz_shows_the_score(page, base_url, site):
+    page.goto(f"{base_url}/book/batchnorm.html", wait_until="networkidle")
+    question = page.locator(".Quiz:has(.MultipleChoiceQn)").first
+    question.wait_for(state="visible", timeout=15000)
+    assert score(page) == {"right": 0, "answered": 0}
+    question.locator('.MCButton[data-correct="true"]').first.click()
+    assert score(page) == {"right": 1, "answered": 1}
+    assert "1 right of 1 answered" in page.locator(".nq-score").first.inner_text()
+    question.locator('.MCButton:not([data-correct="true"])').first.click()  # a question counts once
+    assert score(page) == {"right": 1, "answered": 1}
+    assert page.locator(".nq-tally").count() == 0, "chapter quizzes keep nothing across visits"
+
+
+def test_the_self_quiz_keeps_a_tally_across_visits(page, base_url, site):
+    url = f"{base_url}/book/self-quiz.html"
+    page.goto(url, wait_until="networkidle")
+    page.evaluate("() => window.localStorage.clear()")
+    quiz = page.locator("[data-norms-quiz='persist']")  # the self-quiz (norms.quiz.self_quiz)
+
+    def visit():
+        page.reload(wait_until="networkidle")
+        quiz.locator(".Quiz").first.wait_for(state="visible", timeout=15000)
+
+    def tally() -> dict:
+        data = quiz.evaluate("el => Object.assign({}, el.nextElementSibling.dataset)")
+        return {k: int(v) for k, v in data.items()}
+
+    visit()
+    assert quiz.count() == 1
+    assert tally()["seen"] == 0 and page.locator(".nq-retry").is_disabled()
+
+    question = quiz.locator(".Quiz:has(.MultipleChoiceQn)").first
+    text = question.locator(".MultipleChoiceQn").inner_text()
+    question.locator('.MCButton:not([data-correct="true"])').first.click()
+    assert tally() == {"right": 0, "answered": 1, "seen": 1, "good": 0, "wrong": 1}
+
+    visit()  # a new visit: new questions, the tally stays
+    assert tally() == {"right": 0, "answered": 0, "seen": 1, "good": 0, "wrong": 1}
+    assert "0 right of 1 question answered" in page.locator(".nq-tally").inner_text()
+
+    page.locator(".nq-retry").click()  # only the question answered wrongly comes back
+    assert quiz.locator(".Quiz").count() == 1
+    assert quiz.locator(".Quiz .MultipleChoiceQn").inner_text() == text
+    quiz.locator('.Quiz .MCButton[data-correct="true"]').first.click()
+    assert tally() == {"right": 1, "answered": 1, "seen": 1, "good": 1, "wrong": 0}
+
+    visit()
+    assert tally()["good"] == 1
+    ours = [k for k in page.evaluate("() => Object.keys(window.localStorage)") if k.startswith("norms-quiz:")]
+    assert len(ours) == 1 and "self_quiz" in ours[0], "one entry, for the self-quiz"
+    page.locator(".nq-reset").click()
+    assert tally()["seen"] == 0
+    visit()
+    assert tally()["seen"] == 0, "the reset is kept"
+    assert not [k for k in page.evaluate("() => Object.keys(window.localStorage)") if k.startswith("norms-quiz:")]
+    assert not [u for u in page.recorder.requests if not u.startswith(base_url)], "nothing is sent anywhere"
+    assert not page.recorder.errors, page.recorder.errors
