@@ -21,6 +21,8 @@ share, so that each run in a notebook is one call and the lesson stays visible:
   batch statistics), and per-layer activation and gradient statistics at regular
   steps (means, stds, update-to-weight ratios and a fixed sample of values for
   histograms).
+* :func:`recalibrate_batchnorm`: re-estimate the running statistics of every BatchNorm
+  of a trained model from data, with ``momentum=None`` (a plain average).
 * :func:`evaluate`: loss and accuracy of a model on a data set, in evaluation mode or
   with every BatchNorm using the statistics of each test batch.
 
@@ -63,6 +65,7 @@ __all__ = [
     "evaluate",
     "summary",
     "seeded",
+    "recalibrate_batchnorm",
 ]
 
 #: The names :func:`make_norm` accepts, in the order the chapters show them.
@@ -200,8 +203,9 @@ class Block(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         h = self.layer(x)
         z = h if self.norm_after_activation else self.norm(h)
-        if self.capture and z.requires_grad:
-            z.retain_grad()
+        if self.capture:
+            if z.requires_grad:
+                z.retain_grad()
             self.z = z
         out = self.act(z)
         if self.norm_after_activation:
@@ -363,7 +367,8 @@ class TrainLog:
     the training batch size), ``train_acc`` (evaluation mode, on the training set).
     Per record (``R`` records, every ``record_every`` steps, step 0 included; ``L``
     blocks): ``record_steps`` ``(R,)``; ``act_mean``, ``act_std`` ``(R, L)``, of each
-    block's pre-activation ``z``; ``grad_std`` ``(R, L)``, of ``∂loss/∂z``;
+    block's pre-activation ``z``; ``grad_std`` ``(R, L)``, of ``∂loss/∂z`` (nan where no
+    gradient reaches ``z``, in a frozen block);
     ``update_ratio`` ``(R, L)``, ``‖ΔW‖/‖W‖`` of each block's weight over that step;
     ``act_sample``, ``grad_sample`` ``(R, L, sample_size)``: the same evenly spaced
     elements of ``z`` and of its gradient, for histograms.
@@ -436,6 +441,38 @@ def evaluate(model: nn.Module, x: Tensor, y: Tensor, batch_size: int | None = No
     return total_loss / n, correct / n
 
 
+@torch.no_grad()
+def recalibrate_batchnorm(model: nn.Module, x: Tensor, batch_size: int | None = None) -> nn.Module:
+    """Re-estimate the running statistics of every BatchNorm in ``model`` from the inputs ``x``.
+
+    Every BatchNorm's running statistics are reset and its ``momentum`` set to ``None``
+    (a cumulative average over the batches, :doc:`batchnorm`); the model runs over ``x``
+    in batches of ``batch_size`` (all at once if ``None``) with only its BatchNorms in
+    training mode (dropout stays off), without gradients; then momentum and mode are
+    restored. With one batch (``batch_size=None``) the running mean and variance are
+    exactly the mean and the unbiased variance of each BatchNorm's input over ``x``.
+    Nothing else in the model changes. Returns ``model``.
+    """
+    layers = [m for m in model.modules() if isinstance(m, _BatchNorm)]
+    if not layers:
+        raise ValueError(f"{type(model).__name__} has no BatchNorm layer to recalibrate")
+    if not all(m.track_running_stats for m in layers):
+        raise ValueError("every BatchNorm must have track_running_stats=True to be recalibrated")
+    was_training, momenta = model.training, [m.momentum for m in layers]
+    model.eval()
+    for m in layers:
+        m.reset_running_stats()
+        m.momentum = None
+        m.train()
+    size = len(x) if batch_size is None else int(batch_size)
+    for start in range(0, len(x), size):
+        model(x[start:start + size])
+    for m, momentum in zip(layers, momenta):
+        m.momentum = momentum
+    model.train(was_training)
+    return model
+
+
 def _blocks(model: nn.Module) -> list[Block]:
     return [m for m in model.modules() if isinstance(m, Block)]
 
@@ -461,7 +498,7 @@ def train(
     weight_decay: float = 0.0,
     optimizer: Callable[[nn.Module], torch.optim.Optimizer] | None = None,
     record_every: int | None = None,
-    sample_size: int = 256,
+    sample_size: int = 1024,
     eval_batch_stats: bool = True,
     name: str | None = None,
 ) -> TrainLog:
@@ -512,7 +549,7 @@ def train(
             order = torch.randperm(n, generator=gen)
             for i in range(steps_per_epoch):
                 idx = order[i * batch_size:(i + 1) * batch_size]
-                record = step % every == 0
+                record = bool(blocks) and step % every == 0
                 for b in blocks:
                     b.capture = record
                 loss = F.cross_entropy(model(data.x_train[idx]), data.y_train[idx])
@@ -529,11 +566,12 @@ def train(
                     rec["steps"].append(step)
                     rec["mean"].append([float(z.detach().mean()) for z in zs])
                     rec["std"].append([float(z.detach().std()) for z in zs])
-                    rec["grad"].append([float(z.grad.std()) for z in zs])
+                    rec["grad"].append([float(z.grad.std()) if z.grad is not None else math.nan for z in zs])
                     rec["ratio"].append([float((b.layer.weight.detach() - w).norm() / w.norm())
                                          for b, w in zip(blocks, before)])
                     rec["act"].append(torch.stack([_sample(z, sample_size) for z in zs]))
-                    rec["gsample"].append(torch.stack([_sample(z.grad, sample_size) for z in zs]))
+                    rec["gsample"].append(torch.stack([_sample(z.grad, sample_size) if z.grad is not None
+                                                       else torch.full((sample_size,), math.nan) for z in zs]))
                     for b in blocks:
                         b.capture, b.z = False, None
                 losses.append(loss.item())

@@ -144,7 +144,7 @@ def plot_lr_sweep(lrs: Sequence[float], accuracy: Mapping[str, Sequence[float]],
 
 
 def plot_layer_histograms(logs: Mapping[str, TrainLog], which: str = "act", record: int = 0, axes=None,
-                          bins: int = 41, figsize=(9, 2.6)) -> Figure:
+                          bins: int = 25, figsize=(9, 2.6)) -> Figure:
     """Histograms of each layer's pre-activations (``which="act"``) or of their gradients
     (``"grad"``) at record ``record`` of every run, one panel per run, one line per layer
     (as in Karpathy's lectures). Each panel has its own x range (the gradients of two runs

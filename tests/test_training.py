@@ -253,3 +253,36 @@ def test_plots_draw_one_line_per_run_and_per_layer(small):
     assert fig.axes[0].xaxis_inverted() and fig.axes[0].lines[1].get_linestyle() == "--"
     digits = tp.plot_digits(small)
     assert digits._repr_png_()[:4] == b"\x89PNG" and len(digits.axes[0].get_xticks()) == 10
+
+
+def test_recalibrate_batchnorm_sets_the_population_statistics_and_nothing_else(small):
+    model = MLP("batch", width=16, depth=2, dropout=0.5)
+    train(model, small, lr=0.05, epochs=1, batch_size=8)
+    params = {k: v.clone() for k, v in model.named_parameters()}
+    model.eval()
+    training.recalibrate_batchnorm(model, small.x_train)
+    assert not model.training and all(b.norm.momentum == 0.1 for b in model.blocks)
+    # the first BatchNorm's input over the whole set, by hand (dropout off)
+    h = model.blocks[0].layer(small.x_train.flatten(1))
+    bn = model.blocks[0].norm
+    torch.testing.assert_close(bn.running_mean, h.mean(0).detach())
+    torch.testing.assert_close(bn.running_var, h.var(0, unbiased=True).detach())
+    assert int(bn.num_batches_tracked) == 1
+    for k, v in model.named_parameters():
+        assert torch.equal(v, params[k]), k
+    # in batches: the plain average of the batch means
+    training.recalibrate_batchnorm(model, small.x_train[:64], batch_size=16)
+    means = torch.stack([model.blocks[0].layer(small.x_train[i:i + 16].flatten(1)).mean(0) for i in range(0, 64, 16)])
+    torch.testing.assert_close(bn.running_mean, means.mean(0).detach())
+    with pytest.raises(ValueError, match="no BatchNorm"):
+        training.recalibrate_batchnorm(MLP("layer"), small.x_train)
+
+
+def test_a_frozen_backbone_records_nan_gradients_and_zero_updates(small):
+    model = MLP("batch", width=16, depth=2)
+    for name, p in model.named_parameters():
+        p.requires_grad_(name.startswith("head"))
+    opt = lambda m: torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=0.05)  # noqa: E731
+    log = train(model, small, lr=0.05, epochs=1, optimizer=opt)
+    assert torch.isnan(log.grad_std).all() and (log.update_ratio == 0).all()
+    assert torch.isfinite(log.act_std).all()

@@ -9,6 +9,10 @@ from .computed import q_batch_independent, q_batch_one, q_biased_unbiased, q_eps
 from .why import q_bias_before_norm, q_grad_scale, q_relu_depth, q_saturation, q_scale_invariance, q_weight_norm_growth
 from .chapters import q_bn_fold, q_group_members, q_instance_contrast, q_ln_accepts, q_rms_value
 from .concepts import _concept
+from .pitfalls import (q_autocast_dtype, q_btd_without_transpose, q_decay_effective_lr, q_dropout_shift, q_frozen_bn,
+                       q_momentum_none, q_no_decay_group, q_padded_mean, q_zero_init_block)
+from .training import (q_linear_scaling, q_prediction_depends_on_batch, q_running_after_small_batches,
+                       q_small_batch_choice, q_update_ratio, q_values_per_statistic)
 
 
 def _for(gen, names):
@@ -51,6 +55,13 @@ TOPICS: dict[str, list[Callable]] = {
                    _for(q_reduced_dims, None), _for(q_train_eval, None), _for(q_batch_one, None),
                    _for(q_invariance, None), _for(q_groupnorm_special, None)],
 }
+# what training.ipynb and pitfalls.ipynb teach (norms.quiz.training, norms.quiz.pitfalls)
+TOPICS["training"] = [_for(q_values_per_statistic, None), _for(q_linear_scaling, None), _for(q_update_ratio, None),
+                      _for(q_prediction_depends_on_batch, None), _for(q_small_batch_choice, None),
+                      _for(q_running_after_small_batches, None)]
+TOPICS["pitfalls"] = [_for(q_dropout_shift, None), _for(q_frozen_bn, None), _for(q_autocast_dtype, None),
+                      _for(q_padded_mean, None), _for(q_btd_without_transpose, None), _for(q_momentum_none, None),
+                      _for(q_decay_effective_lr, None), _for(q_no_decay_group, None), _for(q_zero_init_block, None)]
 TOPICS["running"] = [_for(q_running_var, None), _for(q_running_mean, None), _for(q_keras_momentum, None),
                      _for(q_biased_unbiased, None), _for(q_train_eval, _BN)]
 
