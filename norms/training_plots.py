@@ -98,14 +98,15 @@ def plot_digits(data: Data, n: int = 10, ax: Axes | None = None, figsize=(7, 1.1
 
 
 def plot_curves(logs: Mapping[str, TrainLog], axes=None, window: int = 20, title: str = "",
-                figsize=(9, 3.0)) -> Figure:
+                colors: Mapping[str, str] | None = None, figsize=(9, 3.0)) -> Figure:
     """Training loss (moving average over ``window`` steps) and test accuracy per epoch.
 
-    ``logs`` maps a label (coloured by the normalization it names) to a run.
+    ``logs`` maps a label to a run; its colour is ``colors[label]`` if given, else the
+    colour of the normalization the label names.
     """
     fig, (ax_loss, ax_acc) = _figure(axes, 2, figsize)
     for label, log in logs.items():
-        color = color_of(label)
+        color = (colors or {}).get(label) or color_of(label)
         steps, loss = _smooth(log.loss.numpy(), window)
         ax_loss.plot(steps, loss, color=color, lw=1.5, label=label)
         if log.diverged_at is not None:
@@ -148,10 +149,13 @@ def plot_layer_histograms(logs: Mapping[str, TrainLog], which: str = "act", reco
     """Histograms of each layer's pre-activations (``which="act"``) or of their gradients
     (``"grad"``) at record ``record`` of every run, one panel per run, one line per layer
     (as in Karpathy's lectures). Each panel has its own x range (the gradients of two runs
-    can differ by orders of magnitude); the title gives the std per layer."""
+    can differ by orders of magnitude); the title gives the std per layer. Gradients that
+    are exactly 0 (behind an inactive ReLU) are left out."""
     fig, axes = _figure(axes, len(logs), figsize, sharey=False)
     for ax, (label, log) in zip(axes, logs.items()):
         values = (log.act_sample if which == "act" else log.grad_sample)[record].numpy()  # (L, S)
+        if which == "grad":  # an inactive ReLU passes exactly 0: leave those out, they would hide the rest
+            values = np.where(values == 0, np.nan, values)
         finite = values[np.isfinite(values)]
         span = float(np.quantile(np.abs(finite), 0.99)) if finite.size else 1.0
         span = span if span > 0 else 1.0
@@ -171,7 +175,8 @@ def plot_layer_histograms(logs: Mapping[str, TrainLog], which: str = "act", reco
     axes[0].set_ylabel("fraction of values")
     axes[-1].legend(fontsize=7, frameon=False)
     step = int(next(iter(logs.values())).record_steps[record])
-    fig.suptitle(f"{'pre-activations' if which == 'act' else 'their gradients'} at step {step}", fontsize=10)
+    what = "pre-activations" if which == "act" else "their gradients (exact zeros left out)"
+    fig.suptitle(f"{what} at step {step}", fontsize=10)
     return fig
 
 

@@ -23,7 +23,8 @@ from .notebooks import BOOK, ROOT, SETUP_SPEC, notebooks, repository_url
 
 pytestmark = pytest.mark.colab
 
-COLAB_PACKAGES = ["torch==2.13.0", "numpy", "matplotlib", "ipywidgets", "ipykernel"]
+# scikit-learn: Colab ships it, and the training chapters load its bundled digits (nothing is downloaded).
+COLAB_PACKAGES = ["torch==2.13.0", "numpy", "matplotlib", "ipywidgets", "ipykernel", "scikit-learn"]
 
 
 def pinned(requirement: str) -> str:

@@ -240,6 +240,8 @@ def test_plots_draw_one_line_per_run_and_per_layer(small):
     fig = tp.plot_curves(logs)
     assert isinstance(fig, BookFigure) and len(fig.axes) == 2
     assert [line.get_color() for line in fig.axes[1].lines] == [tp.NORM_COLORS["no norm"], tp.NORM_COLORS["BatchNorm"]]
+    fig = tp.plot_curves(logs, colors={"MLP no norm": "#123456"})
+    assert fig.axes[0].lines[0].get_color() == "#123456"
     fig = tp.plot_layer_histograms(logs, which="grad", record=-1)
     assert len(fig.axes) == 2 and all(len(ax.lines) == 2 for ax in fig.axes)  # two layers per run
     fig = tp.plot_layer_stats(logs, "update_ratio")
