@@ -24,9 +24,11 @@ CHAPTERS = {
     "rmsnorm": (ALL, {"zhang2019root"}, {"rmsnorm"}),
     "groupnorm": (ALL - {"backward"}, {"wu2018group", "ulyanov2016instance"}, {"groupnorm", "instancenorm"}),
     "side-by-side": (ALL - {"backward", "checked"}, set(), {"comparison"}),
-    # Training trains networks; they build no new layer (no backward pass, no reduction widget).
+    # Training and pitfalls train networks; they build no new layer (no backward pass, no reduction widget).
     "training": ({"eq", "figure", "exercise", "quiz", "cite"}, {"wu2018group", "ioffe2015batch", "goyal2017accurate"},
                  {"training"}),
+    "pitfalls": ({"eq", "checked", "figure", "exercise", "quiz", "cite"},
+                 {"li2019understanding", "goyal2017accurate", "vanlaarhoven2017l2", "wu2021rethinking"}, {"pitfalls"}),
 }
 
 
