@@ -345,6 +345,8 @@ def test_every_kind_is_checked_against_torch():
                "invariance", "keras_momentum", "biased_unbiased", "concept",
                "relu_depth", "saturation", "scale_invariance", "grad_scale", "bias_before_norm",
                "weight_norm_growth", "bn_fold", "ln_accepts", "rms_value", "group_members", "instance_contrast"}
+    from .test_quiz_practice import CHECKED_KINDS  # the training and pitfalls topics, checked there
+    checked |= CHECKED_KINDS
     assert {q["_meta"]["kind"] for q in QUESTIONS} <= checked
 
 
@@ -653,7 +655,8 @@ def test_group_members_against_torch():
 
 
 def test_instance_contrast_against_torch():
-    qs = _by_kind("instance_contrast")
+    # direct draws too: the bank's mix changes whenever a topic is added
+    qs = _by_kind("instance_contrast") + [chapters.q_instance_contrast(random.Random(i)) for i in range(12)]
     assert {q["_meta"]["mode"] for q in qs} == {"image", "channels"}
     for q in qs:
         m = q["_meta"]
@@ -856,6 +859,7 @@ def test_eps_question_states_training_mode_for_batchnorm():
 
 _SELECT_ALL_KINDS = {"state_dict", "reduced_dims", "batch_independent", "invariance", "scale_invariance",
                      "bias_before_norm", "ln_accepts", "group_members", "instance_contrast"}
+_SELECT_ALL_KINDS |= __import__("tests.test_quiz_practice", fromlist=["SELECT_ALL_KINDS"]).SELECT_ALL_KINDS
 
 
 def test_select_all_questions_are_many_choice_and_neutral():

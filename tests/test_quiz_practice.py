@@ -23,12 +23,17 @@ def _key(q):
     return {k for k, a in zip(keys, q["answers"]) if a["correct"]}
 
 
-@pytest.mark.parametrize("topic, kinds", [
-    ("training", {"values_per_statistic", "linear_scaling", "update_ratio", "prediction_depends_on_batch",
-                  "small_batch_choice", "running_after_small_batches"}),
-    ("pitfalls", {"dropout_shift", "frozen_bn", "autocast_dtype", "padded_mean", "btd_without_transpose",
-                  "momentum_none", "decay_effective_lr", "no_decay_group", "zero_init_block"}),
-])
+TRAINING_KINDS = {"values_per_statistic", "linear_scaling", "update_ratio", "prediction_depends_on_batch",
+                  "small_batch_choice", "running_after_small_batches"}
+PITFALL_KINDS = {"dropout_shift", "frozen_bn", "autocast_dtype", "padded_mean", "btd_without_transpose",
+                 "momentum_none", "decay_effective_lr", "no_decay_group", "zero_init_block"}
+#: every kind of question these topics generate; each has a test below against torch.nn or a second computation
+CHECKED_KINDS = TRAINING_KINDS | PITFALL_KINDS
+#: the select-all kinds among them (many_choice, "Select all that apply.")
+SELECT_ALL_KINDS = {"prediction_depends_on_batch", "small_batch_choice", "frozen_bn", "no_decay_group"}
+
+
+@pytest.mark.parametrize("topic, kinds", [("training", TRAINING_KINDS), ("pitfalls", PITFALL_KINDS)])
 def test_topics_draw_every_generator_deterministically(topic, kinds):
     qs = quiz.questions_for(topic, len(kinds), seed=0)
     assert {q["_meta"]["kind"] for q in qs} == kinds

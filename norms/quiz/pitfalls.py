@@ -135,7 +135,12 @@ def q_padded_mean(rng, names=None):
                                f"the real tokens is {masked:g}; the padding drags the statistic towards 0, and by how "
                                "much depends on how much padding the batch happens to hold.",
                     wrong=[(masked, "That is the mean over the real tokens, what a masked BatchNorm would use. The "
-                                    "plain layer sees the padding zeros as tokens.")],
+                                    "plain layer sees the padding zeros as tokens."),
+                           (round(sum(real) / (B * T - 1), 6), "That divides by B·T − 1; a mean divides by the "
+                                                               "number of rows, B·T."),
+                           (round(sum(values[0][:lengths[0]]) / lengths[0], 6),
+                            "That is the mean of sequence 0 alone; BatchNorm pools every row of the batch."),
+                           (0.0, "It does not subtract 0: a mean over values that are all ≥ 0, some > 0, is > 0.")],
                     tol=0.0005, default_fb="Not quite: BatchNorm averages over every row it is given.")
 
 
@@ -169,7 +174,10 @@ def q_btd_without_transpose(rng, names=None):
 
 
 def q_momentum_none(rng, names=None):
-    means = [rng.choice([-2, -1, 0, 1, 2, 3, 4]) for _ in range(rng.choice([3, 4]))]
+    while True:  # a non-zero average and batches that differ, so that no distractor coincides with the key
+        means = [rng.choice([-2, -1, 0, 1, 2, 3, 4]) for _ in range(rng.choice([3, 4]))]
+        if sum(means) != 0 and means[0] != means[-1]:
+            break
     bn = norms.BatchNorm1d(1, momentum=None)
     with torch.no_grad():
         for m in means:
@@ -186,12 +194,17 @@ def q_momentum_none(rng, names=None):
                                "recalibration after training needs.",
                     wrong=[(round(ema, 6), "That is the exponential average of the default momentum 0.1, starting "
                                           "from 0."),
-                           (float(means[-1]), "That is the last batch's mean, momentum = 1.")],
+                           (float(means[-1]), "That is the last batch's mean, momentum = 1."),
+                           (round(sum(means) / (len(means) + 1), 6), "That counts the initial running_mean 0 as "
+                                                                     "one more batch; the average starts at the "
+                                                                     "first batch."),
+                           (float(means[0]), "That is the first batch's mean only; momentum=None weighs every "
+                                             "batch equally.")],
                     tol=0.0005, default_fb="Not quite: momentum=None means a cumulative (plain) average.")
 
 
 def q_decay_effective_lr(rng, names=None):
-    lr, wd, k = rng.choice([0.1, 0.05]), rng.choice([1e-3, 5e-3, 1e-2]), rng.choice([10, 100])
+    lr, wd, k = rng.choice([0.1, 0.05]), rng.choice([1e-3, 5e-3, 1e-2]), rng.choice([100, 500])
     w = nn.Parameter(torch.ones(4, 4, dtype=torch.float64))
     opt = torch.optim.SGD([w], lr=lr, weight_decay=wd)
     start = float(w.detach().norm())
@@ -210,7 +223,9 @@ def q_decay_effective_lr(rng, names=None):
                                "scale-invariant layer weight decay does not simplify the function; it raises the "
                                "effective learning rate (van Laarhoven, 2017).",
                     wrong=[(shrink, "That is how much ‖W‖ shrinks (inverted); the effective learning rate goes with "
-                                    "its square."), (1.0, "The function does not change, but the step size does.")],
+                                    "its square."), (1.0, "The function does not change, but the step size does."),
+                           (round((1 - lr * wd) ** (2 * k), 4), "That is the inverse: ‖W‖ shrinks, so η/‖W‖² "
+                                                                "grows.")],
                     tol=value * 1e-3, default_fb="Not quite: each step multiplies W by (1 − ηλ).")
 
 

@@ -70,7 +70,9 @@ def q_update_ratio(rng, names=None):
                 f"with learning rate {lr:g}. What is the update-to-weight ratio ‖ΔW‖/‖W‖ of that step?")
     norm_w = math.hypot(a, b)
     wrong = [(round(math.hypot(g1, g2) / norm_w, 8), "That forgets the learning rate: ΔW = −η·g."),
-             (round(lr * math.hypot(g1, g2), 8), "That is ‖ΔW‖ itself; divide by ‖W‖.")]
+             (round(lr * math.hypot(g1, g2), 8), "That is ‖ΔW‖ itself; divide by ‖W‖."),
+             (round(float(W_new.norm() / W.norm()), 8), "That is ‖W + ΔW‖/‖W‖, how the length of W changes; "
+                                                        "the update ratio measures the change itself.")]
     return _numeric(question, value, dict(kind="update_ratio", W=(a, b), g=(g1, g2), lr=lr),
                     correct_fb=f"Correct: ‖ΔW‖ = {lr:g}·{math.hypot(g1, g2):g} and ‖W‖ = {norm_w:g}, so the ratio "
                                f"is {value:g}.",
