@@ -35,6 +35,11 @@ CHAPTERS = {
     # SyncBatchNorm has no reduction figure of its own to explore (no widget)
     "syncbatchnorm": (ALL - {"widget"}, {"peng2018megdet", "chan1979updating", "hoffer2017train", "wu2018group"},
                       {"syncbatchnorm"}),
+    # Training and pitfalls train networks; they build no new layer (no backward pass, no reduction widget).
+    "training": ({"eq", "figure", "exercise", "quiz", "cite"}, {"wu2018group", "ioffe2015batch", "goyal2017accurate"},
+                 {"training"}),
+    "pitfalls": ({"eq", "checked", "figure", "exercise", "quiz", "cite"},
+                 {"li2019understanding", "goyal2017accurate", "vanlaarhoven2017l2", "wu2021rethinking"}, {"pitfalls"}),
 }
 
 

@@ -349,6 +349,8 @@ def test_every_kind_is_checked_against_torch():
     checked |= {"ln_stats_btd", "gamma_shape", "prenorm_position", "final_norm", "rms_saves"}
     # checked in tests/test_quiz_syncbatchnorm.py
     checked |= {"sync_numbers", "chan_variance", "running_count", "local_or_global", "eval_communication"}
+    from .test_quiz_practice import CHECKED_KINDS  # the training and pitfalls topics, checked there
+    checked |= CHECKED_KINDS
     assert {q["_meta"]["kind"] for q in QUESTIONS} <= checked
 
 
@@ -861,6 +863,7 @@ def test_eps_question_states_training_mode_for_batchnorm():
 
 _SELECT_ALL_KINDS = {"state_dict", "reduced_dims", "batch_independent", "invariance", "scale_invariance",
                      "bias_before_norm", "ln_accepts", "group_members", "instance_contrast"}
+_SELECT_ALL_KINDS |= __import__("tests.test_quiz_practice", fromlist=["SELECT_ALL_KINDS"]).SELECT_ALL_KINDS
 
 
 def test_select_all_questions_are_many_choice_and_neutral():
@@ -997,3 +1000,11 @@ def test_self_quiz_embeds_bank_and_picks_subset_in_browser(monkeypatch):
     _, embedded = _questions_in(js)
     assert len(embedded) == 30 and all("_meta" not in q for q in embedded)
     assert all(a.get("feedback") for q in embedded for a in q["answers"])
+
+
+def test_every_topic_has_a_chapter_in_the_book():
+    from .notebooks import toc_files
+
+    assert set(quiz.CHAPTER_OF) == set(quiz.topics())
+    missing = {t: c for t, c in quiz.CHAPTER_OF.items() if f"book/{c}" not in toc_files()}
+    assert missing == {}, f"topics whose chapter is not in _toc.yml: {missing}"

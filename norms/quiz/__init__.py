@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from .builders import SELECT_ALL
 from .rendering import display_questions, render, self_quiz, show
-from .topics import TOPICS, bank, questions_for, topics
+from .topics import CHAPTER_OF, TOPICS, bank, questions_for, topics
 
-__all__ = ["TOPICS", "SELECT_ALL", "topics", "questions_for", "bank", "show", "self_quiz", "render",
+__all__ = ["TOPICS", "CHAPTER_OF", "SELECT_ALL", "topics", "questions_for", "bank", "show", "self_quiz", "render",
            "display_questions"]

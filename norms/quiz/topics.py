@@ -11,6 +11,10 @@ from .chapters import q_bn_fold, q_group_members, q_instance_contrast, q_ln_acce
 from .concepts import _concept
 from .transformer import q_final_norm, q_gamma_shape, q_ln_stats_btd, q_prenorm_position, q_rms_saves
 from .syncbatchnorm import q_chan_variance, q_eval_communication, q_local_or_global, q_running_count, q_sync_numbers
+from .pitfalls import (q_autocast_dtype, q_btd_without_transpose, q_decay_effective_lr, q_dropout_shift, q_frozen_bn,
+                       q_momentum_none, q_no_decay_group, q_padded_mean, q_zero_init_block)
+from .training import (q_linear_scaling, q_prediction_depends_on_batch, q_running_after_small_batches,
+                       q_small_batch_choice, q_update_ratio, q_values_per_statistic)
 
 
 def _for(gen, names):
@@ -58,9 +62,24 @@ TOPICS["transformer"] = [_for(q_ln_stats_btd, None), _for(q_gamma_shape, None), 
                          _for(q_final_norm, None), _for(q_rms_saves, None)]
 TOPICS["syncbatchnorm"] = [_for(q_sync_numbers, None), _for(q_chan_variance, None), _for(q_running_count, None),
                           _for(q_local_or_global, None), _for(q_eval_communication, None)]
+# what training.ipynb and pitfalls.ipynb teach (norms.quiz.training, norms.quiz.pitfalls)
+TOPICS["training"] = [_for(q_values_per_statistic, None), _for(q_linear_scaling, None), _for(q_update_ratio, None),
+                      _for(q_prediction_depends_on_batch, None), _for(q_small_batch_choice, None),
+                      _for(q_running_after_small_batches, None)]
+TOPICS["pitfalls"] = [_for(q_dropout_shift, None), _for(q_frozen_bn, None), _for(q_autocast_dtype, None),
+                      _for(q_padded_mean, None), _for(q_btd_without_transpose, None), _for(q_momentum_none, None),
+                      _for(q_decay_effective_lr, None), _for(q_no_decay_group, None), _for(q_zero_init_block, None)]
 TOPICS["running"] = [_for(q_running_var, None), _for(q_running_mean, None), _for(q_keras_momentum, None),
                      _for(q_biased_unbiased, None), _for(q_train_eval, _BN)]
 
+
+#: The chapter (its file name in book/, without .ipynb) whose quiz asks each topic's questions; the
+#: self-quiz points a wrong answer there. Every topic has one (tests/test_quiz.py checks it against _toc.yml).
+CHAPTER_OF: dict[str, str] = {
+    "why": "why-normalize", "batchnorm": "batchnorm", "running": "batchnorm", "layernorm": "layernorm",
+    "rmsnorm": "rmsnorm", "groupnorm": "groupnorm", "instancenorm": "groupnorm", "comparison": "side-by-side",
+    "syncbatchnorm": "syncbatchnorm", "training": "training", "pitfalls": "pitfalls", "transformer": "transformer",
+}
 
 def topics() -> list:
     """Names accepted by :func:`questions_for` and :func:`show`."""
