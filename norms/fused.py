@@ -1,0 +1,179 @@
+r"""The fused path: the very same from-scratch layers, compiled with ``torch.compile``.
+
+Written op by op, a normalization layer makes several passes over its input
+(a mean, a subtraction, a square, a second mean, a multiply, an add), and each
+pass reads or writes a full-size tensor in memory. These layers do about one
+floating-point operation per byte they move, so memory traffic, not
+arithmetic, decides their speed. ``torch.compile`` (TorchInductor) traces the
+Python code of :mod:`norms`, sees the whole chain of ops, and emits one loop
+nest (C++ with OpenMP and SIMD on a CPU, Triton on a GPU) that keeps each
+statistic's row in registers or cache: the statistics in one sweep, the
+output in a second. For the backward pass, AOTAutograd differentiates the
+same traced graph and Inductor fuses the gradient formula the same way.
+
+Nothing is rewritten here: each class below is the :mod:`norms` module of the
+same name whose ``forward`` is wrapped by ``torch.compile``. So the fused layers
+take the same arguments, have the same parameters, buffers and state dict,
+and give the same numbers (to float rounding) as :mod:`norms` and
+:mod:`torch.nn`. The tests check outputs and gradients on random shapes and
+configs; ``make bench`` measures the speed.
+
+The first call with a new input shape, dtype or configuration compiles (a few
+seconds on a CPU: Inductor writes C++ and runs the C++ compiler); later calls
+reuse the compiled code. Shapes are specialised on the first call and become
+dynamic when a second shape arrives (``torch.compile``'s default), so a model
+fed many shapes does not recompile for each.
+
+Example::
+
+    >>> import torch, norms.fused
+    >>> ln = norms.fused.LayerNorm(768)
+    >>> y = ln(torch.randn(4, 16, 768))      # compiles on the first call
+    >>> y.shape
+    torch.Size([4, 16, 768])
+
+:func:`fuse` compiles any module (for instance a model that uses :mod:`norms`
+layers) the same way.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from . import batchnorm, groupnorm, instancenorm, layernorm, rmsnorm
+from . import functional as F
+
+__all__ = [
+    "fuse",
+    "compile_options",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "BatchNorm3d",
+    "LayerNorm",
+    "RMSNorm",
+    "GroupNorm",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
+]
+
+
+def compile_options() -> dict:
+    """The keyword arguments every fused layer passes to ``torch.compile``.
+
+    Inductor is the default backend; ``mode`` is the default too (no CUDA graphs,
+    no autotuning), so compiling stays a matter of seconds.
+    """
+    return {"backend": "inductor"}
+
+
+def fuse(module: nn.Module) -> nn.Module:
+    """``module`` compiled with ``torch.compile``: same parameters, buffers and numbers, fused loops.
+
+    Args:
+        module: any module, e.g. a :mod:`norms` layer or a model built from them.
+
+    Returns:
+        the compiled wrapper (its ``state_dict`` keys gain an ``_orig_mod.``
+        prefix, as with any ``torch.compile``-d module). Prefer the classes of
+        this module when you want a drop-in layer with unchanged keys.
+    """
+    return torch.compile(module, **compile_options())
+
+
+def _fused(cls: type[nn.Module]) -> type[nn.Module]:
+    """A subclass of ``cls`` whose ``forward`` is ``cls.forward`` compiled with ``torch.compile``."""
+    forward = torch.compile(cls.forward, **compile_options())
+    doc = (
+        f"``norms.{cls.__name__}`` with its forward compiled by ``torch.compile``.\n\n"
+        f"Same arguments, parameters, buffers and numbers as :class:`norms.{cls.__name__}`; "
+        "see :mod:`norms.fused`.\n"
+    )
+    return type(cls.__name__, (cls,), {"forward": forward, "__doc__": doc, "__module__": __name__})
+
+
+BatchNorm1d = _fused(batchnorm.BatchNorm1d)
+BatchNorm2d = _fused(batchnorm.BatchNorm2d)
+BatchNorm3d = _fused(batchnorm.BatchNorm3d)
+
+
+# ---------------------------------------------------------------------------
+# LayerNorm: the backward pass written by hand
+# ---------------------------------------------------------------------------
+
+
+def _sum_rows(t: Tensor, k: int) -> Tensor:
+    """Sum ``t`` over every dim but the last ``k``: ``(*, *S) -> S``, in blocks of rows.
+
+    A plain ``t.sum(leading dims)`` makes the compiled loop walk down the
+    columns, one cache line per row; summing blocks of 32 consecutive rows first
+    keeps it walking along memory, about 3x faster on a CPU. Same sum, other order.
+    """
+    tail = t.shape[t.dim() - k:]
+    rows = t.reshape(-1, *tail)  # (R, *S)
+    block = 32
+    if rows.shape[0] % block == 0 and rows.shape[0] > block:
+        return rows.reshape(-1, block, *tail).sum(1).sum(0)  # (R // 32, 32, *S) -> (R // 32, *S) -> S
+    return rows.sum(0)
+
+
+class _LayerNormFunction(torch.autograd.Function):
+    r"""Forward: :func:`norms.functional.layer_norm`. Backward: the hand-derived formula.
+
+    The formula is the one of :class:`norms.autograd.LayerNormFunction`:
+    :math:`\mathrm{d}x = \frac{1}{\sigma}(g - \langle g\rangle - \hat x\langle g\hat x\rangle)`
+    with :math:`g = \mathrm{d}y\cdot\gamma`. Only ``x`` and the parameters are
+    saved; the mean and :math:`1/\sigma` are recomputed from ``x`` in the backward
+    pass, where the compiled loop reads each row once for all its reductions.
+    Autograd would differentiate the forward graph instead; the compiler can
+    fuse that too, but it sums :math:`\mathrm{d}\gamma` and
+    :math:`\mathrm{d}\beta` column by column (see :func:`_sum_rows`).
+    """
+
+    @staticmethod
+    def forward(ctx, x, normalized_shape, weight, bias, eps):
+        ctx.save_for_backward(x, weight)
+        ctx.k, ctx.eps, ctx.bias_dtype = len(normalized_shape), eps, None if bias is None else bias.dtype
+        return F.layer_norm(x, normalized_shape, weight, bias, eps)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight = ctx.saved_tensors
+        dtype = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+        x, dy = x.to(dtype), dy.to(dtype)
+        dims = tuple(range(x.dim() - ctx.k, x.dim()))  # the normalized dims
+        mean = x.mean(dims, keepdim=True)  # (*, 1, ..., 1)
+        xc = x - mean
+        rstd = torch.rsqrt((xc * xc).mean(dims, keepdim=True) + ctx.eps)  # (*, 1, ..., 1)
+        x_hat = xc * rstd  # (*, *S)
+        g = dy if weight is None else dy * weight.to(dtype)
+        dx = rstd * (g - g.mean(dims, keepdim=True) - x_hat * (g * x_hat).mean(dims, keepdim=True))
+        dweight = None if weight is None else _sum_rows(dy * x_hat, ctx.k).to(weight.dtype)
+        dbias = None if ctx.bias_dtype is None else _sum_rows(dy, ctx.k).to(ctx.bias_dtype)
+        return dx.to(ctx.saved_tensors[0].dtype), None, dweight, dbias, None
+
+
+def _layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    return _LayerNormFunction.apply(input, tuple(normalized_shape), weight, bias, eps)
+
+
+_compiled_layer_norm = torch.compile(_layer_norm, **compile_options())
+
+
+class LayerNorm(layernorm.LayerNorm):
+    """``norms.LayerNorm``, compiled by ``torch.compile``, with the hand-derived backward pass.
+
+    Same arguments, parameters, buffers and numbers as :class:`norms.LayerNorm`;
+    see :mod:`norms.fused` and :class:`_LayerNormFunction`.
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        return _compiled_layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+
+RMSNorm = _fused(rmsnorm.RMSNorm)
+GroupNorm = _fused(groupnorm.GroupNorm)
+InstanceNorm1d = _fused(instancenorm.InstanceNorm1d)
+InstanceNorm2d = _fused(instancenorm.InstanceNorm2d)
+InstanceNorm3d = _fused(instancenorm.InstanceNorm3d)
