@@ -345,6 +345,7 @@ def test_every_kind_is_checked_against_torch():
                "invariance", "keras_momentum", "biased_unbiased", "concept",
                "relu_depth", "saturation", "scale_invariance", "grad_scale", "bias_before_norm",
                "weight_norm_growth", "bn_fold", "ln_accepts", "rms_value", "group_members", "instance_contrast"}
+    checked |= {"perfect_bytes", "intensity", "passes", "variance_formula"}  # tests/test_quiz_speed.py
     assert {q["_meta"]["kind"] for q in QUESTIONS} <= checked
 
 

@@ -9,6 +9,7 @@ from .computed import q_batch_independent, q_batch_one, q_biased_unbiased, q_eps
 from .why import q_bias_before_norm, q_grad_scale, q_relu_depth, q_saturation, q_scale_invariance, q_weight_norm_growth
 from .chapters import q_bn_fold, q_group_members, q_instance_contrast, q_ln_accepts, q_rms_value
 from .concepts import _concept
+from .speed import q_intensity, q_passes, q_perfect_bytes, q_variance_formula
 
 
 def _for(gen, names):
@@ -51,6 +52,8 @@ TOPICS: dict[str, list[Callable]] = {
                    _for(q_reduced_dims, None), _for(q_train_eval, None), _for(q_batch_one, None),
                    _for(q_invariance, None), _for(q_groupnorm_special, None)],
 }
+TOPICS["speed"] = [_for(q_perfect_bytes, None), _for(q_intensity, None), _for(q_passes, None),
+                   _for(q_variance_formula, None)]
 TOPICS["running"] = [_for(q_running_var, None), _for(q_running_mean, None), _for(q_keras_momentum, None),
                      _for(q_biased_unbiased, None), _for(q_train_eval, _BN)]
 
