@@ -55,6 +55,7 @@ from torch.utils import benchmark
 __all__ = [
     "Case",
     "CASES",
+    "SMALL_CASES",
     "TINY_CASES",
     "IMPLS",
     "DIRECTIONS",
@@ -107,6 +108,17 @@ CASES: tuple[Case, ...] = (
     Case("GroupNorm", (4, 320, 64, 64), (32, 320), what="a diffusion U-Net block, batch 4"),
     Case("InstanceNorm2d", (4, 64, 128, 128), (64,), {"affine": True}, what="style transfer, 128x128"),
     Case("InstanceNorm2d", (32, 64, 56, 56), (64,), {"affine": True}, what="image-to-image network, 56x56"),
+)
+
+#: Small shapes, one per layer, about half a million elements (2 MB): what the chapter
+#: times on a CPU (compiling and timing all five layers takes well under a minute).
+#: They fit in the caches, so the roof there is cache bandwidth, measured the same way.
+SMALL_CASES: tuple[Case, ...] = (
+    Case("BatchNorm2d", (16, 32, 28, 28), (32,), what="small"),
+    Case("LayerNorm", (8, 128, 512), (512,), what="small"),
+    Case("RMSNorm", (8, 128, 512), (512,), what="small"),
+    Case("GroupNorm", (16, 32, 28, 28), (8, 32), what="small"),
+    Case("InstanceNorm2d", (16, 32, 28, 28), (32,), {"affine": True}, what="small"),
 )
 
 #: Tiny shapes, one per layer: the same code path in a fraction of a second (tests, the chapter on a CPU).

@@ -46,6 +46,8 @@ from . import functional as F
 
 __all__ = [
     "fuse",
+    "generated_code",
+    "loop_outline",
     "compile_options",
     "BatchNorm1d",
     "BatchNorm2d",
@@ -80,6 +82,49 @@ def fuse(module: nn.Module) -> nn.Module:
         this module when you want a drop-in layer with unchanged keys.
     """
     return torch.compile(module, **compile_options())
+
+
+def generated_code(fn, *args, **kwargs) -> list[str]:
+    """The kernels ``torch.compile`` generates when ``fn(*args, **kwargs)`` runs: C++ on a CPU, Triton on a GPU.
+
+    ``fn`` must call compiled code (e.g. a layer of this module). Returns the
+    source of every kernel, in the order the compiler wrote them. Recompiles
+    from scratch (``torch._dynamo.reset()``) so that the code is always produced.
+    """
+    import re
+
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    _, modules = run_and_get_code(fn, *args, **kwargs)
+    kernels = []
+    for module in modules:
+        kernels += re.findall(r"cpp_pybinding\(.*?r'''\n(.*?)'''\)", module, flags=re.S)  # C++ (CPU)
+        kernels += re.findall(r"(@triton\.jit\ndef .*?)'''", module, flags=re.S)  # Triton (GPU)
+    return kernels
+
+
+def loop_outline(source: str, max_lines: int = 40) -> str:
+    """A kernel's loops, loads, arithmetic and stores, without declarations, guards and braces.
+
+    Shortens :func:`generated_code`'s output to what a reader needs: which loops
+    there are and what each reads, computes and writes.
+    """
+    keep = []
+    for line in source.splitlines():
+        text = line.rstrip()
+        bare = text.strip()
+        if not bare or bare in ("{", "}") or bare.startswith(("#include", "extern", "std::atomic", "inductor_cpu", "const ",
+                                                                 "float* ", "int tid", "if(C10_LIKELY",
+                                                                 "CascadeSumHelper", "#pragma")):
+            continue
+        if "masked_" in bare or "scalar_cascade" in bare:
+            continue
+        text = text.replace("static_cast<int64_t>", "").replace("at::vec::Vectorized<float>", "Vec")
+        keep.append(text.replace("        ", "  ", 1))
+    if len(keep) > max_lines:
+        keep = keep[: max_lines - 1] + [f"    ... ({len(keep) - max_lines + 1} more lines)"]
+    return "\n".join(keep)
 
 
 def _fused(cls: type[nn.Module]) -> type[nn.Module]:

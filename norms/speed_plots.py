@@ -90,6 +90,12 @@ def plot_roofline(
                    s=36, zorder=3, linewidth=1.5)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("arithmetic intensity (FLOP per byte a perfect kernel moves)")
     ax.set_ylabel("achieved GFLOP/s")
     first = records[0]

@@ -24,6 +24,9 @@ CHAPTERS = {
     "rmsnorm": (ALL, {"zhang2019root"}, {"rmsnorm"}),
     "groupnorm": (ALL - {"backward"}, {"wu2018group", "ulyanov2016instance"}, {"groupnorm", "instancenorm"}),
     "side-by-side": (ALL - {"backward", "checked"}, set(), {"comparison"}),
+    # How fast: measures layers; no reduction widget, nothing new to check against torch.nn.
+    "speed": ({"eq", "backward", "figure", "exercise", "quiz", "cite"}, {"welford1962note", "williams2009roofline"},
+              {"speed"}),
 }
 
 
