@@ -31,6 +31,13 @@ copy bandwidth achieved. A fraction near 1 means the implementation is as fast
 as memory allows; ``norms`` as written is far below, because it moves the data
 several times.
 
+Two things keep the numbers steady: every case starts from a fresh compiler
+state (``torch._dynamo.reset()``), so the fused path is compiled for that very
+shape, and :func:`steady_allocator` lets glibc reuse freed memory, so no
+implementation pays page faults at random. On a busy machine the times still
+vary from run to run; compare ratios from the same run, never absolute times
+from different runs.
+
 Entry points: :func:`run` (returns the records), :func:`write` (writes
 ``results.json`` and ``report.md``), :func:`main` (what ``make bench`` runs),
 :data:`CASES` (the realistic shapes) and :data:`TINY_CASES` (for tests and the

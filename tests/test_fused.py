@@ -18,7 +18,7 @@ import norms
 import norms.fused
 
 TOL = dict(atol=1e-10, rtol=1e-10)
-FEW = settings(max_examples=5, deadline=None, derandomize=True)
+FEW = settings(max_examples=4, deadline=None, derandomize=True)
 
 
 @pytest.fixture(autouse=True)
