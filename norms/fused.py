@@ -12,7 +12,11 @@ output in a second. For the backward pass, AOTAutograd differentiates the
 same traced graph and Inductor fuses the gradient formula the same way.
 
 Nothing is rewritten here: each class below is the :mod:`norms` module of the
-same name whose ``forward`` is wrapped by ``torch.compile``. So the fused layers
+same name whose ``forward`` is wrapped by ``torch.compile``. One exception:
+:class:`LayerNorm` also carries the hand-derived backward pass of
+:mod:`norms.autograd` (compiled too), because the backward that autograd derives
+sums the gradients of gamma and beta down the columns, which the compiled CPU
+loop does about 3x slower than along rows (see :class:`_LayerNormFunction`). So the fused layers
 take the same arguments, have the same parameters, buffers and state dict,
 and give the same numbers (to float rounding) as :mod:`norms` and
 :mod:`torch.nn`. The tests check outputs and gradients on random shapes and

@@ -856,7 +856,8 @@ def test_eps_question_states_training_mode_for_batchnorm():
 
 
 _SELECT_ALL_KINDS = {"state_dict", "reduced_dims", "batch_independent", "invariance", "scale_invariance",
-                     "bias_before_norm", "ln_accepts", "group_members", "instance_contrast"}
+                     "bias_before_norm", "ln_accepts", "group_members", "instance_contrast",
+                     "variance_formula"}  # variance_formula: tests/test_quiz_speed.py
 
 
 def test_select_all_questions_are_many_choice_and_neutral():
