@@ -126,6 +126,10 @@ def loop_outline(source: str, max_lines: int = 40) -> str:
             continue
         text = text.replace("static_cast<int64_t>", "").replace("at::vec::Vectorized<float>", "Vec")
         keep.append(text.replace("        ", "  ", 1))
+    # nested blocks indent by 4 or 8 spaces in the generated code: show 2 per level of what is left
+    indents = sorted({len(t) - len(t.lstrip()) for t in keep})
+    level = {n: i for i, n in enumerate(indents)}
+    keep = ["  " * level[len(t) - len(t.lstrip())] + t.lstrip() for t in keep]
     if len(keep) > max_lines:
         keep = keep[: max_lines - 1] + [f"    ... ({len(keep) - max_lines + 1} more lines)"]
     return "\n".join(keep)
