@@ -12,11 +12,12 @@ output in a second. For the backward pass, AOTAutograd differentiates the
 same traced graph and Inductor fuses the gradient formula the same way.
 
 Nothing is rewritten here: each class below is the :mod:`norms` module of the
-same name whose ``forward`` is wrapped by ``torch.compile``. One exception:
-:class:`LayerNorm` also carries the hand-derived backward pass of
-:mod:`norms.autograd` (compiled too), because the backward that autograd derives
-sums the gradients of gamma and beta down the columns, which the compiled CPU
-loop does about 3x slower than along rows (see :class:`_LayerNormFunction`). So the fused layers
+same name whose ``forward`` is wrapped by ``torch.compile``. Two exceptions carry
+a hand-derived backward pass (compiled too), because the one autograd derives
+makes the compiled loops move more data: :class:`LayerNorm` (autograd's sums the
+gradients of gamma and beta down the columns, about 3x slower on a CPU than
+along rows; see :class:`_LayerNormFunction`) and :class:`GroupNorm` (autograd's
+writes and re-reads a full-size temporary; see :class:`_GroupNormFunction`). So the fused layers
 take the same arguments, have the same parameters, buffers and state dict,
 and give the same numbers (to float rounding) as :mod:`norms` and
 :mod:`torch.nn`. The tests check outputs and gradients on random shapes and
@@ -226,7 +227,85 @@ class LayerNorm(layernorm.LayerNorm):
 
 
 RMSNorm = _fused(rmsnorm.RMSNorm)
-GroupNorm = _fused(groupnorm.GroupNorm)
+
+
+# ---------------------------------------------------------------------------
+# GroupNorm: the backward pass written by hand, two sweeps like torch's kernel
+# ---------------------------------------------------------------------------
+
+
+class _GroupNormFunction(torch.autograd.Function):
+    r"""Forward: :func:`norms.functional.group_norm`. Backward: the hand-derived formula in two sweeps.
+
+    With :math:`g = \mathrm{d}y\cdot\gamma_c`, the gradient is the one of
+    :class:`norms.autograd.LayerNormFunction` over each group of :math:`m =
+    (C/G)\cdot HW` elements, :math:`\mathrm{d}x = \frac{1}{\sigma}(g - \langle
+    g\rangle - \hat x\langle g\hat x\rangle)`. Every group mean in it follows from four
+    sums per ``(n, c)`` row, taken in one sweep over ``x`` and ``dy``: the row's mean
+    and squared deviations (combined into the group's variance with the formula of
+    Chan, Golub and LeVeque, no :math:`E[x^2]-E[x]^2`), :math:`\sum \mathrm{d}y` and
+    :math:`\sum \mathrm{d}y\,x`. A second sweep writes
+    :math:`\mathrm{d}x = a\,\mathrm{d}y + b\,x + c` with one :math:`(a, b, c)` per
+    ``(n, c)``. Autograd's derived backward writes a full-size temporary in between.
+    """
+
+    @staticmethod
+    def forward(ctx, x, num_groups, weight, bias, eps):
+        ctx.save_for_backward(x, weight)
+        ctx.groups, ctx.eps, ctx.bias_dtype = num_groups, eps, None if bias is None else bias.dtype
+        return F.group_norm(x, num_groups, weight, bias, eps)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight = ctx.saved_tensors
+        dtype = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+        n, c, g = x.shape[0], x.shape[1], ctx.groups
+        xr = x.to(dtype).reshape(n, c, -1)  # (N, C, HW)
+        dyr = dy.to(dtype).reshape(n, c, -1)  # (N, C, HW)
+        hw, m = xr.shape[-1], xr.shape[-1] * (c // g)  # elements per row, per group
+        # sweep 1: four sums per (n, c) row
+        mean_c = xr.mean(-1)  # (N, C)
+        m2_c = (xr - mean_c[..., None]).square().sum(-1)  # (N, C) squared deviations
+        db = dyr.sum(-1)  # (N, C) sum of dy
+        ds = (dyr * xr).sum(-1)  # (N, C) sum of dy * x
+        # the group's mean and variance from its channels' (Chan et al.)
+        mean_cg = mean_c.reshape(n, g, -1)  # (N, G, C//G)
+        mean = mean_cg.mean(-1, keepdim=True)  # (N, G, 1)
+        m2 = m2_c.reshape(n, g, -1).sum(-1, keepdim=True) + hw * (mean_cg - mean).square().sum(-1, keepdim=True)
+        rstd = torch.rsqrt(m2 / m + ctx.eps)  # (N, G, 1)
+        mean_c2 = mean.expand(n, g, c // g).reshape(n, c)  # (N, C) the group's mean, per channel
+        rstd_c = rstd.expand(n, g, c // g).reshape(n, c)  # (N, C)
+        dy_xhat = (ds - mean_c2 * db) * rstd_c  # (N, C) sum of dy * x_hat per row
+        w = torch.ones(c, dtype=dtype, device=x.device) if weight is None else weight.to(dtype)
+        g_mean = (db * w).reshape(n, g, -1).sum(-1, keepdim=True) / m  # (N, G, 1) <g>
+        gx_mean = (dy_xhat * w).reshape(n, g, -1).sum(-1, keepdim=True) / m  # (N, G, 1) <g x_hat>
+        # sweep 2: dx = rstd * (w dy - <g> - (x - mean) rstd <g x_hat>) = a dy + b x + c0
+        a = rstd_c * w  # (N, C)
+        b = (-rstd * rstd * gx_mean).expand(n, g, c // g).reshape(n, c)  # (N, C)
+        c0 = (-rstd * g_mean).expand(n, g, c // g).reshape(n, c) - mean_c2 * b  # (N, C)
+        dx = a[..., None] * dyr + b[..., None] * xr + c0[..., None]  # (N, C, HW)
+        dweight = None if weight is None else dy_xhat.sum(0).to(weight.dtype)
+        dbias = None if ctx.bias_dtype is None else db.sum(0).to(ctx.bias_dtype)
+        return dx.reshape(x.shape).to(x.dtype), None, dweight, dbias, None
+
+
+def _group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    return _GroupNormFunction.apply(input, num_groups, weight, bias, eps)
+
+
+_compiled_group_norm = torch.compile(_group_norm, **compile_options())
+
+
+class GroupNorm(groupnorm.GroupNorm):
+    """``norms.GroupNorm``, compiled by ``torch.compile``, with the hand-derived backward pass.
+
+    Same arguments, parameters and numbers as :class:`norms.GroupNorm`; see
+    :mod:`norms.fused` and :class:`_GroupNormFunction`.
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        return _compiled_group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
 InstanceNorm1d = _fused(instancenorm.InstanceNorm1d)
 InstanceNorm2d = _fused(instancenorm.InstanceNorm2d)
 InstanceNorm3d = _fused(instancenorm.InstanceNorm3d)
