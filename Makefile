@@ -30,7 +30,7 @@ NPM_STAMP    := node_modules/.installed
 ASSET_STAMP  := _build/assets/.copied
 CHROME_STAMP := $(VENV)/.chromium
 
-.PHONY: help book test test-unit test-notebooks test-browser test-colab colab-venv bench-book serve execute clean prereqs setup student assignments test-courses
+.PHONY: help book test test-unit test-notebooks test-browser test-colab colab-venv bench-book serve execute clean prereqs setup bench student assignments test-courses
 
 help: ## list the targets
 	@echo "Normalization, from Scratch"
@@ -122,6 +122,9 @@ serve: book ## serve the built site on http://127.0.0.1:8000 (HOST=, PORT= to ch
 
 execute: setup ## re-run every notebook and store its outputs (commit the result)
 	@$(PY) tools/execute.py
+
+bench: setup ## time every layer (torch.nn, norms, fused) into _build/bench/ (BENCH_ARGS="--threads 2")
+	@$(PY) tools/bench.py $(BENCH_ARGS)
 
 clean: ## remove the build, the venv and node_modules
 	rm -rf _build $(VENV) node_modules .npm-ci.log

@@ -40,6 +40,9 @@ CHAPTERS = {
                  {"training"}),
     "pitfalls": ({"eq", "checked", "figure", "exercise", "quiz", "cite"},
                  {"li2019understanding", "goyal2017accurate", "vanlaarhoven2017l2", "wu2021rethinking"}, {"pitfalls"}),
+    # How fast: measures layers; no reduction widget, nothing new to check against torch.nn.
+    "speed": ({"eq", "backward", "figure", "exercise", "quiz", "cite"}, {"welford1962note", "williams2009roofline"},
+              {"speed"}),
 }
 
 

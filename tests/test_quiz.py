@@ -12,6 +12,8 @@ from torch import nn
 import norms.quiz as quiz
 from norms.quiz import chapters, computed, concepts, rendering, why
 
+from .test_quiz_practice import SELECT_ALL_KINDS as PRACTICE_SELECT_ALL_KINDS
+
 SEEDS = [0, 1, 2]
 
 
@@ -351,6 +353,7 @@ def test_every_kind_is_checked_against_torch():
     checked |= {"sync_numbers", "chan_variance", "running_count", "local_or_global", "eval_communication"}
     from .test_quiz_practice import CHECKED_KINDS  # the training and pitfalls topics, checked there
     checked |= CHECKED_KINDS
+    checked |= {"perfect_bytes", "intensity", "passes", "variance_formula"}  # tests/test_quiz_speed.py
     assert {q["_meta"]["kind"] for q in QUESTIONS} <= checked
 
 
@@ -862,8 +865,9 @@ def test_eps_question_states_training_mode_for_batchnorm():
 
 
 _SELECT_ALL_KINDS = {"state_dict", "reduced_dims", "batch_independent", "invariance", "scale_invariance",
-                     "bias_before_norm", "ln_accepts", "group_members", "instance_contrast"}
-_SELECT_ALL_KINDS |= __import__("tests.test_quiz_practice", fromlist=["SELECT_ALL_KINDS"]).SELECT_ALL_KINDS
+                     "bias_before_norm", "ln_accepts", "group_members", "instance_contrast",
+                     "variance_formula"}  # variance_formula: tests/test_quiz_speed.py
+_SELECT_ALL_KINDS |= PRACTICE_SELECT_ALL_KINDS  # the training and pitfalls topics: tests/test_quiz_practice.py
 
 
 def test_select_all_questions_are_many_choice_and_neutral():

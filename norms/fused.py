@@ -1,0 +1,311 @@
+r"""The fused path: the very same from-scratch layers, compiled with ``torch.compile``.
+
+Written op by op, a normalization layer makes several passes over its input
+(a mean, a subtraction, a square, a second mean, a multiply, an add), and each
+pass reads or writes a full-size tensor in memory. These layers do about one
+floating-point operation per byte they move, so memory traffic, not
+arithmetic, decides their speed. ``torch.compile`` (TorchInductor) traces the
+Python code of :mod:`norms`, sees the whole chain of ops, and emits one loop
+nest (C++ with OpenMP and SIMD on a CPU, Triton on a GPU) that keeps each
+statistic's row in registers or cache: the statistics in one sweep, the
+output in a second. For the backward pass, AOTAutograd differentiates the
+same traced graph and Inductor fuses the gradient formula the same way.
+
+Nothing is rewritten here: each class below is the :mod:`norms` module of the
+same name whose ``forward`` is wrapped by ``torch.compile``. Two exceptions carry
+a hand-derived backward pass (compiled too), because the one autograd derives
+makes the compiled loops move more data: :class:`LayerNorm` (autograd's sums the
+gradients of gamma and beta down the columns, about 3x slower on a CPU than
+along rows; see :class:`_LayerNormFunction`) and :class:`GroupNorm` (autograd's
+writes and re-reads a full-size temporary; see :class:`_GroupNormFunction`). So the fused layers
+take the same arguments, have the same parameters, buffers and state dict,
+and give the same numbers (to float rounding) as :mod:`norms` and
+:mod:`torch.nn`. The tests check outputs and gradients on random shapes and
+configs; ``make bench`` measures the speed.
+
+The first call with a new input shape, dtype or configuration compiles (a few
+seconds on a CPU: Inductor writes C++ and runs the C++ compiler); later calls
+reuse the compiled code. Shapes are specialised on the first call and become
+dynamic when a second shape arrives (``torch.compile``'s default), so a model
+fed many shapes does not recompile for each.
+
+Example::
+
+    >>> import torch, norms.fused
+    >>> ln = norms.fused.LayerNorm(768)
+    >>> y = ln(torch.randn(4, 16, 768))      # compiles on the first call
+    >>> y.shape
+    torch.Size([4, 16, 768])
+
+:func:`fuse` compiles any module (for instance a model that uses :mod:`norms`
+layers) the same way.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from . import batchnorm, groupnorm, instancenorm, layernorm, rmsnorm
+from . import functional as F
+
+__all__ = [
+    "fuse",
+    "generated_code",
+    "loop_outline",
+    "compile_options",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "BatchNorm3d",
+    "LayerNorm",
+    "RMSNorm",
+    "GroupNorm",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
+]
+
+
+def compile_options() -> dict:
+    """The keyword arguments every fused layer passes to ``torch.compile``.
+
+    Inductor is the default backend; ``mode`` is the default too (no CUDA graphs,
+    no autotuning), so compiling stays a matter of seconds.
+    """
+    return {"backend": "inductor"}
+
+
+def fuse(module: nn.Module) -> nn.Module:
+    """``module`` compiled with ``torch.compile``: same parameters, buffers and numbers, fused loops.
+
+    Args:
+        module: any module, e.g. a :mod:`norms` layer or a model built from them.
+
+    Returns:
+        the compiled wrapper (its ``state_dict`` keys gain an ``_orig_mod.``
+        prefix, as with any ``torch.compile``-d module). Prefer the classes of
+        this module when you want a drop-in layer with unchanged keys.
+    """
+    return torch.compile(module, **compile_options())
+
+
+def generated_code(fn, *args, **kwargs) -> list[str]:
+    """The kernels ``torch.compile`` generates when ``fn(*args, **kwargs)`` runs: C++ on a CPU, Triton on a GPU.
+
+    ``fn`` must call compiled code (e.g. a layer of this module). Returns the
+    source of every kernel, in the order the compiler wrote them. Recompiles
+    from scratch (``torch._dynamo.reset()``) so that the code is always produced.
+    """
+    import re
+
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    _, modules = run_and_get_code(fn, *args, **kwargs)
+    kernels = []
+    for module in modules:
+        kernels += re.findall(r"cpp_pybinding\(.*?r'''\n(.*?)'''\)", module, flags=re.S)  # C++ (CPU)
+        kernels += re.findall(r"(@triton\.jit\ndef .*?)'''", module, flags=re.S)  # Triton (GPU)
+    return kernels
+
+
+def loop_outline(source: str, max_lines: int = 40) -> str:
+    """A kernel's loops, loads, arithmetic and stores, without declarations, guards and braces.
+
+    Shortens :func:`generated_code`'s output to what a reader needs: which loops
+    there are and what each reads, computes and writes.
+    """
+    keep = []
+    for line in source.splitlines():
+        text = line.rstrip()
+        bare = text.strip()
+        if not bare or bare in ("{", "}") or bare.startswith(("#include", "extern", "std::atomic", "inductor_cpu", "const ",
+                                                                 "float* ", "int tid", "if(C10_LIKELY",
+                                                                 "CascadeSumHelper", "#pragma")):
+            continue
+        if "masked_" in bare or "scalar_cascade" in bare:
+            continue
+        text = text.replace("static_cast<int64_t>", "").replace("at::vec::Vectorized<float>", "Vec")
+        keep.append(text.replace("        ", "  ", 1))
+    # nested blocks indent by 4 or 8 spaces in the generated code: show 2 per level of what is left
+    indents = sorted({len(t) - len(t.lstrip()) for t in keep})
+    level = {n: i for i, n in enumerate(indents)}
+    keep = ["  " * level[len(t) - len(t.lstrip())] + t.lstrip() for t in keep]
+    if len(keep) > max_lines:
+        keep = keep[: max_lines - 1] + [f"    ... ({len(keep) - max_lines + 1} more lines)"]
+    return "\n".join(keep)
+
+
+def _fused(cls: type[nn.Module]) -> type[nn.Module]:
+    """A subclass of ``cls`` whose ``forward`` is ``cls.forward`` compiled with ``torch.compile``."""
+    forward = torch.compile(cls.forward, **compile_options())
+    doc = (
+        f"``norms.{cls.__name__}`` with its forward compiled by ``torch.compile``.\n\n"
+        f"Same arguments, parameters, buffers and numbers as :class:`norms.{cls.__name__}`; "
+        "see :mod:`norms.fused`.\n"
+    )
+    return type(cls.__name__, (cls,), {"forward": forward, "__doc__": doc, "__module__": __name__})
+
+
+BatchNorm1d = _fused(batchnorm.BatchNorm1d)
+BatchNorm2d = _fused(batchnorm.BatchNorm2d)
+BatchNorm3d = _fused(batchnorm.BatchNorm3d)
+
+
+# ---------------------------------------------------------------------------
+# LayerNorm: the backward pass written by hand
+# ---------------------------------------------------------------------------
+
+
+def _sum_rows(t: Tensor, k: int) -> Tensor:
+    """Sum ``t`` over every dim but the last ``k``: ``(*, *S) -> S``, in blocks of rows.
+
+    A plain ``t.sum(leading dims)`` makes the compiled loop walk down the
+    columns, one cache line per row; summing blocks of 32 consecutive rows first
+    keeps it walking along memory, about 3x faster on a CPU. Same sum, other order.
+    """
+    tail = t.shape[t.dim() - k:]
+    rows = t.reshape(-1, *tail)  # (R, *S)
+    block = 32
+    if rows.shape[0] % block == 0 and rows.shape[0] > block:
+        return rows.reshape(-1, block, *tail).sum(1).sum(0)  # (R // 32, 32, *S) -> (R // 32, *S) -> S
+    return rows.sum(0)
+
+
+class _LayerNormFunction(torch.autograd.Function):
+    r"""Forward: :func:`norms.functional.layer_norm`. Backward: the hand-derived formula.
+
+    The formula is the one of :class:`norms.autograd.LayerNormFunction`:
+    :math:`\mathrm{d}x = \frac{1}{\sigma}(g - \langle g\rangle - \hat x\langle g\hat x\rangle)`
+    with :math:`g = \mathrm{d}y\cdot\gamma`. Only ``x`` and the parameters are
+    saved; the mean and :math:`1/\sigma` are recomputed from ``x`` in the backward
+    pass, where the compiled loop reads each row once for all its reductions.
+    Autograd would differentiate the forward graph instead; the compiler can
+    fuse that too, but it sums :math:`\mathrm{d}\gamma` and
+    :math:`\mathrm{d}\beta` column by column (see :func:`_sum_rows`).
+    """
+
+    @staticmethod
+    def forward(ctx, x, normalized_shape, weight, bias, eps):
+        ctx.save_for_backward(x, weight)
+        ctx.k, ctx.eps, ctx.bias_dtype = len(normalized_shape), eps, None if bias is None else bias.dtype
+        return F.layer_norm(x, normalized_shape, weight, bias, eps)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight = ctx.saved_tensors
+        dtype = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+        x, dy = x.to(dtype), dy.to(dtype)
+        dims = tuple(range(x.dim() - ctx.k, x.dim()))  # the normalized dims
+        mean = x.mean(dims, keepdim=True)  # (*, 1, ..., 1)
+        xc = x - mean
+        rstd = torch.rsqrt((xc * xc).mean(dims, keepdim=True) + ctx.eps)  # (*, 1, ..., 1)
+        x_hat = xc * rstd  # (*, *S)
+        g = dy if weight is None else dy * weight.to(dtype)
+        dx = rstd * (g - g.mean(dims, keepdim=True) - x_hat * (g * x_hat).mean(dims, keepdim=True))
+        dweight = None if weight is None else _sum_rows(dy * x_hat, ctx.k).to(weight.dtype)
+        dbias = None if ctx.bias_dtype is None else _sum_rows(dy, ctx.k).to(ctx.bias_dtype)
+        return dx.to(ctx.saved_tensors[0].dtype), None, dweight, dbias, None
+
+
+def _layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    return _LayerNormFunction.apply(input, tuple(normalized_shape), weight, bias, eps)
+
+
+_compiled_layer_norm = torch.compile(_layer_norm, **compile_options())
+
+
+class LayerNorm(layernorm.LayerNorm):
+    """``norms.LayerNorm``, compiled by ``torch.compile``, with the hand-derived backward pass.
+
+    Same arguments, parameters, buffers and numbers as :class:`norms.LayerNorm`;
+    see :mod:`norms.fused` and :class:`_LayerNormFunction`.
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        return _compiled_layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+
+RMSNorm = _fused(rmsnorm.RMSNorm)
+
+
+# ---------------------------------------------------------------------------
+# GroupNorm: the backward pass written by hand, two sweeps like torch's kernel
+# ---------------------------------------------------------------------------
+
+
+class _GroupNormFunction(torch.autograd.Function):
+    r"""Forward: :func:`norms.functional.group_norm`. Backward: the hand-derived formula in two sweeps.
+
+    With :math:`g = \mathrm{d}y\cdot\gamma_c`, the gradient is the one of
+    :class:`norms.autograd.LayerNormFunction` over each group of :math:`m =
+    (C/G)\cdot HW` elements, :math:`\mathrm{d}x = \frac{1}{\sigma}(g - \langle
+    g\rangle - \hat x\langle g\hat x\rangle)`. Every group mean in it follows from four
+    sums per ``(n, c)`` row, taken in one sweep over ``x`` and ``dy``: the row's mean
+    and squared deviations (combined into the group's variance with the formula of
+    Chan, Golub and LeVeque, no :math:`E[x^2]-E[x]^2`), :math:`\sum \mathrm{d}y` and
+    :math:`\sum \mathrm{d}y\,x`. A second sweep writes
+    :math:`\mathrm{d}x = a\,\mathrm{d}y + b\,x + c` with one :math:`(a, b, c)` per
+    ``(n, c)``. Autograd's derived backward writes a full-size temporary in between.
+    """
+
+    @staticmethod
+    def forward(ctx, x, num_groups, weight, bias, eps):
+        ctx.save_for_backward(x, weight)
+        ctx.groups, ctx.eps, ctx.bias_dtype = num_groups, eps, None if bias is None else bias.dtype
+        return F.group_norm(x, num_groups, weight, bias, eps)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight = ctx.saved_tensors
+        dtype = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+        n, c, g = x.shape[0], x.shape[1], ctx.groups
+        xr = x.to(dtype).reshape(n, c, -1)  # (N, C, HW)
+        dyr = dy.to(dtype).reshape(n, c, -1)  # (N, C, HW)
+        hw, m = xr.shape[-1], xr.shape[-1] * (c // g)  # elements per row, per group
+        # sweep 1: four sums per (n, c) row
+        mean_c = xr.mean(-1)  # (N, C)
+        m2_c = (xr - mean_c[..., None]).square().sum(-1)  # (N, C) squared deviations
+        db = dyr.sum(-1)  # (N, C) sum of dy
+        ds = (dyr * xr).sum(-1)  # (N, C) sum of dy * x
+        # the group's mean and variance from its channels' (Chan et al.)
+        mean_cg = mean_c.reshape(n, g, -1)  # (N, G, C//G)
+        mean = mean_cg.mean(-1, keepdim=True)  # (N, G, 1)
+        m2 = m2_c.reshape(n, g, -1).sum(-1, keepdim=True) + hw * (mean_cg - mean).square().sum(-1, keepdim=True)
+        rstd = torch.rsqrt(m2 / m + ctx.eps)  # (N, G, 1)
+        mean_c2 = mean.expand(n, g, c // g).reshape(n, c)  # (N, C) the group's mean, per channel
+        rstd_c = rstd.expand(n, g, c // g).reshape(n, c)  # (N, C)
+        dy_xhat = (ds - mean_c2 * db) * rstd_c  # (N, C) sum of dy * x_hat per row
+        w = torch.ones(c, dtype=dtype, device=x.device) if weight is None else weight.to(dtype)
+        g_mean = (db * w).reshape(n, g, -1).sum(-1, keepdim=True) / m  # (N, G, 1) <g>
+        gx_mean = (dy_xhat * w).reshape(n, g, -1).sum(-1, keepdim=True) / m  # (N, G, 1) <g x_hat>
+        # sweep 2: dx = rstd * (w dy - <g> - (x - mean) rstd <g x_hat>) = a dy + b x + c0
+        a = rstd_c * w  # (N, C)
+        b = (-rstd * rstd * gx_mean).expand(n, g, c // g).reshape(n, c)  # (N, C)
+        c0 = (-rstd * g_mean).expand(n, g, c // g).reshape(n, c) - mean_c2 * b  # (N, C)
+        dx = a[..., None] * dyr + b[..., None] * xr + c0[..., None]  # (N, C, HW)
+        dweight = None if weight is None else dy_xhat.sum(0).to(weight.dtype)
+        dbias = None if ctx.bias_dtype is None else db.sum(0).to(ctx.bias_dtype)
+        return dx.reshape(x.shape).to(x.dtype), None, dweight, dbias, None
+
+
+def _group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    return _GroupNormFunction.apply(input, num_groups, weight, bias, eps)
+
+
+_compiled_group_norm = torch.compile(_group_norm, **compile_options())
+
+
+class GroupNorm(groupnorm.GroupNorm):
+    """``norms.GroupNorm``, compiled by ``torch.compile``, with the hand-derived backward pass.
+
+    Same arguments, parameters and numbers as :class:`norms.GroupNorm`; see
+    :mod:`norms.fused` and :class:`_GroupNormFunction`.
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        return _compiled_group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+InstanceNorm1d = _fused(instancenorm.InstanceNorm1d)
+InstanceNorm2d = _fused(instancenorm.InstanceNorm2d)
+InstanceNorm3d = _fused(instancenorm.InstanceNorm3d)

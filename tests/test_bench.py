@@ -1,0 +1,107 @@
+"""norms.bench (``make bench``): it runs on tiny shapes and writes valid records.
+
+No timing is asserted: the numbers depend on the machine and its load. What is
+checked is the shape of the output (one record per case, direction and
+implementation, one copy record per shape, positive times, the byte and flop
+counts of the formulas) and that the report and the JSON agree.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from norms import bench
+
+CASES = bench.TINY_CASES
+
+
+@pytest.fixture(scope="module")
+def records():
+    lines = []
+    threads = torch.get_num_threads()
+    out = bench.run(CASES, threads=1, rounds=2, block_s=0.001, warmup=1, progress=lines.append)
+    assert torch.get_num_threads() == threads, "run() must restore the thread count"
+    assert len(lines) == len({c.shape for c in CASES}) + len(CASES) * len(bench.DIRECTIONS)
+    return out
+
+
+def test_one_record_per_case_direction_and_impl(records):
+    keys = [(r["op"], tuple(r["shape"]), r["direction"], r["impl"]) for r in records if r["impl"] != "copy"]
+    wanted = [(c.op, c.shape, d, i) for c in CASES for d in bench.DIRECTIONS for i in bench.IMPLS]
+    assert sorted(keys) == sorted(wanted)
+
+
+def test_one_copy_record_per_shape(records):
+    copies = [r for r in records if r["impl"] == "copy"]
+    assert sorted(tuple(r["shape"]) for r in copies) == sorted({c.shape for c in CASES})
+    for r in copies:
+        assert r["op"] == "copy" and r["bytes"] == 2 * 4 * math.prod(r["shape"])
+
+
+def test_records_have_valid_fields(records):
+    cases = {(c.op, c.shape): c for c in CASES}
+    for r in records:
+        assert {"op", "shape", "direction", "impl", "median_s", "iqr_s", "bytes"} <= set(r)
+        assert r["direction"] in bench.DIRECTIONS and r["impl"] in (*bench.IMPLS, "copy")
+        assert r["median_s"] > 0 and math.isfinite(r["median_s"])
+        assert r["iqr_s"] >= 0 and math.isfinite(r["iqr_s"])
+        assert r["runs"] >= 2 and r["threads"] == 1 and r["dtype"] == "float32"
+        assert r["copy_fraction"] > 0
+        if r["impl"] != "copy":
+            case = cases[(r["op"], tuple(r["shape"]))]
+            assert r["bytes"] == bench.perfect_bytes(case, r["direction"])
+            assert r["flops"] == bench.flops(case, r["direction"])
+        assert ("compile_s" in r) == (r["impl"] == "fused")
+
+
+def test_written_json_and_report(records, tmp_path):
+    results, report = bench.write(records, tmp_path / "bench")
+    assert json.loads(results.read_text()) == records
+    text = report.read_text()
+    for case in CASES:
+        assert case.op in text and "x".join(map(str, case.shape)) in text
+    assert "Largest fused/torch ratio" in text
+    rows = bench.summary(records)
+    assert len(rows) == len(CASES) * len(bench.DIRECTIONS)
+    assert all(row["torch_x"] == 1.0 for row in rows)
+    assert bench.worst_ratio(records) == max(row["fused_x"] for row in rows)
+
+
+def test_perfect_bytes_counts_inputs_and_outputs_once():
+    case = bench.Case("LayerNorm", (2, 3, 4), (4,))  # 24 elements, weight and bias of 4
+    assert bench.perfect_bytes(case, "fwd") == (24 + 24 + 8) * 4  # x, y, params
+    assert bench.perfect_bytes(case, "fwd+bwd") == (24 + 24 + 8) * 4 + (24 + 24 + 24 + 8 + 8) * 4  # x, dy, dx, params, their grads
+    assert bench.perfect_bytes(case, "fwd", itemsize=2) == (24 + 24 + 8) * 2
+    rms = bench.Case("RMSNorm", (2, 3, 4), (4,))  # weight only
+    assert bench.perfect_bytes(rms, "fwd") == (24 + 24 + 4) * 4
+    with pytest.raises(ValueError, match="direction"):
+        bench.perfect_bytes(case, "bwd")
+
+
+def test_flops_follow_the_formula():
+    assert bench.flops(bench.Case("LayerNorm", (2, 3, 4), (4,)), "fwd") == 7 * 24
+    assert bench.flops(bench.Case("RMSNorm", (2, 3, 4), (4,)), "fwd+bwd") == 13 * 24
+
+
+def test_layers_have_the_same_parameters_in_every_impl():
+    for case in CASES:
+        layers = [bench.make_layer(case, impl) for impl in bench.IMPLS]
+        for a, b in zip(layers[0].parameters(), layers[1].parameters()):
+            assert not torch.equal(a, torch.ones_like(a))  # non-trivial gamma/beta
+            torch.testing.assert_close(a, b)
+        x = torch.randn(case.shape)
+        torch.testing.assert_close(layers[1](x), layers[0](x))
+    with pytest.raises(ValueError, match="impl"):
+        bench.make_layer(CASES[0], "numpy")
+
+
+def test_command_line_writes_the_files(tmp_path, capsys):
+    assert bench.main(["--tiny", "--ops", "RMSNorm", "--rounds", "1", "--out", str(tmp_path)]) == 0
+    records = json.loads((tmp_path / "results.json").read_text())
+    assert {r["impl"] for r in records} == {"torch", "norms", "fused", "copy"}
+    assert {r["op"] for r in records} == {"RMSNorm", "copy"}
+    assert "RMSNorm" in capsys.readouterr().out

@@ -1,0 +1,128 @@
+"""norms.fused (the norms layers compiled with torch.compile) against norms and torch.nn.
+
+Outputs, input and parameter gradients and running statistics, on hypothesis-drawn
+shapes and configurations, in float64 (so that any real difference shows above the
+rounding). The compiler must really run: recompiling past the limit fails the test
+instead of silently falling back to eager code. No timing here: speed is measured
+by ``make bench`` (norms.bench), never asserted.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import norms
+import norms.fused
+
+TOL = dict(atol=1e-10, rtol=1e-10)
+FEW = settings(max_examples=4, deadline=None, derandomize=True)
+
+
+@pytest.fixture(autouse=True)
+def _compiler_must_run():
+    """Every example compiles or reuses compiled code; none falls back to eager."""
+    with torch._dynamo.config.patch(recompile_limit=64, fail_on_recompile_limit_hit=True):
+        yield
+
+
+def _same_params(*layers):
+    gen = torch.Generator().manual_seed(0)
+    params = [1 + 0.3 * torch.randn(p.shape, generator=gen, dtype=torch.float64) for p in layers[0].parameters()]
+    with torch.no_grad():
+        for layer in layers:
+            for p, v in zip(layer.parameters(), params):
+                p.copy_(v)
+
+
+def _compare(name, args, kwargs, shape, seed, train=True, steps=2):
+    """fused == norms == torch.nn: outputs, grads of input and parameters, buffers, over a few steps."""
+    layers = [getattr(mod, name)(*args, **kwargs, dtype=torch.float64) for mod in (norms.fused, norms, torch.nn)]
+    _same_params(*layers)
+    for layer in layers:
+        layer.train(train)
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        x = (3 + 2 * torch.randn(shape, generator=gen, dtype=torch.float64))
+        dy = torch.randn(shape, generator=gen, dtype=torch.float64)
+        results = []
+        for layer in layers:
+            xg = x.clone().requires_grad_(True)
+            y = layer(xg)
+            grads = torch.autograd.grad(y, (xg, *layer.parameters()), dy)
+            results.append((y, grads))
+        (y_f, g_f), (y_n, g_n), (y_t, g_t) = results
+        for ref_y, ref_g in ((y_n, g_n), (y_t, g_t)):
+            torch.testing.assert_close(y_f, ref_y, **TOL)
+            assert len(g_f) == len(ref_g)
+            for a, b in zip(g_f, ref_g):
+                torch.testing.assert_close(a, b, **TOL)
+        for (k, b_f), (_, b_n), (_, b_t) in zip(*(layer.named_buffers() for layer in layers)):
+            torch.testing.assert_close(b_f, b_n, **TOL, msg=k)
+            torch.testing.assert_close(b_f, b_t, **TOL, msg=k)
+
+
+@FEW
+@given(n=st.integers(2, 5), c=st.sampled_from([3, 6]), hw=st.sampled_from([(5, 7), (2, 9)]),
+       affine=st.booleans(), train=st.booleans(), seed=st.integers(0, 9))
+def test_batchnorm2d(n, c, hw, affine, train, seed):
+    _compare("BatchNorm2d", (c,), {"affine": affine, "momentum": 0.3}, (n, c, *hw), seed, train)
+
+
+@FEW
+@given(lead=st.sampled_from([(2, 5), (3,), (2, 3, 4)]), last=st.sampled_from([(7,), (3, 8)]),
+       affine=st.booleans(), seed=st.integers(0, 9))
+def test_layernorm(lead, last, affine, seed):
+    _compare("LayerNorm", (list(last),), {"elementwise_affine": affine, "eps": 1e-5}, (*lead, *last), seed)
+
+
+@FEW
+@given(lead=st.sampled_from([(2, 5), (3,), (2, 3, 4)]), last=st.sampled_from([(7,), (3, 8)]),
+       affine=st.booleans(), eps=st.sampled_from([None, 1e-6]), seed=st.integers(0, 9))
+def test_rmsnorm(lead, last, affine, eps, seed):
+    _compare("RMSNorm", (list(last),), {"elementwise_affine": affine, "eps": eps}, (*lead, *last), seed)
+
+
+@FEW
+@given(n=st.integers(1, 4), groups_channels=st.sampled_from([(2, 6), (3, 6), (1, 4), (4, 4)]),
+       spatial=st.sampled_from([(5,), (5, 7), (2, 3, 5)]), affine=st.booleans(), seed=st.integers(0, 9))
+def test_groupnorm(n, groups_channels, spatial, affine, seed):
+    g, c = groups_channels
+    _compare("GroupNorm", (g, c), {"affine": affine}, (n, c, *spatial), seed)
+
+
+@FEW
+@given(n=st.integers(1, 4), c=st.sampled_from([3, 6]), hw=st.sampled_from([(5, 7), (2, 9)]),
+       affine=st.booleans(), track=st.booleans(), seed=st.integers(0, 9))
+def test_instancenorm2d(n, c, hw, affine, track, seed):
+    _compare("InstanceNorm2d", (c,), {"affine": affine, "track_running_stats": track}, (n, c, *hw), seed)
+
+
+def test_fused_layers_are_the_norms_layers_with_a_compiled_forward():
+    for name in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "RMSNorm", "GroupNorm",
+                 "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"):
+        cls = getattr(norms.fused, name)
+        assert issubclass(cls, getattr(norms, name)) and cls.__name__ == name
+        assert cls.forward is not getattr(norms, name).forward
+    layer = norms.fused.LayerNorm(8)
+    assert list(layer.state_dict()) == list(torch.nn.LayerNorm(8).state_dict())
+
+
+def test_fused_layer_runs_compiled_code():
+    """The first call goes through the compiler: dynamo counts a captured frame."""
+    torch._dynamo.utils.counters.clear()
+    norms.fused.GroupNorm(2, 4)(torch.randn(3, 4, 5))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1
+
+
+def test_bad_input_still_raises_the_norms_error():
+    with pytest.raises(RuntimeError, match=r"got input of shape \(2, 3, 5\)"):
+        norms.fused.LayerNorm(4)(torch.randn(2, 3, 5))
+
+
+def test_fuse_compiles_any_module():
+    model = torch.nn.Sequential(torch.nn.Linear(6, 6), norms.LayerNorm(6))
+    x = torch.randn(4, 6)
+    torch.testing.assert_close(norms.fused.fuse(model)(x), model(x))
