@@ -57,7 +57,6 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torch.utils import benchmark
 
 __all__ = [
     "Case",
@@ -321,6 +320,10 @@ def _interleaved(
 
     Returns, per function, the blocks merged into one Measurement and the number of runs.
     """
+    # Imported here, not with the module: importing torch.utils.benchmark loads torch's C++
+    # extension tools, which print a warning on a CUDA build of torch without a GPU (a Colab CPU
+    # runtime), and `import norms` (through norms.quiz) must stay silent.
+    from torch.utils import benchmark
     # one call each to size the blocks (warm-up was done before)
     per_call = {k: max(_timed(f, device), 1e-7) for k, f in fns.items()}
     timers = {

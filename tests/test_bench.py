@@ -105,3 +105,17 @@ def test_command_line_writes_the_files(tmp_path, capsys):
     assert {r["impl"] for r in records} == {"torch", "norms", "fused", "copy"}
     assert {r["op"] for r in records} == {"RMSNorm", "copy"}
     assert "RMSNorm" in capsys.readouterr().out
+
+
+def test_importing_norms_loads_no_benchmark_or_cpp_extension_tools():
+    """`import norms` (and what the chapters import) must not load torch.utils.benchmark: it loads
+    torch.utils.cpp_extension, which on a CUDA build of torch without a GPU (a Colab CPU runtime)
+    prints a warning into the first cell of every notebook."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch\n"
+            "import norms, norms.quiz, norms.viz, norms.widgets, norms.training, norms.fused, norms.distributed\n"
+            "print(sorted(m for m in ('torch.utils.benchmark', 'torch.utils.cpp_extension') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
