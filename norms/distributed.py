@@ -263,11 +263,7 @@ def compare_with_batchnorm(rank: int, world_size: int, seed: int, sizes: Sequenc
     from .syncbatchnorm import SyncBatchNorm
 
     torch.manual_seed(seed)
-    layer = SyncBatchNorm(channels, **(layer_kwargs or {}))
-    with torch.no_grad():
-        layer.weight.copy_(torch.linspace(0.5, 2.0, channels))
-        if layer.bias is not None:
-            layer.bias.copy_(torch.linspace(-1.0, 1.0, channels))
+    layer = _with_affine(SyncBatchNorm(channels, **(layer_kwargs or {})), channels)
     running = []
     for step in range(steps):
         dtype = layer.running_mean.dtype if layer.running_mean is not None else torch.float32
@@ -285,6 +281,15 @@ def compare_with_batchnorm(rank: int, world_size: int, seed: int, sizes: Sequenc
             "collectives": calls}
 
 
+def _with_affine(layer, channels: int):
+    """Give ``layer`` the non-trivial γ and β both sides of a comparison share; return it."""
+    with torch.no_grad():
+        layer.weight.copy_(torch.linspace(0.5, 2.0, channels))
+        if layer.bias is not None:
+            layer.bias.copy_(torch.linspace(-1.0, 1.0, channels))
+    return layer
+
+
 def reference_batchnorm(seed: int, sizes: Sequence[int], channels: int, spatial: Sequence[int] = (),
                         steps: int = 3, mean: float = 0.0, layer_kwargs: dict | None = None,
                         dtype=torch.float32) -> dict:
@@ -299,11 +304,7 @@ def reference_batchnorm(seed: int, sizes: Sequence[int], channels: int, spatial:
     bn_class = {0: batchnorm.BatchNorm1d, 1: batchnorm.BatchNorm1d, 2: batchnorm.BatchNorm2d,
                 3: batchnorm.BatchNorm3d}[len(spatial)]
     dtype = (layer_kwargs or {}).get("dtype", dtype)
-    layer = bn_class(channels, **(layer_kwargs or {})).to(dtype)
-    with torch.no_grad():
-        layer.weight.copy_(torch.linspace(0.5, 2.0, channels))
-        if layer.bias is not None:
-            layer.bias.copy_(torch.linspace(-1.0, 1.0, channels))
+    layer = _with_affine(bn_class(channels, **(layer_kwargs or {})).to(dtype), channels)
     running = []
     for step in range(steps):
         x = global_batch(seed + step, sizes, channels, spatial, mean).to(dtype).requires_grad_(True)

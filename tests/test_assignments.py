@@ -64,15 +64,22 @@ def autograder(name) -> tuple[Path, Path]:
 
 def solutions(name) -> list[str]:
     """The reference solution cells of a master notebook, markers removed."""
+    return [code for inside, code in _code_cells(name, "SOLUTION") if inside]
+
+
+def _code_cells(name, block):
+    """(inside a ``# BEGIN block`` ... ``# END block`` pair of raw cells?, code without solution
+    markers) for every code cell of a master notebook."""
     nb = nbformat.read(ROOT / "assignments" / f"{name}.ipynb", as_version=4)
     out, inside = [], False
     for cell in nb.cells:
-        if cell.cell_type == "raw" and re.match(r"#\s*BEGIN SOLUTION", cell.source):
+        if cell.cell_type == "raw" and re.match(rf"#\s*BEGIN {block}", cell.source):
             inside = True
-        elif cell.cell_type == "raw" and re.match(r"#\s*END SOLUTION", cell.source):
+        elif cell.cell_type == "raw" and re.match(rf"#\s*END {block}", cell.source):
             inside = False
-        elif inside and cell.cell_type == "code":
-            out.append("\n".join(l for l in cell.source.splitlines() if not re.match(r"\s*#\s*(BEGIN|END) SOLUTION", l)))
+        elif cell.cell_type == "code":
+            code = "\n".join(l for l in cell.source.splitlines() if not re.match(r"\s*#\s*(BEGIN|END) SOLUTION", l))
+            out.append((inside, code))
     return out
 
 
@@ -217,15 +224,7 @@ def autograder_tests(name, tmp_path):
 
 def environment(name, replacements=()):
     """Run the master notebook's code (tests left out) with ``replacements``; return its globals."""
-    nb = nbformat.read(ROOT / "assignments" / f"{name}.ipynb", as_version=4)
-    code, in_tests = [], False
-    for cell in nb.cells:
-        if cell.cell_type == "raw" and re.match(r"#\s*BEGIN TESTS", cell.source):
-            in_tests = True
-        elif cell.cell_type == "raw" and re.match(r"#\s*END TESTS", cell.source):
-            in_tests = False
-        elif cell.cell_type == "code" and not in_tests:
-            code.append("\n".join(l for l in cell.source.splitlines() if not re.match(r"\s*#\s*(BEGIN|END) SOLUTION", l)))
+    code = [c for in_tests, c in _code_cells(name, "TESTS") if not in_tests]
     # no otter.Notebook here: it looks for the notebook file, and the tests do not use it
     source = re.sub(r"^grader = otter\.Notebook\(.*\)$", "grader = None", "\n\n".join(code), flags=re.M)
     for old, new in replacements:
