@@ -360,6 +360,20 @@ def instance_norm(
 # --------------------------------------------------------------------------
 
 
+def check_layer_norm(
+    input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None, bias: Tensor | None
+) -> tuple[int, ...]:
+    """The checks of :func:`layer_norm` (torch's exceptions, with the shapes): ``normalized_shape`` as a tuple.
+
+    Shared with kernels that take the same arguments (:mod:`norms.cpu_kernels`).
+    """
+    ns = _normalized_shape(normalized_shape, "layer_norm")
+    _check_floating(input, "layer_norm")
+    _check_normalized_shape(input, ns, "layer_norm", weight=weight, bias=bias)
+    _check_param_dtypes(input, "layer_norm", weight=weight, bias=bias)
+    return ns
+
+
 def layer_norm(
     input: Tensor,
     normalized_shape: list[int],
@@ -372,11 +386,7 @@ def layer_norm(
     ``weight`` and ``bias`` (if given) have shape ``normalized_shape`` and are
     applied element-wise.
     """
-    ns = _normalized_shape(normalized_shape, "layer_norm")
-    _check_floating(input, "layer_norm")
-    _check_normalized_shape(input, ns, "layer_norm", weight=weight, bias=bias)
-    _check_param_dtypes(input, "layer_norm", weight=weight, bias=bias)
-
+    ns = check_layer_norm(input, normalized_shape, weight, bias)
     dtype = _opmath(input.dtype)
     x = input.to(dtype)  # (*, *normalized_shape)
     dims = axes.layer_norm_dims(input.dim(), len(ns))  # the last k dims
@@ -432,19 +442,10 @@ def rms_norm(
 # --------------------------------------------------------------------------
 
 
-def group_norm(
-    input: Tensor,
-    num_groups: int,
-    weight: Tensor | None = None,
-    bias: Tensor | None = None,
-    eps: float = 1e-5,
-) -> Tensor:
-    r"""Group Normalization, like :func:`torch.nn.functional.group_norm`.
+def check_group_norm(input: Tensor, num_groups: int, weight: Tensor | None, bias: Tensor | None) -> None:
+    """The checks of :func:`group_norm` (torch's exceptions, with the shapes).
 
-    ``input`` is ``(N, C, *S)``; its channels are split into ``num_groups``
-    blocks of ``C // num_groups`` consecutive channels, and each
-    ``(sample, group)`` is normalized over its channels and spatial positions.
-    ``weight``/``bias`` are per channel, shape ``(C,)``.
+    Shared with kernels that take the same arguments (:mod:`norms.cpu_kernels`).
     """
     _check_floating(input, "group_norm")
     if input.dim() < 2:
@@ -472,6 +473,22 @@ def group_norm(
     _verify_batch_size([n * c // num_groups, num_groups] + list(input.shape[2:]))
     _check_param_dtypes(input, "group_norm", weight=weight, bias=bias)
 
+
+def group_norm(
+    input: Tensor,
+    num_groups: int,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    r"""Group Normalization, like :func:`torch.nn.functional.group_norm`.
+
+    ``input`` is ``(N, C, *S)``; its channels are split into ``num_groups``
+    blocks of ``C // num_groups`` consecutive channels, and each
+    ``(sample, group)`` is normalized over its channels and spatial positions.
+    ``weight``/``bias`` are per channel, shape ``(C,)``.
+    """
+    check_group_norm(input, num_groups, weight, bias)
     ndim = input.dim()
     dtype = _opmath(input.dtype)
     x = input.to(dtype).reshape(axes.group_norm_shape(input.shape, num_groups))

@@ -46,7 +46,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from . import batchnorm, groupnorm, instancenorm, layernorm, rmsnorm
+from . import batchnorm, groupnorm, instancenorm, cpu_kernels, layernorm, rmsnorm
 from . import functional as F
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "BatchNorm2d",
     "BatchNorm3d",
     "LayerNorm",
+    "CompiledLayerNorm",
     "RMSNorm",
     "GroupNorm",
     "InstanceNorm1d",
@@ -72,7 +73,7 @@ def compile_options() -> dict:
     Inductor is the default backend; ``mode`` is the default too (no CUDA graphs,
     no autotuning), so compiling stays a matter of seconds.
     """
-    return {"backend": "inductor"}
+    return {"backend": "inductor", "options": {"cpp.enable_unsafe_math_opt_flag": True}}
 
 
 def fuse(module: nn.Module) -> nn.Module:
@@ -215,15 +216,33 @@ def _layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 _compiled_layer_norm = torch.compile(_layer_norm, **compile_options())
 
 
-class LayerNorm(layernorm.LayerNorm):
+class CompiledLayerNorm(layernorm.LayerNorm):
     """``norms.LayerNorm``, compiled by ``torch.compile``, with the hand-derived backward pass.
 
     Same arguments, parameters, buffers and numbers as :class:`norms.LayerNorm`;
-    see :mod:`norms.fused` and :class:`_LayerNormFunction`.
+    see :mod:`norms.fused` and :class:`_LayerNormFunction`. :class:`LayerNorm`
+    runs this on a GPU; on a CPU it runs the C++ kernel, which is faster there.
     """
 
     def forward(self, input: Tensor) -> Tensor:
         return _compiled_layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+
+class LayerNorm(CompiledLayerNorm):
+    """``norms.LayerNorm`` in one sweep: the C++ kernel on a CPU, ``torch.compile`` elsewhere.
+
+    Same arguments, parameters, buffers and numbers as :class:`norms.LayerNorm`.
+    For float32 and float64 tensors on a CPU, forward and backward run the kernel of
+    :mod:`norms.cpu_kernels` (the gradients of gamma and beta summed in the
+    same loop as the input's); otherwise (a GPU, half precision, no C++ compiler)
+    the compiled code of :class:`CompiledLayerNorm`.
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        if cpu_kernels.supports(input, self.weight, self.bias):
+            F.check_layer_norm(input, self.normalized_shape, self.weight, self.bias)
+            return cpu_kernels.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+        return super().forward(input)
 
 
 RMSNorm = _fused(rmsnorm.RMSNorm)
@@ -250,9 +269,11 @@ class _GroupNormFunction(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x, num_groups, weight, bias, eps):
+    def forward(ctx, x, num_groups, weight, bias, eps, kernel):
         ctx.save_for_backward(x, weight)
         ctx.groups, ctx.eps, ctx.bias_dtype = num_groups, eps, None if bias is None else bias.dtype
+        if kernel:  # one sweep over memory instead of two (norms.cpu_kernels)
+            return cpu_kernels.group_norm(x, num_groups, weight, bias, eps)
         return F.group_norm(x, num_groups, weight, bias, eps)
 
     @staticmethod
@@ -286,11 +307,11 @@ class _GroupNormFunction(torch.autograd.Function):
         dx = a[..., None] * dyr + b[..., None] * xr + c0[..., None]  # (N, C, HW)
         dweight = None if weight is None else dy_xhat.sum(0).to(weight.dtype)
         dbias = None if ctx.bias_dtype is None else db.sum(0).to(ctx.bias_dtype)
-        return dx.reshape(x.shape).to(x.dtype), None, dweight, dbias, None
+        return dx.reshape(x.shape).to(x.dtype), None, dweight, dbias, None, None
 
 
-def _group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
-    return _GroupNormFunction.apply(input, num_groups, weight, bias, eps)
+def _group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, kernel=False):
+    return _GroupNormFunction.apply(input, num_groups, weight, bias, eps, kernel)
 
 
 _compiled_group_norm = torch.compile(_group_norm, **compile_options())
@@ -300,11 +321,15 @@ class GroupNorm(groupnorm.GroupNorm):
     """``norms.GroupNorm``, compiled by ``torch.compile``, with the hand-derived backward pass.
 
     Same arguments, parameters and numbers as :class:`norms.GroupNorm`; see
-    :mod:`norms.fused` and :class:`_GroupNormFunction`.
+    :mod:`norms.fused` and :class:`_GroupNormFunction`. For float32 and float64
+    tensors on a CPU, the forward pass is the C++ kernel of :mod:`norms.cpu_kernels`.
     """
 
     def forward(self, input: Tensor) -> Tensor:
-        return _compiled_group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+        kernel = cpu_kernels.supports(input, self.weight, self.bias)
+        if kernel:
+            F.check_group_norm(input, self.num_groups, self.weight, self.bias)
+        return _compiled_group_norm(input, self.num_groups, self.weight, self.bias, self.eps, kernel)
 
 InstanceNorm1d = _fused(instancenorm.InstanceNorm1d)
 InstanceNorm2d = _fused(instancenorm.InstanceNorm2d)

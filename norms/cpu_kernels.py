@@ -1,0 +1,227 @@
+r"""Small C++ kernels for the CPU (LayerNorm forward and backward, GroupNorm forward): building, loading, calling.
+
+The kernels are ``norms/csrc/kernels.cpp``, about 150 lines of plain loops (read
+them: they are the lesson). :func:`load` compiles them with the system's C++
+compiler (``$NORMS_CXX``, ``$CXX`` or ``g++``, with ``-O3 -march=native -fopenmp``:
+about a second) the first time
+they are needed in a process, into a cache folder keyed by the source and the
+flags, and loads them with :mod:`ctypes`. Custom operators
+(:func:`torch.library.custom_op`) call them, so that autograd, ``torch.compile``
+and the dispatcher see ordinary torch ops:
+
+* ``norms::layer_norm_cpu(input, normalized_shape, weight, bias, eps) -> y``,
+  differentiable: its backward pass is
+* ``norms::layer_norm_cpu_backward(dy, input, normalized_shape, weight, eps) -> (dx, dw, db)``;
+* ``norms::group_norm_cpu(input, num_groups, weight, bias, eps) -> y`` (forward
+  only: :mod:`norms.fused` gives it the compiled backward pass of
+  :class:`norms.fused._GroupNormFunction`).
+
+They take float32 or float64 CPU tensors (:func:`supports` says which calls
+qualify); :mod:`norms.fused` uses them there and compiled code everywhere else (a
+GPU, half precision, no compiler). A second derivative of LayerNorm
+(``create_graph=True``) is taken with the same formula written in torch ops,
+which autograd can differentiate again.
+
+Why kernels at all, when the rest of :mod:`norms.fused` is ``torch.compile``? On
+a CPU, the code Inductor emits reads ``x`` from memory twice in two places: in
+LayerNorm's backward pass it sums the gradients of gamma and beta in a second
+sweep over ``x`` and ``dy`` (sums down the columns do not fit its row loop), and
+in GroupNorm's forward pass it takes all the statistics in one sweep and writes
+the output in another. The kernels make one sweep. ``make bench`` measures both.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+__all__ = ["SOURCE", "FLAGS", "load", "available", "supports", "layer_norm", "group_norm", "backward_in_ops"]
+
+#: The kernels' source file.
+SOURCE = Path(__file__).with_name("csrc") / "kernels.cpp"
+
+#: Compiler flags: optimize for this CPU (its widest SIMD registers, loops unrolled),
+#: OpenMP for the threads and the SIMD loops.
+FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-funroll-loops", "-fopenmp", "-std=c++17",
+         "-shared", "-fPIC")
+
+_DTYPES = {torch.float32: ("f32", ctypes.c_float), torch.float64: ("f64", ctypes.c_double)}
+
+
+def _compiler() -> str | None:
+    """``$NORMS_CXX``, else ``$CXX``, else ``g++``, if it is on the PATH."""
+    return shutil.which(os.environ.get("NORMS_CXX") or os.environ.get("CXX") or "g++")
+
+
+@functools.cache
+def load() -> ctypes.CDLL | None:
+    """The compiled kernels, built on first use; ``None`` (with a warning) if they cannot be built.
+
+    The shared library lands in ``$TMPDIR/norms-kernels-<uid>/<hash>.so``, where the
+    hash covers the source, the flags and the compiler, so an edit rebuilds it and
+    processes share it (written to a temporary name, then renamed: no half-written file).
+    """
+    cxx = _compiler()
+    if cxx is None:
+        warnings.warn("norms.fused: no C++ compiler (g++) found; LayerNorm and GroupNorm use compiled code",
+                      RuntimeWarning, stacklevel=2)
+        return None
+    source = SOURCE.read_text()
+    key = hashlib.sha256("\n".join([source, cxx, *FLAGS]).encode()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / f"norms-kernels-{os.getuid() if hasattr(os, 'getuid') else 0}"
+    folder.mkdir(parents=True, exist_ok=True)
+    library = folder / f"kernels-{key}.so"
+    if not library.exists():
+        partial = folder / f"kernels-{key}.{os.getpid()}.tmp.so"
+        done = subprocess.run([cxx, *FLAGS, str(SOURCE), "-o", str(partial)], capture_output=True, text=True)
+        if done.returncode != 0:
+            warnings.warn(f"norms.fused: compiling {SOURCE.name} failed; LayerNorm and GroupNorm use compiled "
+                          f"code. The compiler said:\n{done.stderr[-2000:]}", RuntimeWarning, stacklevel=2)
+            return None
+        os.replace(partial, library)
+    lib = ctypes.CDLL(str(library))
+    p, n, d, i = ctypes.c_void_p, ctypes.c_long, ctypes.c_double, ctypes.c_int
+    for suffix in ("f32", "f64"):
+        getattr(lib, f"layer_norm_forward_{suffix}").argtypes = [p, p, p, n, n, d, i, p]
+        getattr(lib, f"layer_norm_backward_{suffix}").argtypes = [p, p, p, n, n, d, i, p, p, p]
+        getattr(lib, f"group_norm_forward_{suffix}").argtypes = [p, p, p, n, n, n, n, d, i, p]
+    return lib
+
+
+def available() -> bool:
+    """Whether the kernels are built (or can be): a C++ compiler is there and the source compiles."""
+    return load() is not None
+
+
+def supports(input: Tensor, *params: Tensor | None) -> bool:
+    """Whether the kernels can run this call: CPU, float32 or float64, parameters of the same dtype, not empty."""
+    return (
+        input.device.type == "cpu"
+        and input.dtype in _DTYPES
+        and input.numel() > 0
+        and all(p is None or (p.device.type == "cpu" and p.dtype == input.dtype) for p in params)
+        and available()
+    )
+
+
+def _ptr(t: Tensor | None) -> int | None:
+    return None if t is None else t.data_ptr()
+
+
+def _rows_cols(input: Tensor, normalized_shape: Sequence[int]) -> tuple[int, int]:
+    cols = 1
+    for s in normalized_shape:
+        cols *= s
+    return input.numel() // cols, cols
+
+
+@torch.library.custom_op("norms::layer_norm_cpu", mutates_args=())
+def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None,
+               bias: Tensor | None, eps: float) -> Tensor:
+    """LayerNorm's forward pass by the kernel: ``y`` of ``input``'s shape. Call only when :func:`supports`."""
+    x = input.contiguous()
+    rows, cols = _rows_cols(x, normalized_shape)  # x seen as (rows, cols)
+    w = None if weight is None else weight.contiguous()
+    b = None if bias is None else bias.contiguous()
+    y = torch.empty_like(x)  # (rows, cols)
+    kernel = getattr(load(), f"layer_norm_forward_{_DTYPES[x.dtype][0]}")
+    kernel(x.data_ptr(), _ptr(w), _ptr(b), rows, cols, eps, torch.get_num_threads(), y.data_ptr())
+    return y
+
+
+@layer_norm.register_fake
+def _(input, normalized_shape, weight, bias, eps):
+    return torch.empty_like(input, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("norms::layer_norm_cpu_backward", mutates_args=())
+def _backward(dy: Tensor, input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None,
+              eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """dx, d weight, d bias (the last two of shape ``normalized_shape``), in one sweep over ``input`` and ``dy``."""
+    x, dy = input.contiguous(), dy.contiguous()
+    rows, cols = _rows_cols(x, normalized_shape)  # x, dy seen as (rows, cols)
+    w = None if weight is None else weight.contiguous()
+    threads = torch.get_num_threads()
+    dx = torch.empty_like(x)  # (rows, cols)
+    dw_part = x.new_zeros(threads, cols)  # (threads, cols): each thread's column sums
+    db_part = x.new_zeros(threads, cols)
+    kernel = getattr(load(), f"layer_norm_backward_{_DTYPES[x.dtype][0]}")
+    kernel(x.data_ptr(), dy.data_ptr(), _ptr(w), rows, cols, eps, threads,
+           dx.data_ptr(), dw_part.data_ptr(), db_part.data_ptr())
+    shape = tuple(normalized_shape)
+    return dx, dw_part.sum(0).reshape(shape), db_part.sum(0).reshape(shape)
+
+
+@_backward.register_fake
+def _(dy, input, normalized_shape, weight, eps):
+    shape = tuple(normalized_shape)
+    return torch.empty_like(input, memory_format=torch.contiguous_format), input.new_empty(shape), input.new_empty(shape)
+
+
+@torch.library.custom_op("norms::group_norm_cpu", mutates_args=())
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None, bias: Tensor | None, eps: float) -> Tensor:
+    """GroupNorm's forward pass by the kernel: ``y`` of ``input``'s shape. Call only when :func:`supports`."""
+    x = input.contiguous()  # (N, C, *S)
+    n, c = x.shape[0], x.shape[1]
+    w = None if weight is None else weight.contiguous()
+    b = None if bias is None else bias.contiguous()
+    y = torch.empty_like(x)  # (N, C, *S)
+    kernel = getattr(load(), f"group_norm_forward_{_DTYPES[x.dtype][0]}")
+    kernel(x.data_ptr(), _ptr(w), _ptr(b), n, c, num_groups, x.numel() // (n * c), eps, torch.get_num_threads(),
+           y.data_ptr())
+    return y
+
+
+@group_norm.register_fake
+def _(input, num_groups, weight, bias, eps):
+    return torch.empty_like(input, memory_format=torch.contiguous_format)
+
+
+def backward_in_ops(x: Tensor, dy: Tensor, weight: Tensor | None, k: int, eps: float):
+    r"""LayerNorm's backward pass in torch ops: ``(dx, dw, db)``, differentiable again.
+
+    The formula of :class:`norms.autograd.LayerNormFunction`:
+    :math:`\mathrm{d}x = \frac{1}{\sigma}(g - \langle g\rangle - \hat x\langle g\hat x\rangle)`
+    with :math:`g = \mathrm{d}y\cdot\gamma`, over the last ``k`` dims. Used for a
+    second derivative of the kernel's op.
+    """
+    dims = tuple(range(x.dim() - k, x.dim()))  # the normalized dims
+    lead = tuple(range(x.dim() - k))  # the others: rows
+    mean = x.mean(dims, keepdim=True)  # (*, 1, ..., 1)
+    xc = x - mean
+    rstd = torch.rsqrt((xc * xc).mean(dims, keepdim=True) + eps)  # (*, 1, ..., 1)
+    x_hat = xc * rstd  # (*, *S)
+    g = dy if weight is None else dy * weight
+    dx = rstd * (g - g.mean(dims, keepdim=True) - x_hat * (g * x_hat).mean(dims, keepdim=True))
+    return dx, (dy * x_hat).sum(lead), dy.sum(lead)
+
+
+def _setup_context(ctx, inputs, output):
+    input, normalized_shape, weight, bias, eps = inputs
+    ctx.save_for_backward(input, weight)
+    ctx.normalized_shape, ctx.eps, ctx.has_bias = tuple(normalized_shape), eps, bias is not None
+
+
+def _layer_norm_grad(ctx, dy):
+    x, weight = ctx.saved_tensors
+    if torch.is_grad_enabled():
+        # create_graph=True (autograd runs a backward pass with grad mode on only then):
+        # the same formula in torch ops, so that it can be differentiated once more
+        dx, dw, db = backward_in_ops(x, dy, weight, len(ctx.normalized_shape), ctx.eps)
+    else:
+        dx, dw, db = _backward(dy, x, ctx.normalized_shape, weight, ctx.eps)
+    return dx, None, None if weight is None else dw, db if ctx.has_bias else None, None
+
+
+layer_norm.register_autograd(_layer_norm_grad, setup_context=_setup_context)

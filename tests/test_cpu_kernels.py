@@ -1,0 +1,178 @@
+"""norms.cpu_kernels (the C++ kernels for LayerNorm and GroupNorm on the CPU) against torch.
+
+Outputs and gradients on hypothesis-drawn shapes and configurations, in float64
+(where any real difference shows above the rounding) and float32; with one and two
+threads (the backward pass sums the gradients of gamma and beta per thread); the
+ops through torch.library.opcheck (schema, fake tensors, autograd, torch.compile);
+second derivatives; and the fallback when no compiler is found. No timing here:
+speed is measured by ``make bench``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+import norms
+import norms.fused
+from norms import cpu_kernels
+
+FEW = settings(max_examples=12, deadline=None, derandomize=True)
+TOL = {torch.float64: dict(atol=1e-10, rtol=1e-10), torch.float32: dict(atol=2e-5, rtol=2e-5)}
+
+pytestmark = pytest.mark.skipif(not cpu_kernels.available(), reason="no C++ compiler")
+
+
+@pytest.fixture(params=[1, 2], ids=["1-thread", "2-threads"], scope="module")
+def threads(request):
+    before = torch.get_num_threads()
+    torch.set_num_threads(request.param)
+    yield request.param
+    torch.set_num_threads(before)
+
+
+def _params(shape, dtype, seed, present=True):
+    gen = torch.Generator().manual_seed(seed)
+    if not present:
+        return None
+    return (1 + 0.5 * torch.randn(shape, generator=gen, dtype=torch.float64)).to(dtype).requires_grad_(True)
+
+
+def _grads(y, inputs, dy):
+    inputs = [t for t in inputs if t is not None]
+    return torch.autograd.grad(y, inputs, dy)
+
+
+@FEW
+@given(lead=st.sampled_from([(3,), (2, 5), (2, 3, 4), (70,)]), last=st.sampled_from([(7,), (3, 8), (33,), (2100,)]),
+       weight=st.booleans(), bias=st.booleans(), dtype=st.sampled_from([torch.float64, torch.float32]),
+       seed=st.integers(0, 99))
+def test_layer_norm_matches_torch(threads, lead, last, weight, bias, dtype, seed):
+    gen = torch.Generator().manual_seed(seed)
+    x = (3 + 2 * torch.randn((*lead, *last), generator=gen, dtype=torch.float64)).to(dtype).requires_grad_(True)
+    dy = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(dtype)
+    w, b = _params(last, dtype, seed, weight), _params(last, dtype, seed + 1, bias)
+    got = cpu_kernels.layer_norm(x, list(last), w, b, 1e-5)
+    want = torch.nn.functional.layer_norm(x, last, w, b, 1e-5)
+    torch.testing.assert_close(got, want, **TOL[dtype])
+    for g, h in zip(_grads(got, (x, w, b), dy), _grads(want, (x, w, b), dy)):
+        torch.testing.assert_close(g, h, **TOL[dtype])
+
+
+@FEW
+@given(n=st.integers(1, 5), groups_channels=st.sampled_from([(1, 3), (2, 6), (3, 6), (4, 4), (32, 64)]),
+       spatial=st.sampled_from([(), (5,), (5, 7), (2, 3, 5), (48, 48)]), affine=st.booleans(),
+       dtype=st.sampled_from([torch.float64, torch.float32]), seed=st.integers(0, 99))
+def test_group_norm_matches_torch(threads, n, groups_channels, spatial, affine, dtype, seed):
+    g, c = groups_channels
+    assume(n * (c // g) * math.prod(spatial) > 1)  # else torch raises: one value per group
+    gen = torch.Generator().manual_seed(seed)
+    x = (3 + 2 * torch.randn((n, c, *spatial), generator=gen, dtype=torch.float64)).to(dtype)
+    w, b = _params((c,), dtype, seed, affine), _params((c,), dtype, seed + 1, affine)
+    # against torch in float64 on the same numbers: in float32, torch's own rounding is
+    # the larger error where a group's variance is 0 (a group of one number)
+    want = torch.nn.functional.group_norm(x.double(), g, *(None if p is None else p.double() for p in (w, b)))
+    torch.testing.assert_close(cpu_kernels.group_norm(x, g, w, b, 1e-5), want.to(dtype), **TOL[dtype])
+
+
+def test_rows_longer_than_a_chunk_keep_the_variance_exact():
+    """Rows of 5000 numbers (three chunks of the two-pass sums) with mean 1e4: no cancellation."""
+    gen = torch.Generator().manual_seed(0)
+    x = (1e4 + torch.randn(3, 5000, generator=gen, dtype=torch.float64)).float()
+    want = torch.nn.functional.layer_norm(x.double(), [5000]).float()
+    torch.testing.assert_close(cpu_kernels.layer_norm(x, [5000], None, None, 1e-5), want, atol=2e-3, rtol=0)
+
+
+def test_non_contiguous_input():
+    x = torch.randn(6, 8, 10, dtype=torch.float64).transpose(0, 1)  # (8, 6, 10), not contiguous
+    w = torch.randn(10, dtype=torch.float64)
+    torch.testing.assert_close(cpu_kernels.layer_norm(x, [10], w, None, 1e-5),
+                               torch.nn.functional.layer_norm(x, [10], w, None, 1e-5), **TOL[torch.float64])
+    xg = torch.randn(4, 6, 5, 3, dtype=torch.float64).permute(0, 1, 3, 2)  # (4, 6, 3, 5)
+    torch.testing.assert_close(cpu_kernels.group_norm(xg, 3, None, None, 1e-5),
+                               torch.nn.functional.group_norm(xg, 3, None, None, 1e-5), **TOL[torch.float64])
+
+
+def test_gradcheck_and_second_derivative():
+    x = torch.randn(3, 4, 6, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(6, dtype=torch.float64, requires_grad=True)
+
+    def op(x, w, b):
+        return cpu_kernels.layer_norm(x, [6], w, b, 1e-5)
+
+    assert torch.autograd.gradcheck(op, (x, w, b))
+    assert torch.autograd.gradgradcheck(op, (x, w, b))
+
+
+@pytest.mark.parametrize("which", ["layer_norm", "layer_norm_backward", "group_norm"])
+def test_opcheck(which):
+    """torch.library.opcheck: the schema, the fake (meta) implementation, autograd registration, torch.compile."""
+    x = torch.randn(4, 6, 5, dtype=torch.float64)
+    w, b = torch.randn(5, dtype=torch.float64), torch.randn(5, dtype=torch.float64)
+    if which == "layer_norm":
+        torch.library.opcheck(torch.ops.norms.layer_norm_cpu, (x.requires_grad_(), [5], w.requires_grad_(), b, 1e-5))
+    elif which == "layer_norm_backward":
+        torch.library.opcheck(torch.ops.norms.layer_norm_cpu_backward, (torch.randn_like(x), x, [5], w, 1e-5))
+    else:
+        wc, bc = torch.randn(6, dtype=torch.float64), torch.randn(6, dtype=torch.float64)
+        torch.library.opcheck(torch.ops.norms.group_norm_cpu, (x, 3, wc, bc, 1e-5))
+
+
+def test_fused_layers_run_the_kernels_on_a_cpu():
+    x = torch.randn(2, 4, 8, requires_grad=True)
+    assert "norms_layer_norm_cpu" in type(norms.fused.LayerNorm(8)(x).grad_fn).__name__
+    ops = norms.bench.full_size_ops(norms.fused.GroupNorm(2, 4), torch.randn(2, 4, 6))
+    assert "group_norm_cpu" in ops, ops
+
+
+def test_fused_layer_norm_falls_back_where_the_kernel_does_not_apply():
+    """Half precision is not a kernel dtype: the compiled path runs, with norms' numbers."""
+    x = torch.randn(2, 3, 8).to(torch.bfloat16)
+    layer = norms.fused.LayerNorm(8, dtype=torch.bfloat16)
+    assert not cpu_kernels.supports(x, layer.weight, layer.bias)
+    torch.testing.assert_close(layer(x), norms.LayerNorm(8, dtype=torch.bfloat16)(x))
+
+
+def test_bad_input_raises_the_norms_error_on_the_kernel_path():
+    with pytest.raises(RuntimeError, match=r"got input of shape \(2, 3, 5\)"):
+        norms.fused.LayerNorm(4)(torch.randn(2, 3, 5))
+    with pytest.raises(RuntimeError, match=r"weight of shape \(6,\) and input of shape \(2, 4, 5\)"):
+        norms.fused.GroupNorm(2, 6)(torch.randn(2, 4, 5))
+
+
+def test_without_a_compiler_the_fused_layers_still_work():
+    """NORMS_CXX names no compiler: a warning, and LayerNorm/GroupNorm run the compiled path (fresh process)."""
+    code = textwrap.dedent("""
+        import warnings, torch, norms, norms.fused
+        from norms import cpu_kernels
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert not cpu_kernels.available()
+        assert any("no C++ compiler" in str(w.message) for w in caught), [str(w.message) for w in caught]
+        x = torch.randn(2, 3, 8, dtype=torch.float64)
+        torch.testing.assert_close(norms.fused.LayerNorm(8, dtype=torch.float64)(x),
+                                   torch.nn.functional.layer_norm(x, [8]))
+        print("ok")
+    """)
+    env = {**os.environ, "NORMS_CXX": "no-such-compiler-for-norms"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+def test_the_kernel_source_is_shipped_and_builds_in_a_fresh_cache(tmp_path, monkeypatch):
+    """The .cpp is package data next to the module, and a new cache folder gets a fresh build."""
+    assert cpu_kernels.SOURCE.is_file()
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    code = "import tempfile; from norms import cpu_kernels; assert cpu_kernels.available(); print(tempfile.gettempdir())"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert list(tmp_path.glob("norms-kernels-*/kernels-*.so")), list(tmp_path.rglob("*"))
