@@ -46,7 +46,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-__all__ = ["SOURCE", "FLAGS", "load", "available", "supports", "layer_norm", "group_norm", "backward_in_ops"]
+__all__ = ["SOURCE", "FLAGS", "source_of", "load", "available", "supports", "layer_norm", "group_norm",
+           "backward_in_ops"]
 
 #: The kernels' source file.
 SOURCE = Path(__file__).with_name("csrc") / "kernels.cpp"
@@ -57,6 +58,15 @@ FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-funroll-loops", 
          "-shared", "-fPIC")
 
 _DTYPES = {torch.float32: ("f32", ctypes.c_float), torch.float64: ("f64", ctypes.c_double)}
+
+
+def source_of(name: str) -> str:
+    """One function of the kernels' source, with the comment above it, e.g. ``source_of("layer_norm_backward")``."""
+    blocks = SOURCE.read_text().split("\n\n")  # functions are separated by blank lines
+    for block in blocks:
+        if f" {name}(" in block and "extern" not in block:
+            return block.strip("\n")
+    raise ValueError(f"no function {name!r} in {SOURCE.name}")
 
 
 def _compiler() -> str | None:

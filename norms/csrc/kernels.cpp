@@ -1,32 +1,35 @@
 // LayerNorm and GroupNorm on the CPU in one sweep over memory: three small kernels.
 //
-// A normalization layer does about one operation per byte it moves, so its speed is
-// the number of times it reads and writes full-size tensors. Each kernel here sees
-// its input as `rows` contiguous rows, one per normalized group (a token's features
-// for LayerNorm; a sample's channels of one group for GroupNorm). A row (3 to 160 KB
-// in realistic layers) stays in the core's caches while the kernel makes its few
-// loops over it, so memory sees one read of x (and dy) and one write of the result.
+// A normalization layer does about one operation per byte it moves, so its speed
+// is the number of times it reads and writes full-size tensors. Each kernel here
+// sees its input as `rows` contiguous rows, one per normalized group (a token's
+// features for LayerNorm; one sample's channels of one group for GroupNorm). A row
+// (3 to 160 KB in realistic layers) stays in the core's caches while the kernel
+// makes its few loops over it, so memory sees one read of x (and dy) and one write
+// of the result.
 //
 // * layer_norm_forward:  y = (x - mean) / sigma * w + b.
 // * layer_norm_backward: dx, and the gradients of w and b. These are sums down the
 //   columns, over every row; each thread adds its rows into its own partial row in
-//   the loop that writes dx, so x and dy are read once. The code torch.compile emits
-//   on a CPU sums the columns in a second sweep over x and dy (book/speed.ipynb).
+//   the loop that writes dx, so x and dy are read once. The code torch.compile
+//   emits on a CPU sums the columns in a second sweep over x and dy.
 // * group_norm_forward:  y = (x - mean) / sigma * w[c] + b[c], per channel c. The
 //   code torch.compile emits takes all the statistics in one sweep and writes y in
 //   a second, so it reads x from memory twice.
 //
 // `#pragma omp simd` lets the compiler use SIMD registers and add a sum in any
 // order (as torch's own kernels do); nothing else is reordered. Formulas:
-// norms/autograd.py. Built and loaded by norms/cpu_kernels.py (g++ -O3
-// -march=native -fopenmp), called through ctypes, one C function per dtype.
+// norms/autograd.py; measurements: book/speed.ipynb. Built and loaded by
+// norms/cpu_kernels.py (g++ -O3 -march=native -fopenmp), called through ctypes,
+// one C function per dtype.
 
 #include <algorithm>
 #include <cmath>
 #include <omp.h>
 
-// sum of f(i) for i < n. One running sum would make every addition wait for the one
-// before it (a few cycles each); 32 partial sums (several SIMD registers) let them overlap.
+// The sum of f(i) for i < n. One running sum would make every addition wait for
+// the one before it (a few cycles each); 32 partial sums (several SIMD registers)
+// let them overlap.
 template <typename T, typename F>
 static T sum_of(long n, F f) {
   constexpr long L = 32;
@@ -41,17 +44,17 @@ static T sum_of(long n, F f) {
   return total;
 }
 
-// mean and 1/sigma of one row. Two sums per chunk of 2048 numbers (8 or 16 KB, still in
-// the first-level cache for the second sum), so the row is read from memory once and
-// there is no E[x^2] - E[x]^2; the chunks are combined with the formula of Chan,
-// Golub and LeVeque (the one norms.fused's GroupNorm backward pass uses).
+// Mean and 1/sigma of one row: the two-pass formula (no E[x^2] - E[x]^2) on chunks
+// of 2048 numbers, small enough to stay in the first-level cache for the second
+// pass, so the row is read from memory once. The chunks are combined with the
+// formula of Chan, Golub and LeVeque.
 template <typename T>
 static void row_stats(const T* x, long cols, double eps, T* mean, T* rstd) {
   constexpr long CHUNK = 2048;
   T m = 0, m2 = 0;  // mean and sum of squared deviations of the chunks so far
-  for (long start = 0; start < cols; start += CHUNK) {
-    const long len = std::min(CHUNK, cols - start), done = start;  // done: numbers so far
-    const T* xc = x + start;  // (len,)
+  for (long done = 0; done < cols; done += CHUNK) {
+    const long len = std::min(CHUNK, cols - done);
+    const T* xc = x + done;  // (len,)
     const T cm = sum_of<T>(len, [=](long i) { return xc[i]; }) / len;
     const T cm2 = sum_of<T>(len, [=](long i) { return (xc[i] - cm) * (xc[i] - cm); });
     const T delta = cm - m;
@@ -62,10 +65,10 @@ static void row_stats(const T* x, long cols, double eps, T* mean, T* rstd) {
   *rstd = T(1) / std::sqrt(m2 / cols + T(eps));
 }
 
-// y = (x - mean) / sigma * w + b, row by row; w and b may be null (no affine)
+// x, y: (rows, cols); w, b: (cols,) or null (no affine)
 template <typename T>
-static void layer_norm_forward(const T* x, const T* w, const T* b, long rows, long cols, double eps, int threads,
-                    T* y) {
+static void layer_norm_forward(const T* x, const T* w, const T* b, long rows,
+                               long cols, double eps, int threads, T* y) {
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (long r = 0; r < rows; r++) {
     const T* xr = x + r * cols;  // (cols,)
@@ -80,15 +83,17 @@ static void layer_norm_forward(const T* x, const T* w, const T* b, long rows, lo
   }
 }
 
-// dx = rstd * (g - <g> - xhat <g xhat>) with g = dy * w (norms.autograd), and the
-// partial sums dw_part[t] += dy * xhat, db_part[t] += dy of thread t's rows.
+// dx = rstd * (g - <g> - xhat <g xhat>) with g = dy * w and <.> the row's mean,
+// and the partial sums dw_part[t] += dy * xhat, db_part[t] += dy over the rows of
+// thread t. x, dy, dx: (rows, cols); w: (cols,) or null;
 // dw_part, db_part: (threads, cols), zero on entry.
 template <typename T>
-static void layer_norm_backward(const T* x, const T* dy, const T* w, long rows, long cols, double eps, int threads,
-                     T* dx, T* dw_part, T* db_part) {
+static void layer_norm_backward(const T* x, const T* dy, const T* w, long rows,
+                                long cols, double eps, int threads, T* dx,
+                                T* dw_part, T* db_part) {
 #pragma omp parallel num_threads(threads)
   {
-    T* dw = dw_part + omp_get_thread_num() * cols;  // this thread's partial row, (cols,)
+    T* dw = dw_part + omp_get_thread_num() * cols;  // this thread's row, (cols,)
     T* db = db_part + omp_get_thread_num() * cols;  // (cols,)
 #pragma omp for schedule(static)
     for (long r = 0; r < rows; r++) {
@@ -97,7 +102,7 @@ static void layer_norm_backward(const T* x, const T* dy, const T* w, long rows, 
       T* dxr = dx + r * cols;        // (cols,)
       T mean, rstd;
       row_stats(xr, cols, eps, &mean, &rstd);
-      // <g> and <g xhat> with g = dy * w, and this row's share of dw and db, in one loop
+      // <g> and <g xhat>, and this row's share of dw and db, in one loop
       T sum_g = 0, sum_g_xhat = 0;
 #pragma omp simd reduction(+ : sum_g, sum_g_xhat)
       for (long i = 0; i < cols; i++) {
@@ -119,11 +124,12 @@ static void layer_norm_backward(const T* x, const T* dy, const T* w, long rows, 
   }
 }
 
-// x: (n, channels, inner) with inner = H * W, seen as n * groups rows of
-// (channels / groups) * inner numbers; w and b: (channels,) or null
+// x, y: (n, channels, inner) with inner = H * W, seen as n * groups rows of
+// (channels / groups) * inner numbers; w, b: (channels,) or null
 template <typename T>
-static void group_norm_forward(const T* x, const T* w, const T* b, long n, long channels, long groups,
-                               long inner, double eps, int threads, T* y) {
+static void group_norm_forward(const T* x, const T* w, const T* b, long n,
+                               long channels, long groups, long inner, double eps,
+                               int threads, T* y) {
   const long per_group = channels / groups, cols = per_group * inner;
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (long r = 0; r < n * groups; r++) {
@@ -133,37 +139,43 @@ static void group_norm_forward(const T* x, const T* w, const T* b, long n, long 
     row_stats(xr, cols, eps, &mean, &rstd);
     for (long k = 0; k < per_group; k++) {
       const long c = (r % groups) * per_group + k;  // the channel
-      const T scale = w ? rstd * w[c] : rstd, shift = b ? b[c] : T(0);  // one multiply per number
+      const T scale = w ? rstd * w[c] : rstd, shift = b ? b[c] : T(0);
+      const T* xk = xr + k * inner;  // (inner,)
+      T* yk = yr + k * inner;        // (inner,)
 #pragma omp simd
-      for (long i = 0; i < inner; i++) yr[k * inner + i] = (xr[k * inner + i] - mean) * scale + shift;
+      for (long i = 0; i < inner; i++) yk[i] = (xk[i] - mean) * scale + shift;
     }
   }
 }
 
-// the C functions ctypes calls, one per dtype
+// The C functions ctypes calls: float32 (f32) and float64 (f64).
 extern "C" {
-void layer_norm_forward_f32(const float* x, const float* w, const float* b, long rows, long cols, double eps,
+void layer_norm_forward_f32(const float* x, const float* w, const float* b, long rows,
+                            long cols, double eps, int threads, float* y) {
+  layer_norm_forward(x, w, b, rows, cols, eps, threads, y);
+}
+void layer_norm_forward_f64(const double* x, const double* w, const double* b,
+                            long rows, long cols, double eps, int threads, double* y) {
+  layer_norm_forward(x, w, b, rows, cols, eps, threads, y);
+}
+void layer_norm_backward_f32(const float* x, const float* dy, const float* w, long rows,
+                             long cols, double eps, int threads, float* dx,
+                             float* dw_part, float* db_part) {
+  layer_norm_backward(x, dy, w, rows, cols, eps, threads, dx, dw_part, db_part);
+}
+void layer_norm_backward_f64(const double* x, const double* dy, const double* w,
+                             long rows, long cols, double eps, int threads, double* dx,
+                             double* dw_part, double* db_part) {
+  layer_norm_backward(x, dy, w, rows, cols, eps, threads, dx, dw_part, db_part);
+}
+void group_norm_forward_f32(const float* x, const float* w, const float* b, long n,
+                            long channels, long groups, long inner, double eps,
                             int threads, float* y) {
-  layer_norm_forward(x, w, b, rows, cols, eps, threads, y);
-}
-void layer_norm_forward_f64(const double* x, const double* w, const double* b, long rows, long cols,
-                            double eps, int threads, double* y) {
-  layer_norm_forward(x, w, b, rows, cols, eps, threads, y);
-}
-void layer_norm_backward_f32(const float* x, const float* dy, const float* w, long rows, long cols, double eps,
-                             int threads, float* dx, float* dw_part, float* db_part) {
-  layer_norm_backward(x, dy, w, rows, cols, eps, threads, dx, dw_part, db_part);
-}
-void layer_norm_backward_f64(const double* x, const double* dy, const double* w, long rows, long cols,
-                             double eps, int threads, double* dx, double* dw_part, double* db_part) {
-  layer_norm_backward(x, dy, w, rows, cols, eps, threads, dx, dw_part, db_part);
-}
-void group_norm_forward_f32(const float* x, const float* w, const float* b, long n, long channels, long groups,
-                            long inner, double eps, int threads, float* y) {
   group_norm_forward(x, w, b, n, channels, groups, inner, eps, threads, y);
 }
-void group_norm_forward_f64(const double* x, const double* w, const double* b, long n, long channels,
-                            long groups, long inner, double eps, int threads, double* y) {
+void group_norm_forward_f64(const double* x, const double* w, const double* b, long n,
+                            long channels, long groups, long inner, double eps,
+                            int threads, double* y) {
   group_norm_forward(x, w, b, n, channels, groups, inner, eps, threads, y);
 }
 }
