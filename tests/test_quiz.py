@@ -353,7 +353,7 @@ def test_every_kind_is_checked_against_torch():
     checked |= {"sync_numbers", "chan_variance", "running_count", "local_or_global", "eval_communication"}
     from .test_quiz_practice import CHECKED_KINDS  # the training and pitfalls topics, checked there
     checked |= CHECKED_KINDS
-    checked |= {"perfect_bytes", "intensity", "passes", "variance_formula"}  # tests/test_quiz_speed.py
+    checked |= {"perfect_bytes", "intensity", "passes", "backward_sweeps", "variance_formula"}  # test_quiz_speed.py
     assert {q["_meta"]["kind"] for q in QUESTIONS} <= checked
 
 

@@ -24,7 +24,8 @@ def _key(q):
 
 
 def test_every_generator_is_drawn():
-    assert {q["_meta"]["kind"] for q in QS} == {"perfect_bytes", "intensity", "passes", "variance_formula"}
+    assert {q["_meta"]["kind"] for q in QS} == {"perfect_bytes", "intensity", "passes", "backward_sweeps",
+                                                "variance_formula"}
 
 
 def test_perfect_bytes_from_the_shapes():
@@ -54,6 +55,17 @@ def test_passes_against_an_op_count_by_hand():
     expected = {"layer_norm": 6, "rms_norm": 4, "group_norm": 6}
     for q in _by_kind("passes"):
         assert _key(q)["answer"] == str(expected[q["_meta"]["fn"]])
+
+
+def test_backward_sweeps_from_the_shapes():
+    """Two sweeps: x and dy read twice, dx written once: five full-size tensors."""
+    sizes = {"float32": 4, "float16": 2, "bfloat16": 2}
+    for q in _by_kind("backward_sweeps"):
+        m = q["_meta"]
+        mb = 5 * math.prod(m["shape"]) * sizes[m["dtype"]] / 1e6
+        lo, hi = _key(q)["range"]
+        assert lo <= mb <= hi and hi - lo < 0.2 + 0.01 * hi
+        assert not any(lo <= 3 * mb / 5 <= hi for a in q["answers"] if a.get("correct"))
 
 
 def test_variance_formula_against_float64():

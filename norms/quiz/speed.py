@@ -1,4 +1,4 @@
-"""Questions of the chapter 'How fast is a normalization layer?': bytes, passes, intensity, variance.
+"""Questions of the chapter 'How fast is a normalization layer?': bytes, passes, sweeps, intensity, variance.
 
 Every answer is computed: byte and flop counts by :mod:`norms.bench`, passes over
 memory by recording the ATen ops :mod:`norms.functional` runs, and the trustworthy
@@ -91,6 +91,30 @@ def q_passes(rng, names=None):
     return _choice(
         "How many ATen ops that read or write a full-size tensor (passes over memory) does this forward pass run "
         "in `norms` as written, ignoring views?", options, dict(kind="passes", fn=name, ops=ops), code=code)
+
+
+def q_backward_sweeps(rng, names=None):
+    """Megabytes a LayerNorm backward pass moves when the column sums take a sweep of their own."""
+    case = rng.choice([c for c in bench.CASES if c.op == "LayerNorm"])
+    dtype = rng.choice(list(_DTYPES))
+    itemsize = torch.empty((), dtype=_DTYPES[dtype]).element_size()
+    n_mb = math.prod(case.shape) * itemsize / 1e6  # one full-size tensor
+    value = 5 * n_mb  # x and dy read twice, dx written once
+    wrong = [(3 * n_mb, "That is one sweep (read x and dy, write dx): here x and dy are read twice."),
+             (4 * n_mb, "Both sweeps read x and dy, and the second also writes dx."),
+             (6 * n_mb, "dx is written once, by the second sweep only.")]
+    return _numeric(
+        f"A LayerNorm backward pass on a {dtype} input x of shape {_shape(case.shape)} is compiled into two loop "
+        "nests: the first reads x and dy to sum dγ and dβ down the columns; the second reads x and dy again and "
+        "writes dx. How many megabytes (10⁶ bytes) of full-size tensors does it move? Leave out the parameters "
+        "and the statistics; one decimal.",
+        round(value, 1), dict(kind="backward_sweeps", shape=case.shape, dtype=dtype),
+        correct_fb=f"Correct: {round(value, 1)} MB, five full-size tensors. One sweep moves three "
+                   f"({round(3 * n_mb, 1)} MB): the kernel of norms.cpu_kernels keeps a partial row of dγ and dβ "
+                   "per thread so the column sums need no sweep of their own.",
+        wrong=wrong, default_fb="Count the full-size tensors each loop nest reads or writes, then add.",
+        tol=0.1 + 0.002 * value,
+    )
 
 
 def _variances(mean: float, std: float, seed: int):

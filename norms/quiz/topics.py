@@ -15,7 +15,7 @@ from .pitfalls import (q_autocast_dtype, q_btd_without_transpose, q_decay_effect
                        q_momentum_none, q_no_decay_group, q_padded_mean, q_zero_init_block)
 from .training import (q_linear_scaling, q_prediction_depends_on_batch, q_running_after_small_batches,
                        q_small_batch_choice, q_update_ratio, q_values_per_statistic)
-from .speed import q_intensity, q_passes, q_perfect_bytes, q_variance_formula
+from .speed import q_backward_sweeps, q_intensity, q_passes, q_perfect_bytes, q_variance_formula
 
 
 def _for(gen, names):
@@ -71,7 +71,7 @@ TOPICS["pitfalls"] = [_for(q_dropout_shift, None), _for(q_frozen_bn, None), _for
                       _for(q_padded_mean, None), _for(q_btd_without_transpose, None), _for(q_momentum_none, None),
                       _for(q_decay_effective_lr, None), _for(q_no_decay_group, None), _for(q_zero_init_block, None)]
 TOPICS["speed"] = [_for(q_perfect_bytes, None), _for(q_intensity, None), _for(q_passes, None),
-                   _for(q_variance_formula, None)]
+                   _for(q_backward_sweeps, None), _for(q_variance_formula, None)]
 TOPICS["running"] = [_for(q_running_var, None), _for(q_running_mean, None), _for(q_keras_momentum, None),
                      _for(q_biased_unbiased, None), _for(q_train_eval, _BN)]
 
