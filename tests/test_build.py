@@ -130,6 +130,25 @@ def test_missing_npm_is_one_clear_line(tmp_path):
     assert "*** npm not found: install Node.js and npm" in result.stderr
 
 
+def test_missing_cxx_is_one_clear_line(tmp_path):
+    # A PATH with python3.11, npm and the shell tools, but no g++.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    real_python = subprocess.run(
+        ["python3.11", "-c", "import sys; print(sys._base_executable)"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    (bin_dir / "python3.11").symlink_to(real_python)
+    for tool in ("bash", "sh", "npm"):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    env = {**os.environ, "PATH": str(bin_dir)}
+    result = subprocess.run(
+        [shutil.which("make"), "--no-print-directory", "prereqs"], cwd=ROOT, capture_output=True, text=True, env=env
+    )
+    assert result.returncode != 0
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "*** g++ not found: install it (Debian: apt-get install g++)" in result.stderr
+
+
 BROKEN_BOOK = {
     "_config.yml": """
         title: broken
