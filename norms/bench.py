@@ -12,8 +12,8 @@ for three implementations (``impl``):
 * ``"torch"``: the ``torch.nn`` layer (torch's own C++ kernels);
 * ``"norms"``: the from-scratch :mod:`norms` layer, op by op, gradients by autograd;
 * ``"fused"``: the same :mod:`norms` layer compiled with ``torch.compile``
-  (:mod:`norms.fused`; on a CPU, LayerNorm and GroupNorm's forward pass run the
-  one-sweep C++ kernels of :mod:`norms.cpu_kernels`).
+  (:mod:`norms.fused`; on a CPU, LayerNorm's forward and backward passes and
+  GroupNorm's forward pass run the one-sweep C++ kernels of :mod:`norms.cpu_kernels`).
 
 Timing uses :mod:`torch.utils.benchmark` with a fixed number of threads: a
 warm-up (which also compiles the fused path, timed separately as

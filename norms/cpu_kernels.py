@@ -36,9 +36,11 @@ import ctypes
 import functools
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
+import threading
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -74,43 +76,99 @@ def _compiler() -> str | None:
     return shutil.which(os.environ.get("NORMS_CXX") or os.environ.get("CXX") or "g++")
 
 
-@functools.cache
-def load() -> ctypes.CDLL | None:
-    """The compiled kernels, built on first use; ``None`` (with a warning) if they cannot be built.
+def _machine(cxx: str) -> str:
+    """What the build depends on besides the source and the flags: the compiler's version and this CPU."""
+    try:
+        version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        version = ""
+    try:  # -march=native: the library runs on CPUs with these features only
+        features = next((line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                         if line.startswith(("flags", "Features"))), "")
+    except OSError:
+        features = ""
+    return "\n".join([version, platform.machine(), features])
 
-    The shared library lands in ``$TMPDIR/norms-kernels-<uid>/<hash>.so``, where the
-    hash covers the source, the flags and the compiler, so an edit rebuilds it and
-    processes share it (written to a temporary name, then renamed: no half-written file).
-    """
+
+def _cache_folder() -> Path:
+    """``$TMPDIR/norms-kernels-<uid>``, private to this user (mode 700); a fresh folder if another user owns it."""
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    folder = Path(tempfile.gettempdir()) / f"norms-kernels-{uid}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        mine = not hasattr(os, "getuid") or folder.stat().st_uid == uid
+    except OSError:
+        mine = False
+    return folder if mine else Path(tempfile.mkdtemp(prefix="norms-kernels-"))
+
+
+def _warn(what: str) -> None:
+    warnings.warn(f"norms.fused: {what}; LayerNorm and GroupNorm use compiled code instead of the C++ kernels",
+                  RuntimeWarning, stacklevel=3)
+
+
+_LOCK = threading.Lock()
+
+
+@functools.cache
+def _load() -> ctypes.CDLL | None:
     cxx = _compiler()
     if cxx is None:
-        warnings.warn("norms.fused: no C++ compiler (g++) found; LayerNorm and GroupNorm use compiled code",
-                      RuntimeWarning, stacklevel=2)
+        _warn("no C++ compiler (g++) found")
         return None
-    source = SOURCE.read_text()
-    key = hashlib.sha256("\n".join([source, cxx, *FLAGS]).encode()).hexdigest()[:16]
-    folder = Path(tempfile.gettempdir()) / f"norms-kernels-{os.getuid() if hasattr(os, 'getuid') else 0}"
-    folder.mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha256("\n".join([SOURCE.read_text(), cxx, *FLAGS, _machine(cxx)]).encode()).hexdigest()[:16]
+    folder = _cache_folder()
     library = folder / f"kernels-{key}.so"
     if not library.exists():
-        partial = folder / f"kernels-{key}.{os.getpid()}.tmp.so"
-        done = subprocess.run([cxx, *FLAGS, str(SOURCE), "-o", str(partial)], capture_output=True, text=True)
+        fd, partial = tempfile.mkstemp(prefix=f"kernels-{key}.", suffix=".tmp.so", dir=folder)
+        os.close(fd)
+        try:
+            done = subprocess.run([cxx, *FLAGS, str(SOURCE), "-o", partial], capture_output=True, text=True,
+                                  timeout=600)
+        except (OSError, subprocess.SubprocessError) as error:
+            done = subprocess.CompletedProcess([], 1, "", str(error))
         if done.returncode != 0:
-            warnings.warn(f"norms.fused: compiling {SOURCE.name} failed; LayerNorm and GroupNorm use compiled "
-                          f"code. The compiler said:\n{done.stderr[-2000:]}", RuntimeWarning, stacklevel=2)
+            Path(partial).unlink(missing_ok=True)
+            _warn(f"compiling {SOURCE.name} failed. The compiler said:\n{done.stderr[-2000:]}")
             return None
-        os.replace(partial, library)
-    lib = ctypes.CDLL(str(library))
-    p, n, d, i = ctypes.c_void_p, ctypes.c_long, ctypes.c_double, ctypes.c_int
-    for suffix in ("f32", "f64"):
-        getattr(lib, f"layer_norm_forward_{suffix}").argtypes = [p, p, p, n, n, d, i, p]
-        getattr(lib, f"layer_norm_backward_{suffix}").argtypes = [p, p, p, n, n, d, i, p, p, p]
-        getattr(lib, f"group_norm_forward_{suffix}").argtypes = [p, p, p, n, n, n, n, d, i, p]
+        os.replace(partial, library)  # atomic: other processes see the whole file or none
+        for old in folder.glob("kernels-*.so"):  # builds of older sources
+            if old != library and not old.name.endswith(".tmp.so"):
+                old.unlink(missing_ok=True)
+    try:
+        lib = ctypes.CDLL(str(library))
+        p, n, d, i = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_int
+        for suffix in ("f32", "f64"):
+            getattr(lib, f"layer_norm_forward_{suffix}").argtypes = [p, p, p, n, n, d, i, p]
+            getattr(lib, f"layer_norm_backward_{suffix}").argtypes = [p, p, p, n, n, d, i, p, p, p]
+            getattr(lib, f"group_norm_forward_{suffix}").argtypes = [p, p, p, n, n, n, n, d, i, p]
+    except (OSError, AttributeError) as error:  # unloadable (a noexec folder, a damaged file): rebuild next time
+        library.unlink(missing_ok=True)
+        _warn(f"loading {library} failed ({error})")
+        return None
     return lib
 
 
+def load() -> ctypes.CDLL | None:
+    """The compiled kernels, built on first use; ``None`` (with a warning) if they cannot be built or loaded.
+
+    The shared library lands in ``$TMPDIR/norms-kernels-<uid>/kernels-<hash>.so``, where
+    the hash covers the source, the flags, the compiler and its version, and this CPU's
+    features, so an edit rebuilds it and processes on this machine share it. It is
+    written to a temporary name, then renamed (no process sees a half-written file);
+    one thread builds while the others wait.
+    """
+    with _LOCK:
+        return _load()
+
+
+@torch.compiler.assume_constant_result
 def available() -> bool:
-    """Whether the kernels are built (or can be): a C++ compiler is there and the source compiles."""
+    """Whether the kernels are built (or can be): a C++ compiler is there and the source compiles.
+
+    Inside ``torch.compile`` the answer is taken as a constant, so a compiled model that
+    contains a :mod:`norms.fused` layer traces without a graph break.
+    """
     return load() is not None
 
 

@@ -78,14 +78,12 @@ def compile_options() -> dict:
     """The keyword arguments every fused layer passes to ``torch.compile``.
 
     Inductor is the default backend; ``mode`` is the default too (no CUDA graphs,
-    no autotuning), so compiling stays a matter of seconds. One option differs
-    from the default: the C++ compiler may reorder floating-point additions
-    (``cpp.enable_unsafe_math_opt_flag``), so a sum keeps several partial sums in
-    flight instead of waiting for each addition, as torch's own kernels do. The
-    results change by rounding only (infinities and NaNs are still honoured);
-    without it the compiled LayerNorm forward pass ran about 1.2x slower here.
+    no autotuning), so compiling stays a matter of seconds. We leave
+    ``cpp.enable_unsafe_math_opt_flag`` off, although it speeds up the compiled sums
+    (the C++ compiler may then reorder additions): with g++ before 13 it links
+    ``crtfastmath.o``, which flushes subnormal floats to zero in the whole process.
     """
-    return {"backend": "inductor", "options": {"cpp.enable_unsafe_math_opt_flag": True}}
+    return {"backend": "inductor"}
 
 
 def fuse(module: nn.Module) -> nn.Module:
@@ -149,27 +147,63 @@ def loop_outline(source: str, max_lines: int = 40) -> str:
     return "\n".join(keep)
 
 
+def _plain(expr: str) -> str:
+    """A generated C++ expression without casts, ``L`` suffixes and parentheses around one name."""
+    import re
+
+    expr = expr.replace("static_cast<int64_t>", "").replace("c10::", "")
+    expr = re.sub(r"\b(\d+)L\b", r"\1", expr)
+    while True:  # (x1) -> x1, but never f(x1) -> fx1
+        shorter = re.sub(r"(?<![\w)])\(\s*([\w.]+)\s*\)", r"\1", expr).strip()
+        if shorter.startswith("(") and shorter.endswith(")") and _balanced(shorter[1:-1]):
+            shorter = shorter[1:-1]  # (ks0*ks1) -> ks0*ks1
+        if shorter == expr:
+            return expr
+        expr = shorter
+
+
+def _balanced(text: str) -> bool:
+    level = 0
+    for ch in text:
+        level += {"(": 1, ")": -1}.get(ch, 0)
+        if level < 0:
+            return False
+    return level == 0
+
+
 def loop_headers(source: str) -> str:
     """Only the loops of a generated C++ kernel, one line each, indented by nesting.
 
     ``for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(512L); x1+=static_cast<int64_t>(16L))``
-    becomes ``for x1 in range(0, 512, 16):``. Shows at a glance how many sweeps a
-    kernel makes and in which order it walks the data (rows or columns).
+    becomes ``for x1 in range(0, 512, 16):``; bounds that are expressions (symbolic
+    sizes such as ``ks0``, vector tails) are kept, without casts. Shows at a glance
+    how many sweeps a kernel makes and in which order it walks the data (rows or columns).
     """
     import re
 
-    number = r"(?:static_cast<int64_t>\()?(-?\w+?)L?\)?"
-    loop = re.compile(rf"for\s*\(\s*int64_t\s+(\w+)\s*=\s*{number}\s*;\s*\w+\s*<\s*{number}\s*;"
-                      rf"\s*\w+\s*\+=\s*{number}\s*\)")
     lines, depth, open_loops = [], 0, []  # open_loops: brace depths of the loops we are inside
     for line in source.splitlines():
-        m = loop.search(line)
-        if m:
+        at = line.find("for(")
+        if at >= 0:
+            rest, level, end = line[at + 4:], 1, None  # the header: up to the matching parenthesis
+            for k, ch in enumerate(rest):
+                level += {"(": 1, ")": -1}.get(ch, 0)
+                if level == 0:
+                    end = k
+                    break
+            parts = rest[:end].split(";") if end is not None else []
+            m = [re.fullmatch(r"\s*(?:int64_t\s+)?(\w+)\s*=(.*)", parts[0]),
+                 re.fullmatch(r"\s*\w+\s*<(.*)", parts[1]),
+                 re.fullmatch(r"\s*\w+\s*\+=(.*)", parts[2])] if len(parts) == 3 else [None]
             while open_loops and open_loops[-1] >= depth:
                 open_loops.pop()
-            var, start, stop, step = m.groups()
-            args = stop if (start, step) == ("0", "1") else f"{start}, {stop}" + ("" if step == "1" else f", {step}")
-            lines.append("  " * len(open_loops) + f"for {var} in range({args}):")
+            if all(m):
+                var, start, stop, step = m[0][1], _plain(m[0][2]), _plain(m[1][1]), _plain(m[2][1])
+                args = stop if (start, step) == ("0", "1") else f"{start}, {stop}" + ("" if step == "1" else f", {step}")
+                text = f"for {var} in range({args}):"
+            else:
+                text = _plain(line.strip())  # a loop we cannot parse: shown as written
+            lines.append("  " * len(open_loops) + text)
             open_loops.append(depth)
         depth += line.count("{") - line.count("}")
     return "\n".join(lines)
@@ -216,9 +250,10 @@ class _LayerNormFunction(torch.autograd.Function):
 
     The formula is the one of :class:`norms.autograd.LayerNormFunction`:
     :math:`\mathrm{d}x = \frac{1}{\sigma}(g - \langle g\rangle - \hat x\langle g\hat x\rangle)`
-    with :math:`g = \mathrm{d}y\cdot\gamma`. Only ``x`` and the parameters are
-    saved; the mean and :math:`1/\sigma` are recomputed from ``x`` in the backward
-    pass, where the compiled loop reads each row once for all its reductions.
+    with :math:`g = \mathrm{d}y\cdot\gamma`. The function saves ``x`` and the
+    parameters and writes the mean and :math:`1/\sigma` again from ``x``; compiled,
+    AOTAutograd's partitioner may instead keep the forward pass's per-row mean and
+    :math:`1/\sigma` (a few numbers per row), which is what Inductor's loops load.
     Autograd would differentiate the forward graph instead; the compiler can
     fuse that too, but it sums :math:`\mathrm{d}\gamma` and
     :math:`\mathrm{d}\beta` column by column (see :func:`_sum_rows`).

@@ -176,3 +176,69 @@ def test_the_kernel_source_is_shipped_and_builds_in_a_fresh_cache(tmp_path, monk
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert list(tmp_path.glob("norms-kernels-*/kernels-*.so")), list(tmp_path.rglob("*"))
+
+
+def _run(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env={**os.environ, **(env or {})},
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_library_that_does_not_load_falls_back(tmp_path):
+    """A 'compiler' that writes a damaged .so: a warning, the compiled path, and the bad file removed."""
+    fake = tmp_path / "fake-cxx"
+    fake.write_text('#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\necho junk > "$2"\n')
+    fake.chmod(0o755)
+    done = _run("""
+        import tempfile, warnings, torch, norms.fused
+        from pathlib import Path
+        from norms import cpu_kernels
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert not cpu_kernels.available()
+        assert any("loading" in str(w.message) for w in caught), [str(w.message) for w in caught]
+        assert not list(Path(tempfile.gettempdir()).glob("norms-kernels-*/kernels-*.so"))
+        x = torch.randn(2, 3, 8, dtype=torch.float64)
+        torch.testing.assert_close(norms.fused.LayerNorm(8, dtype=torch.float64)(x), torch.nn.functional.layer_norm(x, [8]))
+        print("ok")
+    """, {"NORMS_CXX": str(fake), "TMPDIR": str(tmp_path)})
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+def test_threads_that_load_at_once_build_once(tmp_path):
+    """Eight threads ask for the kernels in a fresh cache folder: one build, every thread gets it."""
+    done = _run("""
+        import threading
+        from norms import cpu_kernels
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(cpu_kernels.load())) for _ in range(8)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        assert len(results) == 8 and results[0] is not None and all(r is results[0] for r in results)
+        print("ok")
+    """, {"TMPDIR": str(tmp_path)})
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+    assert len(list(tmp_path.glob("norms-kernels-*/*"))) == 1, list(tmp_path.rglob("*"))
+
+
+def test_fused_layers_keep_subnormal_numbers():
+    """No fused layer turns on flush-to-zero for the process (as -ffast-math code linked by g++ < 13 does)."""
+    done = _run("""
+        import torch, norms.fused
+        tiny = torch.tensor([1e-39])
+        assert (tiny * 1.0).item() != 0.0
+        for layer, shape in [(norms.fused.LayerNorm(8), (2, 3, 8)), (norms.fused.GroupNorm(2, 4), (2, 4, 5)),
+                             (norms.fused.RMSNorm(8), (2, 3, 8)), (norms.fused.BatchNorm2d(4), (2, 4, 3, 3)),
+                             (norms.fused.InstanceNorm2d(4), (2, 4, 3, 3))]:
+            x = torch.randn(shape, requires_grad=True)
+            layer(x).sum().backward()
+            assert (tiny * 1.0).item() != 0.0, type(layer).__name__
+        print("ok")
+    """)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+def test_a_compiled_model_with_a_fused_layer_has_no_graph_break():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), norms.fused.LayerNorm(8), torch.nn.ReLU())
+    explanation = torch._dynamo.explain(model)(torch.randn(4, 8))
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    assert explanation.graph_count == 1

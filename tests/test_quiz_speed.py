@@ -65,7 +65,7 @@ def test_backward_sweeps_from_the_shapes():
         mb = 5 * math.prod(m["shape"]) * sizes[m["dtype"]] / 1e6
         lo, hi = _key(q)["range"]
         assert lo <= mb <= hi and hi - lo < 0.2 + 0.01 * hi
-        assert not any(lo <= 3 * mb / 5 <= hi for a in q["answers"] if a.get("correct"))
+        assert not lo <= 3 * mb / 5 <= hi  # one sweep's bytes are not the key
 
 
 def test_variance_formula_against_float64():

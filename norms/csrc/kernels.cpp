@@ -4,9 +4,9 @@
 // is the number of times it reads and writes full-size tensors. Each kernel here
 // sees its input as `rows` contiguous rows, one per normalized group (a token's
 // features for LayerNorm; one sample's channels of one group for GroupNorm). A row
-// (3 to 160 KB in realistic layers) stays in the core's caches while the kernel
-// makes its few loops over it, so memory sees one read of x (and dy) and one write
-// of the result.
+// (3 to 160 KB in realistic layers) stays in the core's first- or second-level
+// cache while the kernel makes its few loops over it, so memory sees one read of x
+// (and dy) and one write of the result.
 //
 // * layer_norm_forward:  y = (x - mean) / sigma * w + b.
 // * layer_norm_backward: dx, and the gradients of w and b. These are sums down the
@@ -25,22 +25,23 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <omp.h>
 
 // The sum of f(i) for i < n. One running sum would make every addition wait for
 // the one before it (a few cycles each); 32 partial sums (several SIMD registers)
 // let them overlap.
 template <typename T, typename F>
-static T sum_of(long n, F f) {
-  constexpr long L = 32;
+static T sum_of(int64_t n, F f) {
+  constexpr int64_t L = 32;
   T part[L] = {};
-  long i = 0;
+  int64_t i = 0;
   for (; i + L <= n; i += L)
 #pragma omp simd
-    for (long j = 0; j < L; j++) part[j] += f(i + j);
+    for (int64_t j = 0; j < L; j++) part[j] += f(i + j);
   T total = 0;
   for (; i < n; i++) total += f(i);  // the tail, when n is not a multiple of L
-  for (long j = 0; j < L; j++) total += part[j];
+  for (int64_t j = 0; j < L; j++) total += part[j];
   return total;
 }
 
@@ -49,14 +50,15 @@ static T sum_of(long n, F f) {
 // pass, so the row is read from memory once. The chunks are combined with the
 // formula of Chan, Golub and LeVeque.
 template <typename T>
-static void row_stats(const T* x, long cols, double eps, T* mean, T* rstd) {
-  constexpr long CHUNK = 2048;
+static void row_stats(const T* x, int64_t cols, double eps, T* mean, T* rstd) {
+  constexpr int64_t CHUNK = 2048;
   T m = 0, m2 = 0;  // mean and sum of squared deviations of the chunks so far
-  for (long done = 0; done < cols; done += CHUNK) {
-    const long len = std::min(CHUNK, cols - done);
+  for (int64_t done = 0; done < cols; done += CHUNK) {
+    const int64_t len = std::min(CHUNK, cols - done);
     const T* xc = x + done;  // (len,)
-    const T cm = sum_of<T>(len, [=](long i) { return xc[i]; }) / len;
-    const T cm2 = sum_of<T>(len, [=](long i) { return (xc[i] - cm) * (xc[i] - cm); });
+    const T cm = sum_of<T>(len, [=](int64_t i) { return xc[i]; }) / len;
+    const T cm2 =
+        sum_of<T>(len, [=](int64_t i) { return (xc[i] - cm) * (xc[i] - cm); });
     const T delta = cm - m;
     m += delta * len / (done + len);
     m2 += cm2 + delta * delta * done * len / (done + len);
@@ -67,16 +69,16 @@ static void row_stats(const T* x, long cols, double eps, T* mean, T* rstd) {
 
 // x, y: (rows, cols); w, b: (cols,) or null (no affine)
 template <typename T>
-static void layer_norm_forward(const T* x, const T* w, const T* b, long rows,
-                               long cols, double eps, int threads, T* y) {
+static void layer_norm_forward(const T* x, const T* w, const T* b, int64_t rows,
+                               int64_t cols, double eps, int threads, T* y) {
 #pragma omp parallel for num_threads(threads) schedule(static)
-  for (long r = 0; r < rows; r++) {
+  for (int64_t r = 0; r < rows; r++) {
     const T* xr = x + r * cols;  // (cols,)
     T* yr = y + r * cols;        // (cols,)
     T mean, rstd;
     row_stats(xr, cols, eps, &mean, &rstd);
 #pragma omp simd
-    for (long i = 0; i < cols; i++) {
+    for (int64_t i = 0; i < cols; i++) {
       const T xhat = (xr[i] - mean) * rstd;
       yr[i] = (w ? xhat * w[i] : xhat) + (b ? b[i] : T(0));
     }
@@ -88,15 +90,15 @@ static void layer_norm_forward(const T* x, const T* w, const T* b, long rows,
 // thread t. x, dy, dx: (rows, cols); w: (cols,) or null;
 // dw_part, db_part: (threads, cols), zero on entry.
 template <typename T>
-static void layer_norm_backward(const T* x, const T* dy, const T* w, long rows,
-                                long cols, double eps, int threads, T* dx,
+static void layer_norm_backward(const T* x, const T* dy, const T* w, int64_t rows,
+                                int64_t cols, double eps, int threads, T* dx,
                                 T* dw_part, T* db_part) {
 #pragma omp parallel num_threads(threads)
   {
     T* dw = dw_part + omp_get_thread_num() * cols;  // this thread's row, (cols,)
     T* db = db_part + omp_get_thread_num() * cols;  // (cols,)
 #pragma omp for schedule(static)
-    for (long r = 0; r < rows; r++) {
+    for (int64_t r = 0; r < rows; r++) {
       const T* xr = x + r * cols;    // (cols,)
       const T* dyr = dy + r * cols;  // (cols,)
       T* dxr = dx + r * cols;        // (cols,)
@@ -105,7 +107,7 @@ static void layer_norm_backward(const T* x, const T* dy, const T* w, long rows,
       // <g> and <g xhat>, and this row's share of dw and db, in one loop
       T sum_g = 0, sum_g_xhat = 0;
 #pragma omp simd reduction(+ : sum_g, sum_g_xhat)
-      for (long i = 0; i < cols; i++) {
+      for (int64_t i = 0; i < cols; i++) {
         const T xhat = (xr[i] - mean) * rstd;
         const T g = w ? dyr[i] * w[i] : dyr[i];
         sum_g += g;
@@ -115,7 +117,7 @@ static void layer_norm_backward(const T* x, const T* dy, const T* w, long rows,
       }
       const T mean_g = sum_g / cols, mean_g_xhat = sum_g_xhat / cols;
 #pragma omp simd
-      for (long i = 0; i < cols; i++) {
+      for (int64_t i = 0; i < cols; i++) {
         const T xhat = (xr[i] - mean) * rstd;
         const T g = w ? dyr[i] * w[i] : dyr[i];
         dxr[i] = rstd * (g - mean_g - xhat * mean_g_xhat);
@@ -127,55 +129,57 @@ static void layer_norm_backward(const T* x, const T* dy, const T* w, long rows,
 // x, y: (n, channels, inner) with inner = H * W, seen as n * groups rows of
 // (channels / groups) * inner numbers; w, b: (channels,) or null
 template <typename T>
-static void group_norm_forward(const T* x, const T* w, const T* b, long n,
-                               long channels, long groups, long inner, double eps,
-                               int threads, T* y) {
-  const long per_group = channels / groups, cols = per_group * inner;
+static void group_norm_forward(const T* x, const T* w, const T* b, int64_t n,
+                               int64_t channels, int64_t groups, int64_t inner,
+                               double eps, int threads, T* y) {
+  const int64_t per_group = channels / groups, cols = per_group * inner;
 #pragma omp parallel for num_threads(threads) schedule(static)
-  for (long r = 0; r < n * groups; r++) {
+  for (int64_t r = 0; r < n * groups; r++) {
     const T* xr = x + r * cols;  // (channels / groups, inner)
     T* yr = y + r * cols;        // (channels / groups, inner)
     T mean, rstd;
     row_stats(xr, cols, eps, &mean, &rstd);
-    for (long k = 0; k < per_group; k++) {
-      const long c = (r % groups) * per_group + k;  // the channel
+    for (int64_t k = 0; k < per_group; k++) {
+      const int64_t c = (r % groups) * per_group + k;  // the channel
       const T scale = w ? rstd * w[c] : rstd, shift = b ? b[c] : T(0);
       const T* xk = xr + k * inner;  // (inner,)
       T* yk = yr + k * inner;        // (inner,)
 #pragma omp simd
-      for (long i = 0; i < inner; i++) yk[i] = (xk[i] - mean) * scale + shift;
+      for (int64_t i = 0; i < inner; i++) yk[i] = (xk[i] - mean) * scale + shift;
     }
   }
 }
 
 // The C functions ctypes calls: float32 (f32) and float64 (f64).
 extern "C" {
-void layer_norm_forward_f32(const float* x, const float* w, const float* b, long rows,
-                            long cols, double eps, int threads, float* y) {
+void layer_norm_forward_f32(const float* x, const float* w, const float* b,
+                            int64_t rows, int64_t cols, double eps, int threads,
+                            float* y) {
   layer_norm_forward(x, w, b, rows, cols, eps, threads, y);
 }
 void layer_norm_forward_f64(const double* x, const double* w, const double* b,
-                            long rows, long cols, double eps, int threads, double* y) {
+                            int64_t rows, int64_t cols, double eps, int threads,
+                            double* y) {
   layer_norm_forward(x, w, b, rows, cols, eps, threads, y);
 }
-void layer_norm_backward_f32(const float* x, const float* dy, const float* w, long rows,
-                             long cols, double eps, int threads, float* dx,
-                             float* dw_part, float* db_part) {
+void layer_norm_backward_f32(const float* x, const float* dy, const float* w,
+                             int64_t rows, int64_t cols, double eps, int threads,
+                             float* dx, float* dw_part, float* db_part) {
   layer_norm_backward(x, dy, w, rows, cols, eps, threads, dx, dw_part, db_part);
 }
 void layer_norm_backward_f64(const double* x, const double* dy, const double* w,
-                             long rows, long cols, double eps, int threads, double* dx,
-                             double* dw_part, double* db_part) {
+                             int64_t rows, int64_t cols, double eps, int threads,
+                             double* dx, double* dw_part, double* db_part) {
   layer_norm_backward(x, dy, w, rows, cols, eps, threads, dx, dw_part, db_part);
 }
-void group_norm_forward_f32(const float* x, const float* w, const float* b, long n,
-                            long channels, long groups, long inner, double eps,
-                            int threads, float* y) {
+void group_norm_forward_f32(const float* x, const float* w, const float* b,
+                            int64_t n, int64_t channels, int64_t groups, int64_t inner,
+                            double eps, int threads, float* y) {
   group_norm_forward(x, w, b, n, channels, groups, inner, eps, threads, y);
 }
-void group_norm_forward_f64(const double* x, const double* w, const double* b, long n,
-                            long channels, long groups, long inner, double eps,
-                            int threads, double* y) {
+void group_norm_forward_f64(const double* x, const double* w, const double* b,
+                            int64_t n, int64_t channels, int64_t groups, int64_t inner,
+                            double eps, int threads, double* y) {
   group_norm_forward(x, w, b, n, channels, groups, inner, eps, threads, y);
 }
 }

@@ -104,8 +104,8 @@ def q_backward_sweeps(rng, names=None):
              (4 * n_mb, "Both sweeps read x and dy, and the second also writes dx."),
              (6 * n_mb, "dx is written once, by the second sweep only.")]
     return _numeric(
-        f"A LayerNorm backward pass on a {dtype} input x of shape {_shape(case.shape)} is compiled into two loop "
-        "nests: the first reads x and dy to sum dγ and dβ down the columns; the second reads x and dy again and "
+        f"A LayerNorm backward pass on a {dtype} input x of shape {_shape(case.shape)} makes two sweeps over "
+        "memory: the first reads x and dy to sum dγ and dβ down the columns; the second reads x and dy again and "
         "writes dx. How many megabytes (10⁶ bytes) of full-size tensors does it move? Leave out the parameters "
         "and the statistics; one decimal.",
         round(value, 1), dict(kind="backward_sweeps", shape=case.shape, dtype=dtype),
