@@ -1,11 +1,11 @@
 r"""Small C++ kernels for the CPU (LayerNorm forward and backward, GroupNorm forward): building, loading, calling.
 
-The kernels are ``norms/csrc/kernels.cpp``, about 150 lines of plain loops (read
-them: they are the lesson). :func:`load` compiles them with the system's C++
-compiler (``$NORMS_CXX``, ``$CXX`` or ``g++``, with ``-O3 -march=native -fopenmp``:
-about a second) the first time
-they are needed in a process, into a cache folder keyed by the source and the
-flags, and loads them with :mod:`ctypes`. Custom operators
+The kernels are ``norms/csrc/kernels.cpp``, about 180 lines of plain loops and
+comments (read them: they are the lesson). :func:`load` compiles them with the
+system's C++ compiler (``$NORMS_CXX``, ``$CXX`` or ``g++``, with ``-O3 -march=native
+-fopenmp``: about a second) the first time they are needed on a machine, into a
+cache folder keyed by the source, the flags, the compiler and the CPU, and loads
+them with :mod:`ctypes`. Custom operators
 (:func:`torch.library.custom_op`) call them, so that autograd, ``torch.compile``
 and the dispatcher see ordinary torch ops:
 
