@@ -35,6 +35,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import math
 import os
 import platform
 import shutil
@@ -59,7 +60,7 @@ SOURCE = Path(__file__).with_name("csrc") / "kernels.cpp"
 FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-funroll-loops", "-fopenmp", "-std=c++17",
          "-shared", "-fPIC")
 
-_DTYPES = {torch.float32: ("f32", ctypes.c_float), torch.float64: ("f64", ctypes.c_double)}
+_SUFFIX = {torch.float32: "f32", torch.float64: "f64"}  # the C function for each dtype
 
 
 def source_of(name: str) -> str:
@@ -176,7 +177,7 @@ def supports(input: Tensor, *params: Tensor | None) -> bool:
     """Whether the kernels can run this call: CPU, float32 or float64, parameters of the same dtype, not empty."""
     return (
         input.device.type == "cpu"
-        and input.dtype in _DTYPES
+        and input.dtype in _SUFFIX
         and input.numel() > 0
         and all(p is None or (p.device.type == "cpu" and p.dtype == input.dtype) for p in params)
         and available()
@@ -188,9 +189,7 @@ def _ptr(t: Tensor | None) -> int | None:
 
 
 def _rows_cols(input: Tensor, normalized_shape: Sequence[int]) -> tuple[int, int]:
-    cols = 1
-    for s in normalized_shape:
-        cols *= s
+    cols = math.prod(normalized_shape)
     return input.numel() // cols, cols
 
 
@@ -203,7 +202,7 @@ def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | 
     w = None if weight is None else weight.contiguous()
     b = None if bias is None else bias.contiguous()
     y = torch.empty_like(x)  # (rows, cols)
-    kernel = getattr(load(), f"layer_norm_forward_{_DTYPES[x.dtype][0]}")
+    kernel = getattr(load(), f"layer_norm_forward_{_SUFFIX[x.dtype]}")
     kernel(x.data_ptr(), _ptr(w), _ptr(b), rows, cols, eps, torch.get_num_threads(), y.data_ptr())
     return y
 
@@ -224,7 +223,7 @@ def _backward(dy: Tensor, input: Tensor, normalized_shape: Sequence[int], weight
     dx = torch.empty_like(x)  # (rows, cols)
     dw_part = x.new_zeros(threads, cols)  # (threads, cols): each thread's column sums
     db_part = x.new_zeros(threads, cols)
-    kernel = getattr(load(), f"layer_norm_backward_{_DTYPES[x.dtype][0]}")
+    kernel = getattr(load(), f"layer_norm_backward_{_SUFFIX[x.dtype]}")
     kernel(x.data_ptr(), dy.data_ptr(), _ptr(w), rows, cols, eps, threads,
            dx.data_ptr(), dw_part.data_ptr(), db_part.data_ptr())
     shape = tuple(normalized_shape)
@@ -245,7 +244,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None, bias: Tens
     w = None if weight is None else weight.contiguous()
     b = None if bias is None else bias.contiguous()
     y = torch.empty_like(x)  # (N, C, *S)
-    kernel = getattr(load(), f"group_norm_forward_{_DTYPES[x.dtype][0]}")
+    kernel = getattr(load(), f"group_norm_forward_{_SUFFIX[x.dtype]}")
     kernel(x.data_ptr(), _ptr(w), _ptr(b), n, c, num_groups, x.numel() // (n * c), eps, torch.get_num_threads(),
            y.data_ptr())
     return y
@@ -256,23 +255,26 @@ def _(input, num_groups, weight, bias, eps):
     return torch.empty_like(input, memory_format=torch.contiguous_format)
 
 
-def backward_in_ops(x: Tensor, dy: Tensor, weight: Tensor | None, k: int, eps: float):
+def backward_in_ops(x: Tensor, dy: Tensor, weight: Tensor | None, k: int, eps: float, sum_rows=None):
     r"""LayerNorm's backward pass in torch ops: ``(dx, dw, db)``, differentiable again.
 
     The formula of :class:`norms.autograd.LayerNormFunction`:
     :math:`\mathrm{d}x = \frac{1}{\sigma}(g - \langle g\rangle - \hat x\langle g\hat x\rangle)`
-    with :math:`g = \mathrm{d}y\cdot\gamma`, over the last ``k`` dims. Used for a
-    second derivative of the kernel's op.
+    with :math:`g = \mathrm{d}y\cdot\gamma`, over the last ``k`` dims. ``sum_rows(t, k)``
+    sums ``t`` over its leading dims (default: ``t.sum``). Used for a second derivative
+    of the kernel's op, and by :class:`norms.fused.CompiledLayerNorm` (compiled).
     """
     dims = tuple(range(x.dim() - k, x.dim()))  # the normalized dims
-    lead = tuple(range(x.dim() - k))  # the others: rows
     mean = x.mean(dims, keepdim=True)  # (*, 1, ..., 1)
     xc = x - mean
     rstd = torch.rsqrt((xc * xc).mean(dims, keepdim=True) + eps)  # (*, 1, ..., 1)
     x_hat = xc * rstd  # (*, *S)
     g = dy if weight is None else dy * weight
     dx = rstd * (g - g.mean(dims, keepdim=True) - x_hat * (g * x_hat).mean(dims, keepdim=True))
-    return dx, (dy * x_hat).sum(lead), dy.sum(lead)
+    if sum_rows is None:
+        def sum_rows(t, k):
+            return t.sum(tuple(range(t.dim() - k)))  # over the leading dims: (*, *S) -> S
+    return dx, sum_rows(dy * x_hat, k), sum_rows(dy, k)
 
 
 def _setup_context(ctx, inputs, output):

@@ -185,13 +185,8 @@ def loop_headers(source: str) -> str:
     for line in source.splitlines():
         at = line.find("for(")
         if at >= 0:
-            rest, level, end = line[at + 4:], 1, None  # the header: up to the matching parenthesis
-            for k, ch in enumerate(rest):
-                level += {"(": 1, ")": -1}.get(ch, 0)
-                if level == 0:
-                    end = k
-                    break
-            parts = rest[:end].split(";") if end is not None else []
+            header = line[at + 4:].rstrip()  # the generated code puts a loop's header on one line
+            parts = header[:-1].split(";") if header.endswith(")") else []
             m = [re.fullmatch(r"\s*(?:int64_t\s+)?(\w+)\s*=(.*)", parts[0]),
                  re.fullmatch(r"\s*\w+\s*<(.*)", parts[1]),
                  re.fullmatch(r"\s*\w+\s*\+=(.*)", parts[2])] if len(parts) == 3 else [None]
@@ -269,17 +264,11 @@ class _LayerNormFunction(torch.autograd.Function):
     def backward(ctx, dy):
         x, weight = ctx.saved_tensors
         dtype = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
-        x, dy = x.to(dtype), dy.to(dtype)
-        dims = tuple(range(x.dim() - ctx.k, x.dim()))  # the normalized dims
-        mean = x.mean(dims, keepdim=True)  # (*, 1, ..., 1)
-        xc = x - mean
-        rstd = torch.rsqrt((xc * xc).mean(dims, keepdim=True) + ctx.eps)  # (*, 1, ..., 1)
-        x_hat = xc * rstd  # (*, *S)
-        g = dy if weight is None else dy * weight.to(dtype)
-        dx = rstd * (g - g.mean(dims, keepdim=True) - x_hat * (g * x_hat).mean(dims, keepdim=True))
-        dweight = None if weight is None else _sum_rows(dy * x_hat, ctx.k).to(weight.dtype)
-        dbias = None if ctx.bias_dtype is None else _sum_rows(dy, ctx.k).to(ctx.bias_dtype)
-        return dx.to(ctx.saved_tensors[0].dtype), None, dweight, dbias, None
+        dx, dweight, dbias = cpu_kernels.backward_in_ops(
+            x.to(dtype), dy.to(dtype), None if weight is None else weight.to(dtype), ctx.k, ctx.eps, _sum_rows)
+        dweight = None if weight is None else dweight.to(weight.dtype)
+        dbias = None if ctx.bias_dtype is None else dbias.to(ctx.bias_dtype)
+        return dx.to(x.dtype), None, dweight, dbias, None
 
 
 def _layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):

@@ -111,39 +111,31 @@ def test_missing_python_is_one_clear_line():
     ), result.stderr
 
 
-def test_missing_npm_is_one_clear_line(tmp_path):
-    # A PATH with python3.11 and the shell tools, but no npm.
+def _prereqs_with_only(tmp_path, tools) -> subprocess.CompletedProcess:
+    """`make prereqs` with a PATH of python3.11 and ``tools`` (symlinks) only."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     real_python = subprocess.run(
         ["python3.11", "-c", "import sys; print(sys._base_executable)"], capture_output=True, text=True, check=True
     ).stdout.strip()
     (bin_dir / "python3.11").symlink_to(real_python)
-    for tool in ("bash", "sh"):
+    for tool in tools:
         (bin_dir / tool).symlink_to(shutil.which(tool))
     env = {**os.environ, "PATH": str(bin_dir)}
-    result = subprocess.run(
+    return subprocess.run(
         [shutil.which("make"), "--no-print-directory", "prereqs"], cwd=ROOT, capture_output=True, text=True, env=env
     )
+
+
+def test_missing_npm_is_one_clear_line(tmp_path):
+    result = _prereqs_with_only(tmp_path, ("bash", "sh"))
     assert result.returncode != 0
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "*** npm not found: install Node.js and npm" in result.stderr
 
 
 def test_missing_cxx_is_one_clear_line(tmp_path):
-    # A PATH with python3.11, npm and the shell tools, but no g++.
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    real_python = subprocess.run(
-        ["python3.11", "-c", "import sys; print(sys._base_executable)"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    (bin_dir / "python3.11").symlink_to(real_python)
-    for tool in ("bash", "sh", "npm"):
-        (bin_dir / tool).symlink_to(shutil.which(tool))
-    env = {**os.environ, "PATH": str(bin_dir)}
-    result = subprocess.run(
-        [shutil.which("make"), "--no-print-directory", "prereqs"], cwd=ROOT, capture_output=True, text=True, env=env
-    )
+    result = _prereqs_with_only(tmp_path, ("bash", "sh", "npm"))
     assert result.returncode != 0
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "*** g++ not found: install it (Debian: apt-get install g++)" in result.stderr

@@ -39,6 +39,11 @@ def threads(request):
     torch.set_num_threads(before)
 
 
+def _run(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env={**os.environ, **(env or {})},
+                          capture_output=True, text=True, timeout=300)
+
+
 def _params(shape, dtype, seed, present=True):
     gen = torch.Generator().manual_seed(seed)
     if not present:
@@ -151,7 +156,7 @@ def test_bad_input_raises_the_norms_error_on_the_kernel_path():
 
 def test_without_a_compiler_the_fused_layers_still_work():
     """NORMS_CXX names no compiler: a warning, and LayerNorm/GroupNorm run the compiled path (fresh process)."""
-    code = textwrap.dedent("""
+    done = _run("""
         import warnings, torch, norms, norms.fused
         from norms import cpu_kernels
         with warnings.catch_warnings(record=True) as caught:
@@ -162,25 +167,16 @@ def test_without_a_compiler_the_fused_layers_still_work():
         torch.testing.assert_close(norms.fused.LayerNorm(8, dtype=torch.float64)(x),
                                    torch.nn.functional.layer_norm(x, [8]))
         print("ok")
-    """)
-    env = {**os.environ, "NORMS_CXX": "no-such-compiler-for-norms"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    """, {"NORMS_CXX": "no-such-compiler-for-norms"})
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
 
-def test_the_kernel_source_is_shipped_and_builds_in_a_fresh_cache(tmp_path, monkeypatch):
+def test_the_kernel_source_is_shipped_and_builds_in_a_fresh_cache(tmp_path):
     """The .cpp is package data next to the module, and a new cache folder gets a fresh build."""
     assert cpu_kernels.SOURCE.is_file()
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    code = "import tempfile; from norms import cpu_kernels; assert cpu_kernels.available(); print(tempfile.gettempdir())"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    done = _run("from norms import cpu_kernels; assert cpu_kernels.available()", {"TMPDIR": str(tmp_path)})
     assert done.returncode == 0, done.stderr[-3000:]
     assert list(tmp_path.glob("norms-kernels-*/kernels-*.so")), list(tmp_path.rglob("*"))
-
-
-def _run(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env={**os.environ, **(env or {})},
-                          capture_output=True, text=True, timeout=300)
 
 
 def test_a_library_that_does_not_load_falls_back(tmp_path):

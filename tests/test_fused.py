@@ -37,9 +37,10 @@ def _same_params(*layers):
                 p.copy_(v)
 
 
-def _compare(name, args, kwargs, shape, seed, train=True, steps=2):
+def _compare(name, args, kwargs, shape, seed, train=True, steps=2, fused_name=None):
     """fused == norms == torch.nn: outputs, grads of input and parameters, buffers, over a few steps."""
-    layers = [getattr(mod, name)(*args, **kwargs, dtype=torch.float64) for mod in (norms.fused, norms, torch.nn)]
+    classes = (getattr(norms.fused, fused_name or name), getattr(norms, name), getattr(torch.nn, name))
+    layers = [cls(*args, **kwargs, dtype=torch.float64) for cls in classes]
     _same_params(*layers)
     for layer in layers:
         layer.train(train)
@@ -72,10 +73,13 @@ def test_batchnorm2d(n, c, hw, affine, train, seed):
 
 
 @FEW
-@given(lead=st.sampled_from([(2, 5), (3,), (2, 3, 4)]), last=st.sampled_from([(7,), (3, 8)]),
+@given(lead=st.sampled_from([(2, 5), (3,), (2, 3, 4), (2, 64)]), last=st.sampled_from([(7,), (3, 8)]),
        affine=st.booleans(), seed=st.integers(0, 9))
 def test_layernorm(lead, last, affine, seed):
     _compare("LayerNorm", (list(last),), {"elementwise_affine": affine, "eps": 1e-5}, (*lead, *last), seed)
+    # the compiled path alone (what a GPU runs): hand-derived backward, gradients summed in blocks of rows
+    _compare("LayerNorm", (list(last),), {"elementwise_affine": affine, "eps": 1e-5}, (*lead, *last), seed,
+             fused_name="CompiledLayerNorm")
 
 
 @FEW
@@ -127,3 +131,26 @@ def test_fuse_compiles_any_module():
     model = torch.nn.Sequential(torch.nn.Linear(6, 6), norms.LayerNorm(6))
     x = torch.randn(4, 6)
     torch.testing.assert_close(norms.fused.fuse(model)(x), model(x))
+
+
+def test_loop_headers_reads_constant_and_symbolic_bounds():
+    source = """
+    for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(ks0*ks1); x0+=static_cast<int64_t>(1L))
+    {
+        for(int64_t x1=static_cast<int64_t>(0L); x1<static_cast<int64_t>(512L); x1+=static_cast<int64_t>(16L))
+        {
+        }
+        for(int64_t x1=static_cast<int64_t>(16L*(c10::div_floor_integer(static_cast<int64_t>(ks2), static_cast<int64_t>(16L)))); x1<static_cast<int64_t>(ks2); x1+=static_cast<int64_t>(1L))
+        {
+        }
+    }
+    for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(8L); x0+=static_cast<int64_t>(1L))
+    {
+    }
+    """
+    assert norms.fused.loop_headers(source).splitlines() == [
+        "for x0 in range(ks0*ks1):",
+        "  for x1 in range(0, 512, 16):",
+        "  for x1 in range(16*(div_floor_integer(ks2, 16)), ks2):",
+        "for x0 in range(8):",
+    ]
