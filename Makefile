@@ -30,7 +30,7 @@ NPM_STAMP    := node_modules/.installed
 ASSET_STAMP  := _build/assets/.copied
 CHROME_STAMP := $(VENV)/.chromium
 
-.PHONY: help book test test-unit test-notebooks test-browser test-colab colab-venv bench-book serve execute clean prereqs setup bench student assignments test-courses
+.PHONY: help book test lint test-unit test-notebooks test-browser test-colab colab-venv bench-book serve execute clean prereqs setup bench student assignments test-courses
 
 help: ## list the targets
 	@echo "Normalization, from Scratch"
@@ -39,7 +39,7 @@ help: ## list the targets
 NO_PYTHON := $(PYTHON) not found: install Python 3.11 (Debian: apt-get install python3.11 python3.11-venv) or run make PYTHON=/path/to/python3.11
 BAD_PYTHON := $(PYTHON) is not a Python 3.11 with venv and ensurepip: install python3.11-venv or run make PYTHON=/path/to/python3.11
 NO_NPM := npm not found: install Node.js and npm (Debian: apt-get install nodejs npm); the site's MathJax and widget scripts come from the npm registry
-NO_CXX := g++ not found: install it (Debian: apt-get install g++); torch.compile on the CPU and the kernels of norms.cpu_kernels compile C++
+NO_CXX := g++ not found: install it (Debian: apt-get install g++); torch.compile on the CPU and the kernels of norms.fast.cpu_kernels compile C++
 
 # Each missing prerequisite stops make with one line ($(error) prints exactly one).
 prereqs: ## check that python3.11, npm and g++ are on this machine
@@ -83,13 +83,17 @@ $(CHROME_STAMP): | $(PY_STAMP)
 setup: $(PY_STAMP) $(ASSET_STAMP) ## install everything (venv, norms, npm assets); make book/test do this
 
 book: setup ## build the site into _build/html (warnings are errors)
-	@$(PY) tools/cache_key.py
+	@$(PY) tools/stored_outputs.py
 	@rm -rf _build/html   # no file of an earlier build may hide a missing one
 	@$(BIN)/jupyter-book build . --warningiserror --keep-going --quiet
 	@echo "make: site built: _build/html/index.html (make serve to read it)"
 
-test: book student assignments $(CHROME_STAMP) colab-venv ## build, then every test: norms, notebooks (nbval in the Colab-like kernel), browser, courses
+test: lint book student assignments $(CHROME_STAMP) colab-venv ## lint, build, then every test: norms, notebooks (nbval in the Colab-like kernel), browser, courses
 	@$(COLAB_JUPYTER) $(BIN)/pytest -n $(JOBS) --dist loadfile tests book $(NBVAL) -q
+
+lint: setup ## ruff: lint and format check of norms/, tests/ and tools/
+	@$(BIN)/ruff check --quiet norms tests tools
+	@$(BIN)/ruff format --check --quiet norms tests tools
 
 test-unit: setup ## only the unit tests of norms (fast)
 	@$(BIN)/pytest -n $(JOBS) --dist loadfile tests -q -m "not browser and not colab and not courses"

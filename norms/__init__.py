@@ -1,56 +1,79 @@
 """norms: normalization layers from scratch, drop-in compatible with ``torch.nn``.
 
-The modules (:class:`BatchNorm1d`/``2d``/``3d``, :class:`LayerNorm`,
-:class:`RMSNorm`, :class:`GroupNorm`, :class:`InstanceNorm1d`/``2d``/``3d``)
-have torch.nn's constructor signatures, parameter and buffer names and
-``state_dict`` layout, and compute through :mod:`norms.functional`, which is
-written from tensor primitives. :mod:`norms.axes` is the one definition of
-which axes each of them reduces over.
+``import norms`` loads torch and the layers, nothing else:
 
-Also here: :mod:`norms.autograd` (hand-derived backward passes),
-:mod:`norms.quiz` (quizzes whose answers norms computes), :mod:`norms.check`
-(a grader for your own implementation) and :mod:`norms.glue`. The figures and
-widgets (:mod:`norms.viz`, :mod:`norms.widgets`) need matplotlib and ipywidgets
-and are imported explicitly: ``import norms.viz``.
+* the layers (:mod:`norms.modules`): :class:`BatchNorm1d`/``2d``/``3d``,
+  :class:`LayerNorm`, :class:`RMSNorm`, :class:`GroupNorm`,
+  :class:`InstanceNorm1d`/``2d``/``3d``, :class:`SyncBatchNorm`, the transformer
+  layers :class:`TransformerEncoderLayer` and :class:`TransformerDecoderLayer` (with
+  their :class:`MLP` block), :class:`FrozenBatchNorm` and :class:`MaskedBatchNorm1d`.
+  They have torch.nn's constructor signatures, parameter and buffer names and
+  ``state_dict`` layout;
+* the maths they compute through: :mod:`norms.functional` (forward passes from
+  tensor primitives), :mod:`norms.autograd` (the hand-derived backward passes) and
+  :mod:`norms.axes` (which axes each layer reduces over, and the list of the norms).
 
-The transformer layers :class:`TransformerEncoderLayer` and
-:class:`TransformerDecoderLayer` (with their :class:`MLP` block) are drop-in for
-``torch.nn``'s with :class:`LayerNorm` norms; :mod:`norms.llama` (the RMSNorm block of
-LLaMA-style models) and :mod:`norms.transformer_train` (the transformer chapter's tiny
-training runs) are imported explicitly, like :mod:`norms.transformer_plots`.
-
-Importing ``norms`` is cheap: it imports torch and nothing else (no plotting).
+Everything else loads when first used (``norms.quiz.show(...)`` works after a plain
+``import norms``): :mod:`norms.fast` (compiled layers, C++ kernels, benchmark),
+:mod:`norms.distributed` (several processes), :mod:`norms.lab` (data, models,
+training runs), :mod:`norms.plots` (figures), :mod:`norms.explore` (explorers),
+:mod:`norms.quiz`, :mod:`norms.check` (a grader for your own layer) and
+:mod:`norms.glue`.
 """
 
-from . import autograd, axes, check, functional, glue, quiz
-from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
-from .groupnorm import GroupNorm
-from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
-from .layernorm import LayerNorm
-from .rmsnorm import RMSNorm
-from .transformer import MLP, TransformerDecoderLayer, TransformerEncoderLayer
-from .syncbatchnorm import SyncBatchNorm
-from . import distributed
+import importlib
+
+from . import autograd, axes, functional, modules
+from .modules import (
+    MLP,
+    BatchNorm1d,
+    BatchNorm2d,
+    BatchNorm3d,
+    FrozenBatchNorm,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+    LayerNorm,
+    MaskedBatchNorm1d,
+    RMSNorm,
+    SyncBatchNorm,
+    TransformerDecoderLayer,
+    TransformerEncoderLayer,
+)
+
+#: The subpackages that load on first use: ``norms.quiz`` imports ``norms.quiz``.
+_LAZY = ("check", "distributed", "explore", "fast", "glue", "lab", "plots", "quiz")
 
 __all__ = [
     "autograd",
     "axes",
-    "check",
     "functional",
-    "glue",
-    "quiz",
+    "modules",
+    *_LAZY,
     "BatchNorm1d",
     "BatchNorm2d",
     "BatchNorm3d",
-    "LayerNorm",
-    "RMSNorm",
+    "FrozenBatchNorm",
     "GroupNorm",
     "InstanceNorm1d",
     "InstanceNorm2d",
     "InstanceNorm3d",
+    "LayerNorm",
     "MLP",
-    "TransformerEncoderLayer",
-    "TransformerDecoderLayer",
+    "MaskedBatchNorm1d",
+    "RMSNorm",
     "SyncBatchNorm",
-    "distributed",
+    "TransformerDecoderLayer",
+    "TransformerEncoderLayer",
 ]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

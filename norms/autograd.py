@@ -65,6 +65,9 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from . import axes
+from . import functional as F
+
 __all__ = [
     "BatchNormFunction",
     "LayerNormFunction",
@@ -76,13 +79,9 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------
-# small helpers (shape checks, the dims we reduce over, the statistics)
+# small helpers: the checks, dims and per-channel views are norms.functional's
+# and norms.axes's, so a bad input gets the same error as from the layers
 # ---------------------------------------------------------------------------
-
-
-def _fmt(shape: Sequence[int]) -> str:
-    """Format a shape as a plain tuple, e.g. ``(3, 4)`` or ``(4,)``."""
-    return str(tuple(int(d) for d in shape))
 
 
 def _as_shape(normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
@@ -91,19 +90,9 @@ def _as_shape(normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
     return tuple(int(d) for d in normalized_shape)
 
 
-def _batch_norm_dims(x: Tensor) -> tuple[int, ...]:
-    """Every dim except the channel dim 1: ``(0, 2, 3, ...)``."""
-    return (0, *range(2, x.dim()))
-
-
 def _channel_view(p: Tensor, x: Tensor) -> Tensor:
-    """Reshape a per-channel ``(C,)`` tensor to ``(1, C, 1, ..., 1)`` so it broadcasts against ``x``."""
+    """A per-channel ``(C,)`` tensor as ``(1, C, 1, ..., 1)``, to broadcast against ``x``."""
     return p.reshape(1, -1, *([1] * (x.dim() - 2)))
-
-
-def _trailing_dims(x: Tensor, k: int) -> tuple[int, ...]:
-    """The last ``k`` dims of ``x``: the ones layer norm and RMSNorm normalize over."""
-    return tuple(range(x.dim() - k, x.dim()))
 
 
 def _sum_leading(t: Tensor, k: int) -> Tensor:
@@ -129,47 +118,21 @@ def _rms_rstd(x: Tensor, dims: tuple[int, ...], eps: float) -> Tensor:
 
 
 def _check_batch_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None) -> None:
+    """torch.nn.functional.batch_norm's checks in training mode, with its exception types."""
+    F._check_floating(x, "batch_norm")
     if x.dim() < 2:
-        raise ValueError(
-            f"batch_norm expects input of shape (N, C, *) with at least 2 dims, "
-            f"got input of shape {_fmt(x.shape)}"
-        )
-    channels = x.shape[1]
-    for name, p in (("weight", weight), ("bias", bias)):
-        if p is not None and tuple(p.shape) != (channels,):
-            raise ValueError(
-                f"batch_norm {name} must have shape {_fmt((channels,))} (one value per "
-                f"channel of input {_fmt(x.shape)}), got {name} of shape {_fmt(p.shape)}"
-            )
-    if x.numel() // channels <= 1:
-        # Same check, same wording as torch: one value per channel has zero variance.
-        raise ValueError(
-            f"Expected more than 1 value per channel when training, got input size {x.shape}"
-        )
+        F._batch_norm_no_channel_dim(x, True, weight=weight, bias=bias)
+    F._verify_batch_size(x.size())
+    F._check_channels(x, "batch_norm", weight=weight, bias=bias)
 
 
 def _check_normalized_shape(
-    fn: str,
-    x: Tensor,
-    shape: tuple[int, ...],
-    params: tuple[tuple[str, Tensor | None], ...],
+    fn: str, x: Tensor, shape: tuple[int, ...], **params: Tensor | None
 ) -> None:
-    if len(shape) == 0:
-        raise ValueError(
-            f"{fn} expects normalized_shape to have at least one dim, got normalized_shape ()"
-        )
-    if x.dim() < len(shape) or tuple(x.shape[x.dim() - len(shape):]) != shape:
-        raise ValueError(
-            f"{fn}: normalized_shape {_fmt(shape)} must match the trailing dims of the input, "
-            f"i.e. input of shape (*, {', '.join(map(str, shape))}), "
-            f"got input of shape {_fmt(x.shape)}"
-        )
-    for name, p in params:
-        if p is not None and tuple(p.shape) != shape:
-            raise ValueError(
-                f"{fn} {name} must have shape normalized_shape {_fmt(shape)}, "
-                f"got {name} of shape {_fmt(p.shape)}"
-            )
+    """torch.nn.functional.layer_norm's (or rms_norm's) checks, with its exception types."""
+    F._normalized_shape(shape, fn)
+    F._check_floating(x, fn)
+    F._check_normalized_shape(x, shape, fn, **params)
 
 
 # ---------------------------------------------------------------------------
@@ -230,7 +193,7 @@ class BatchNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor | None, bias: Tensor | None, eps: float) -> Tensor:
         _check_batch_norm(x, weight, bias)
-        dims = _batch_norm_dims(x)
+        dims = axes.batch_norm_dims(x.dim())
         mean, rstd = _mean_rstd(x, dims, eps)
         y = (x - mean) * rstd  # x_hat
         if weight is not None:
@@ -247,7 +210,7 @@ class BatchNormFunction(torch.autograd.Function):
     def backward(ctx, dy: Tensor):
         x, weight, mean, rstd = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        dims = _batch_norm_dims(x)
+        dims = axes.batch_norm_dims(x.dim())
         dx = dweight = dbias = None
 
         if need_x or need_w:
@@ -258,11 +221,7 @@ class BatchNormFunction(torch.autograd.Function):
             x_hat = (x - mean) * rstd
         if need_x:
             g = dy if weight is None else dy * _channel_view(weight, x)
-            dx = rstd * (
-                g
-                - g.mean(dim=dims, keepdim=True)
-                - x_hat * (g * x_hat).mean(dim=dims, keepdim=True)
-            )
+            dx = F.normalization_backward_over(g, x_hat, rstd, dims)
         if need_w:
             dweight = (dy * x_hat).sum(dim=dims)
         if need_b:
@@ -317,8 +276,8 @@ class LayerNormFunction(torch.autograd.Function):
         eps: float,
     ) -> Tensor:
         shape = _as_shape(normalized_shape)
-        _check_normalized_shape("layer_norm", x, shape, (("weight", weight), ("bias", bias)))
-        dims = _trailing_dims(x, len(shape))
+        _check_normalized_shape("layer_norm", x, shape, weight=weight, bias=bias)
+        dims = axes.layer_norm_dims(x.dim(), len(shape))
         mean, rstd = _mean_rstd(x, dims, eps)
         y = (x - mean) * rstd  # x_hat
         if weight is not None:
@@ -334,7 +293,7 @@ class LayerNormFunction(torch.autograd.Function):
     def backward(ctx, dy: Tensor):
         x, weight, mean, rstd = ctx.saved_tensors
         need_x, _, need_w, need_b = ctx.needs_input_grad[:4]
-        dims = _trailing_dims(x, ctx.k)
+        dims = axes.layer_norm_dims(x.dim(), ctx.k)
         dx = dweight = dbias = None
 
         if need_x or need_w:
@@ -344,11 +303,7 @@ class LayerNormFunction(torch.autograd.Function):
             x_hat = (x - mean) * rstd
         if need_x:
             g = dy if weight is None else dy * weight
-            dx = rstd * (
-                g
-                - g.mean(dim=dims, keepdim=True)
-                - x_hat * (g * x_hat).mean(dim=dims, keepdim=True)
-            )
+            dx = F.normalization_backward_over(g, x_hat, rstd, dims)
         if need_w:
             dweight = _sum_leading(dy * x_hat, ctx.k)
         if need_b:
@@ -405,8 +360,8 @@ class RMSNormFunction(torch.autograd.Function):
         eps: float,
     ) -> Tensor:
         shape = _as_shape(normalized_shape)
-        _check_normalized_shape("rms_norm", x, shape, (("weight", weight),))
-        dims = _trailing_dims(x, len(shape))
+        _check_normalized_shape("rms_norm", x, shape, weight=weight)
+        dims = axes.layer_norm_dims(x.dim(), len(shape))
         rstd = _rms_rstd(x, dims, eps)
         y = x * rstd  # x_hat
         if weight is not None:
@@ -420,7 +375,7 @@ class RMSNormFunction(torch.autograd.Function):
     def backward(ctx, dy: Tensor):
         x, weight, rstd = ctx.saved_tensors
         need_x, _, need_w = ctx.needs_input_grad[:3]
-        dims = _trailing_dims(x, ctx.k)
+        dims = axes.layer_norm_dims(x.dim(), ctx.k)
         dx = dweight = None
 
         if need_x or need_w:
@@ -430,7 +385,7 @@ class RMSNormFunction(torch.autograd.Function):
             x_hat = x * rstd
         if need_x:
             g = dy if weight is None else dy * weight
-            dx = rstd * (g - x_hat * (g * x_hat).mean(dim=dims, keepdim=True))
+            dx = F.normalization_backward_over(g, x_hat, rstd, dims, centred=False)
         if need_w:
             dweight = _sum_leading(dy * x_hat, ctx.k)
         return dx, None, dweight, None

@@ -46,6 +46,8 @@ from dataclasses import dataclass, field
 import torch
 
 __all__ = [
+    "NORMS",
+    "Norm",
     "Reduction",
     "describe",
     "batch_norm_dims",
@@ -54,6 +56,8 @@ __all__ = [
     "group_norm_shape",
     "group_norm_dims",
     "rank_error_message",
+    "is_unbatched",
+    "module_label",
 ]
 
 
@@ -225,39 +229,93 @@ class Reduction:
 # describe()
 # --------------------------------------------------------------------------
 
-# Class name -> (kind, allowed ranks). Ranks for InstanceNorm include the
-# unbatched one (the smaller).
-_KINDS: dict[str, tuple[str, tuple[int, ...] | None]] = {
-    "BatchNorm1d": ("batch", (2, 3)),
-    "BatchNorm2d": ("batch", (4,)),
-    "BatchNorm3d": ("batch", (5,)),
-    "InstanceNorm1d": ("instance", (2, 3)),
-    "InstanceNorm2d": ("instance", (3, 4)),
-    "InstanceNorm3d": ("instance", (4, 5)),
-    "LayerNorm": ("layer", None),
-    "RMSNorm": ("rms", None),
-    "GroupNorm": ("group", None),
+
+@dataclass(frozen=True)
+class Norm:
+    """One normalization layer of the book: the facts every other module reads.
+
+    Attributes:
+        name: the class name, the same in ``norms`` and ``torch.nn``.
+        kind: ``"batch"``, ``"instance"``, ``"layer"``, ``"rms"`` or ``"group"``:
+            which reduction rule of this module it follows.
+        family: the layer's family name in prose (``"BatchNorm"`` for all three ranks).
+        ranks: the input ranks it accepts (for InstanceNorm the unbatched one
+            too, the smaller), or ``None`` for any rank its arguments allow.
+        layout: those inputs as the error messages spell them, or ``None``.
+    """
+
+    name: str
+    kind: str
+    family: str
+    ranks: tuple[int, ...] | None
+    layout: str | None = None
+
+
+#: The nine layers, in the order the book lists them. Everything that lists the
+#: norms (the explorers, the quizzes, the grader, the figures) reads this.
+NORMS: dict[str, Norm] = {
+    n.name: n
+    for n in (
+        Norm("BatchNorm1d", "batch", "BatchNorm", (2, 3), "(N, C) or (N, C, L)"),
+        Norm("BatchNorm2d", "batch", "BatchNorm", (4,), "(N, C, H, W)"),
+        Norm("BatchNorm3d", "batch", "BatchNorm", (5,), "(N, C, D, H, W)"),
+        Norm("LayerNorm", "layer", "LayerNorm", None),
+        Norm("RMSNorm", "rms", "RMSNorm", None),
+        Norm("GroupNorm", "group", "GroupNorm", None),
+        Norm("InstanceNorm1d", "instance", "InstanceNorm", (2, 3), "(N, C, L) or (C, L)"),
+        Norm("InstanceNorm2d", "instance", "InstanceNorm", (3, 4), "(N, C, H, W) or (C, H, W)"),
+        Norm(
+            "InstanceNorm3d", "instance", "InstanceNorm", (4, 5), "(N, C, D, H, W) or (C, D, H, W)"
+        ),
+    )
 }
 
 #: The input layouts each fixed-rank layer accepts, for error messages.
-LAYOUTS: dict[str, str] = {
-    "BatchNorm1d": "(N, C) or (N, C, L)",
-    "BatchNorm2d": "(N, C, H, W)",
-    "BatchNorm3d": "(N, C, D, H, W)",
-    "InstanceNorm1d": "(N, C, L) or (C, L)",
-    "InstanceNorm2d": "(N, C, H, W) or (C, H, W)",
-    "InstanceNorm3d": "(N, C, D, H, W) or (C, D, H, W)",
-}
+LAYOUTS: dict[str, str] = {n.name: n.layout for n in NORMS.values() if n.layout}
+
+
+def is_unbatched(norm: str, ndim: int) -> bool:
+    """True when ``norm`` (a name of :data:`NORMS`) reads a ``ndim``-D input as one unbatched
+    sample.
+
+    Only InstanceNorm has an unbatched form: ``(C, *S)``, the smaller of its two ranks.
+    """
+    info = NORMS[norm]
+    return info.kind == "instance" and info.ranks is not None and ndim == info.ranks[0]
+
+
+def module_label(module: torch.nn.Module) -> str:
+    """A short constructor-like label: ``BatchNorm2d(6)``, ``LayerNorm([6, 4])`` ...
+
+    Args:
+        module: a ``norms`` or ``torch.nn`` normalization module.
+
+    Returns:
+        the label.
+
+    Example:
+        >>> module_label(torch.nn.GroupNorm(2, 6))
+        'GroupNorm(2, 6)'
+    """
+    name = type(module).__name__
+    if hasattr(module, "num_groups"):
+        return f"{name}({module.num_groups}, {module.num_channels})"
+    if hasattr(module, "normalized_shape"):
+        shape = list(module.normalized_shape)
+        return f"{name}({shape[0]})" if len(shape) == 1 else f"{name}({shape})"
+    if hasattr(module, "num_features"):
+        return f"{name}({module.num_features})"
+    return name
 
 
 def _kind_of(module: object) -> tuple[str, str, tuple[int, ...] | None]:
     for cls in type(module).__mro__:
-        if cls.__name__ in _KINDS and cls.__module__.split(".")[0] in ("torch", "norms"):
-            kind, ranks = _KINDS[cls.__name__]
-            return cls.__name__, kind, ranks
+        if cls.__name__ in NORMS and cls.__module__.split(".")[0] in ("torch", "norms"):
+            info = NORMS[cls.__name__]
+            return info.name, info.kind, info.ranks
     raise TypeError(
         "describe() expects a norms or torch.nn normalization module "
-        f"({', '.join(_KINDS)}), got {type(module).__qualname__}"
+        f"({', '.join(NORMS)}), got {type(module).__qualname__}"
     )
 
 
@@ -369,9 +427,10 @@ def describe(module: torch.nn.Module, input_shape: Sequence[int] | torch.Size) -
         train_eval_differ = False
         param_dims = None if param_shape is None else (1,)
         # id = n * G + c // (C//G), broadcast over the spatial dims.
-        ids = torch.arange(n, dtype=torch.int64)[:, None] * g + (
-            torch.arange(c, dtype=torch.int64) // max(cpg, 1)
-        )[None, :]  # (N, C)
+        ids = (
+            torch.arange(n, dtype=torch.int64)[:, None] * g
+            + (torch.arange(c, dtype=torch.int64) // max(cpg, 1))[None, :]
+        )  # (N, C)
         index = ids.view(n, c, *([1] * (ndim - 2))).expand(shape).contiguous()
         stat_shape = (n, g)
 

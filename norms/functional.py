@@ -31,7 +31,15 @@ from torch import Tensor
 
 from . import axes
 
-__all__ = ["batch_norm", "instance_norm", "layer_norm", "rms_norm", "group_norm"]
+__all__ = [
+    "batch_norm",
+    "instance_norm",
+    "layer_norm",
+    "rms_norm",
+    "group_norm",
+    "normalization_backward",
+    "normalization_backward_over",
+]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
@@ -163,6 +171,13 @@ def _normalized_shape(normalized_shape: Sequence[int], fname: str) -> tuple[int,
 
 def _check_normalized_shape(input: Tensor, ns: tuple[int, ...], fname: str, **params) -> None:
     k = len(ns)
+    if fname == "rms_norm" and input.dim() < k:
+        # torch's rms_norm checks the rank first, with a ValueError
+        raise ValueError(
+            f"Input tensor must have at least {k} dimensions, but got {input.dim()}: "
+            f"rms_norm with normalized_shape={ns} needs input of shape "
+            f"(*, {', '.join(map(str, ns))}), got input of shape {_shape(input)}"
+        )
     if input.dim() < k or _shape(input)[input.dim() - k :] != ns:
         raise RuntimeError(
             f"{fname}: given normalized_shape={list(ns)}, expected input with shape "
@@ -182,7 +197,9 @@ def _check_normalized_shape(input: Tensor, ns: tuple[int, ...], fname: str, **pa
 # --------------------------------------------------------------------------
 
 
-def _batch_norm_no_channel_dim(input: Tensor, training: bool, **per_channel: Tensor | None) -> Tensor:
+def _batch_norm_no_channel_dim(
+    input: Tensor, training: bool, **per_channel: Tensor | None
+) -> Tensor:
     """batch_norm of an input with fewer than 2 dims, as torch does it.
 
     Without a dim 1, torch takes the channel count to be 0: every per-channel
@@ -215,7 +232,8 @@ def batch_norm(
     momentum: float = 0.1,
     eps: float = 1e-5,
 ) -> Tensor:
-    r"""Batch Normalization for each channel across a batch, like :func:`torch.nn.functional.batch_norm`.
+    r"""Batch Normalization for each channel across a batch, like
+    :func:`torch.nn.functional.batch_norm`.
 
     ``input`` is ``(N, C, *S)``. With ``training=True`` the mean and biased
     variance of each channel are computed over dims ``(0, 2, 3, ...)`` and, if
@@ -242,15 +260,29 @@ def batch_norm(
     if not training and running_mean is None:
         raise RuntimeError("running_mean must be defined in evaluation mode")
     if input.dim() < 2:
-        return _batch_norm_no_channel_dim(input, training, running_mean=running_mean,
-                                          running_var=running_var, weight=weight, bias=bias)
+        return _batch_norm_no_channel_dim(
+            input,
+            training,
+            running_mean=running_mean,
+            running_var=running_var,
+            weight=weight,
+            bias=bias,
+        )
     _check_param_dtypes(
-        input, "batch_norm", running_mean=running_mean, running_var=running_var,
-        weight=weight, bias=bias,
+        input,
+        "batch_norm",
+        running_mean=running_mean,
+        running_var=running_var,
+        weight=weight,
+        bias=bias,
     )
     _check_channels(
-        input, "batch_norm", running_mean=running_mean, running_var=running_var,
-        weight=weight, bias=bias,
+        input,
+        "batch_norm",
+        running_mean=running_mean,
+        running_var=running_var,
+        weight=weight,
+        bias=bias,
     )
 
     ndim = input.dim()
@@ -307,9 +339,7 @@ def instance_norm(
     if use_input_stats:
         _verify_spatial_size(input.size())
     if (running_mean is None) != (running_var is None):
-        raise ValueError(
-            "running_mean and running_var must either both be None or neither be None"
-        )
+        raise ValueError("running_mean and running_var must either both be None or neither be None")
     if not use_input_stats and running_mean is None:
         raise RuntimeError(
             "Expected running_mean and running_var to be defined when use_input_stats is false"
@@ -319,12 +349,20 @@ def instance_norm(
             f"instance_norm: expected input of shape (N, C, *), got input of shape {_shape(input)}"
         )
     _check_param_dtypes(
-        input, "instance_norm", running_mean=running_mean, running_var=running_var,
-        weight=weight, bias=bias,
+        input,
+        "instance_norm",
+        running_mean=running_mean,
+        running_var=running_var,
+        weight=weight,
+        bias=bias,
     )
     _check_channels(
-        input, "instance_norm", running_mean=running_mean, running_var=running_var,
-        weight=weight, bias=bias,
+        input,
+        "instance_norm",
+        running_mean=running_mean,
+        running_var=running_var,
+        weight=weight,
+        bias=bias,
     )
 
     ndim = input.dim()
@@ -340,9 +378,7 @@ def instance_norm(
             n = math.prod(input.shape[2:])  # elements per instance
             nc = input.shape[:2]
             _update_running(running_mean, mean.detach().view(nc).mean(0), momentum)
-            _update_running(
-                running_var, var.detach().view(nc).mean(0) * (n / (n - 1)), momentum
-            )
+            _update_running(running_var, var.detach().view(nc).mean(0) * (n / (n - 1)), momentum)
     else:
         mean = _channel_view(running_mean, ndim, dtype)  # (1, C, 1, ...)
         var = _channel_view(running_var, ndim, dtype)  # (1, C, 1, ...)
@@ -363,9 +399,10 @@ def instance_norm(
 def check_layer_norm(
     input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None, bias: Tensor | None
 ) -> tuple[int, ...]:
-    """The checks of :func:`layer_norm` (torch's exceptions, with the shapes): ``normalized_shape`` as a tuple.
+    """The checks of :func:`layer_norm` (torch's exceptions, with the shapes): ``normalized_shape``
+    as a tuple.
 
-    Shared with kernels that take the same arguments (:mod:`norms.cpu_kernels`).
+    Shared with kernels that take the same arguments (:mod:`norms.fast.cpu_kernels`).
     """
     ns = _normalized_shape(normalized_shape, "layer_norm")
     _check_floating(input, "layer_norm")
@@ -381,7 +418,8 @@ def layer_norm(
     bias: Tensor | None = None,
     eps: float = 1e-5,
 ) -> Tensor:
-    r"""Layer Normalization over the last ``len(normalized_shape)`` dims, like :func:`torch.nn.functional.layer_norm`.
+    r"""Layer Normalization over the last ``len(normalized_shape)`` dims, like
+    :func:`torch.nn.functional.layer_norm`.
 
     ``weight`` and ``bias`` (if given) have shape ``normalized_shape`` and are
     applied element-wise.
@@ -442,10 +480,12 @@ def rms_norm(
 # --------------------------------------------------------------------------
 
 
-def check_group_norm(input: Tensor, num_groups: int, weight: Tensor | None, bias: Tensor | None) -> None:
+def check_group_norm(
+    input: Tensor, num_groups: int, weight: Tensor | None, bias: Tensor | None
+) -> None:
     """The checks of :func:`group_norm` (torch's exceptions, with the shapes).
 
-    Shared with kernels that take the same arguments (:mod:`norms.cpu_kernels`).
+    Shared with kernels that take the same arguments (:mod:`norms.fast.cpu_kernels`).
     """
     _check_floating(input, "group_norm")
     if input.dim() < 2:
@@ -503,3 +543,46 @@ def group_norm(
         None if bias is None else _channel_view(bias, ndim, dtype),
     )
     return y.to(input.dtype)
+
+
+# --------------------------------------------------------------------------
+# the backward pass, one formula for every norm
+# --------------------------------------------------------------------------
+
+
+def normalization_backward(
+    g: Tensor, x_hat: Tensor, rstd: Tensor, mean_g: Tensor | None, mean_g_x_hat: Tensor
+) -> Tensor:
+    r"""The input gradient of a normalization, given the two means its statistic needs.
+
+    .. math::
+
+        \mathrm{d}x = \frac{1}{\sigma}\Big(g - \langle g \rangle
+            - \hat x\,\langle g\,\hat x \rangle\Big), \qquad g = \mathrm{d}y \cdot \gamma,
+
+    where :math:`\langle\cdot\rangle` is the mean over the elements that share one
+    statistic. RMSNorm does not centre, so it has no :math:`\langle g \rangle` term:
+    pass ``mean_g=None``. Every backward pass in :mod:`norms` ends here: the
+    hand-derived ones of :mod:`norms.autograd`, the compiled ones and the C++
+    kernel's second derivative (:mod:`norms.fast`) and SyncBatchNorm's, whose means
+    run over the batches of every process. Each computes the two means its own way
+    (over local dims, from all-reduced sums, from per-channel sums) and calls this.
+
+    Args:
+        g: ``dy * weight`` (or ``dy`` without a weight), the input's shape.
+        x_hat: the normalized input, the input's shape.
+        rstd: ``1/σ``, broadcastable to the input (size 1 on the reduced dims).
+        mean_g: :math:`\langle g \rangle`, broadcastable like ``rstd``; ``None`` for RMSNorm.
+        mean_g_x_hat: :math:`\langle g\,\hat x \rangle`, broadcastable like ``rstd``.
+    """
+    centred = g if mean_g is None else g - mean_g
+    return rstd * (centred - x_hat * mean_g_x_hat)
+
+
+def normalization_backward_over(
+    g: Tensor, x_hat: Tensor, rstd: Tensor, dims: Sequence[int], centred: bool = True
+) -> Tensor:
+    """:func:`normalization_backward` with both means taken over ``dims`` of this tensor."""
+    dims = tuple(dims)
+    mean_g = g.mean(dims, keepdim=True) if centred else None
+    return normalization_backward(g, x_hat, rstd, mean_g, (g * x_hat).mean(dims, keepdim=True))

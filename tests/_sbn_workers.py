@@ -24,7 +24,13 @@ CASES = {
     "5d": ({2: [2, 1], 3: [1, 1, 1]}, 2, (3, 4, 2), 0.0, {}),
     "empty-slice": ({2: [0, 4], 3: [3, 0, 2]}, 3, (5,), 0.0, {}),
     "mean-3000": ({2: [2, 3], 3: [1, 3, 2]}, 3, (6, 5), 3000.0, {}),
-    "cumulative-no-bias": ({2: [2, 2], 3: [2, 1, 2]}, 5, (4,), 0.0, {"momentum": None, "bias": False}),
+    "cumulative-no-bias": (
+        {2: [2, 2], 3: [2, 1, 2]},
+        5,
+        (4,),
+        0.0,
+        {"momentum": None, "bias": False},
+    ),
     "float64": ({2: [3, 1], 3: [1, 2, 2]}, 3, (2, 3), 0.0, {"dtype": torch.float64, "eps": 1e-3}),
     "bfloat16": ({2: [2, 3], 3: [2, 2, 1]}, 3, (4,), 0.0, {"dtype": torch.bfloat16}),
 }
@@ -34,11 +40,18 @@ DDP_STEPS = 3
 
 
 def ddp_model(seed: int) -> nn.Module:
-    """A small model with a torch.nn and a norms BatchNorm, the same in every process for ``seed``."""
+    """A small model with a torch.nn and a norms BatchNorm, the same in every process for
+    ``seed``."""
     torch.manual_seed(seed)
     return nn.Sequential(
-        nn.Conv1d(2, 4, 3, padding=1), nn.BatchNorm1d(4), nn.ReLU(),
-        nn.Flatten(), nn.Linear(4 * 6, 5), norms.BatchNorm1d(5), nn.Tanh(), nn.Linear(5, 2),
+        nn.Conv1d(2, 4, 3, padding=1),
+        nn.BatchNorm1d(4),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(4 * 6, 5),
+        norms.BatchNorm1d(5),
+        nn.Tanh(),
+        nn.Linear(5, 2),
     )
 
 
@@ -60,8 +73,17 @@ def ddp_reference(seed: int, sizes) -> list:
         loss.backward()
         grads = [p.grad.clone() for p in model.parameters()]
         opt.step()
-        out.append((grads, [p.detach().clone() for p in model.parameters()],
-                    {k: v.clone() for k, v in model.state_dict().items() if "running" in k or "num_" in k}))
+        out.append(
+            (
+                grads,
+                [p.detach().clone() for p in model.parameters()],
+                {
+                    k: v.clone()
+                    for k, v in model.state_dict().items()
+                    if "running" in k or "num_" in k
+                },
+            )
+        )
     return out
 
 
@@ -82,8 +104,17 @@ def _ddp(rank, world_size, seed):
         loss.backward()
         grads = [p.grad.clone() for p in model.parameters()]
         opt.step()
-        out.append((grads, [p.detach().clone() for p in model.parameters()],
-                    {k: v.clone() for k, v in model.state_dict().items() if "running" in k or "num_" in k}))
+        out.append(
+            (
+                grads,
+                [p.detach().clone() for p in model.parameters()],
+                {
+                    k: v.clone()
+                    for k, v in model.state_dict().items()
+                    if "running" in k or "num_" in k
+                },
+            )
+        )
     return {"types": types, "steps": out}
 
 
@@ -153,8 +184,17 @@ def scenarios(rank: int, world_size: int, seed: int) -> dict:
     """Every check of the test file that needs processes, in one launch."""
     out = {}
     for name, (sizes, channels, spatial, mean, kwargs) in CASES.items():
-        out[name] = compare_with_batchnorm(rank, world_size, seed, sizes[world_size], channels,
-                                           spatial, steps=3, mean=mean, layer_kwargs=kwargs)
+        out[name] = compare_with_batchnorm(
+            rank,
+            world_size,
+            seed,
+            sizes[world_size],
+            channels,
+            spatial,
+            steps=3,
+            mean=mean,
+            layer_kwargs=kwargs,
+        )
     out["ddp"] = _ddp(rank, world_size, seed)
     out["errors"] = _errors(rank, world_size)
     out["collectives"] = _collectives(rank, world_size)

@@ -31,21 +31,41 @@ NAMES = ["batchnorm2d", "layernorm-rmsnorm", "groupnorm"]
 #: assignment -> bug -> (replacements in the reference solution, the grader's problem code)
 BUGS = {
     "batchnorm2d": {
-        "unbiased_variance": ([("x.var(dims, unbiased=False)", "x.var(dims, unbiased=True)")], "unbiased_variance"),
+        "unbiased_variance": (
+            [("x.var(dims, unbiased=False)", "x.var(dims, unbiased=True)")],
+            "unbiased_variance",
+        ),
         "running_var_biased": ([("var * n / (n - 1)", "var")], "running_var_biased"),
     },
     "layernorm-rmsnorm": {
-        "rms_subtracts_mean": ([("    rrms = 1 / torch.sqrt(", "    x = x - x.mean(-1, keepdim=True)\n    rrms = 1 / torch.sqrt(")],
-                               "subtracts_mean"),
-        "layernorm_backward_drops_a_term": ([("g.mean(-1, keepdim=True) - x_hat * (g * x_hat).mean(-1, keepdim=True))",
-                                              "g.mean(-1, keepdim=True))")],
-                                            "gradient_mismatch"),
+        "rms_subtracts_mean": (
+            [
+                (
+                    "    rrms = 1 / torch.sqrt(",
+                    "    x = x - x.mean(-1, keepdim=True)\n    rrms = 1 / torch.sqrt(",
+                )
+            ],
+            "subtracts_mean",
+        ),
+        "layernorm_backward_drops_a_term": (
+            [
+                (
+                    "g.mean(-1, keepdim=True) - x_hat * (g * x_hat).mean(-1, keepdim=True))",
+                    "g.mean(-1, keepdim=True))",
+                )
+            ],
+            "gradient_mismatch",
+        ),
     },
     "groupnorm": {
-        "eps_outside_sqrt": ([("torch.sqrt(var[..., None] + self.eps)", "(torch.sqrt(var[..., None]) + self.eps)")],
-                             "eps_outside_sqrt"),
-        "affine_not_applied": ([("return x_hat * self.weight.view(view) + self.bias.view(view)", "return x_hat")],
-                               "affine_not_applied"),
+        "eps_outside_sqrt": (
+            [("torch.sqrt(var[..., None] + self.eps)", "(torch.sqrt(var[..., None]) + self.eps)")],
+            "eps_outside_sqrt",
+        ),
+        "affine_not_applied": (
+            [("return x_hat * self.weight.view(view) + self.bias.view(view)", "return x_hat")],
+            "affine_not_applied",
+        ),
     },
 }
 
@@ -56,9 +76,13 @@ def autograder(name) -> tuple[Path, Path]:
     zips = sorted((BUILT / name / "autograder").glob(f"{name}-autograder_*.zip"))
     student = BUILT / name / "student" / f"{name}.ipynb"
     if not zips or not student.exists():
-        pytest.fail(f"no autograder for {name} in {BUILT.relative_to(ROOT)}: run `make assignments` first")
+        pytest.fail(
+            f"no autograder for {name} in {BUILT.relative_to(ROOT)}: run `make assignments` first"
+        )
     if master.stat().st_mtime > zips[-1].stat().st_mtime:
-        pytest.fail(f"the autograder of {name} is older than its master notebook: run `make assignments`")
+        pytest.fail(
+            f"the autograder of {name} is older than its master notebook: run `make assignments`"
+        )
     return zips[-1], student
 
 
@@ -78,7 +102,11 @@ def _code_cells(name, block):
         elif cell.cell_type == "raw" and re.match(rf"#\s*END {block}", cell.source):
             inside = False
         elif cell.cell_type == "code":
-            code = "\n".join(l for l in cell.source.splitlines() if not re.match(r"\s*#\s*(BEGIN|END) SOLUTION", l))
+            code = "\n".join(
+                line
+                for line in cell.source.splitlines()
+                if not re.match(r"\s*#\s*(BEGIN|END) SOLUTION", line)
+            )
             out.append((inside, code))
     return out
 
@@ -90,7 +118,7 @@ def submission(name, tmp_path, answers=None) -> Path:
     cells = [c for c in nb.cells if "otter_answer_cell" in c.metadata.get("tags", [])]
     if answers is not None:
         assert len(cells) == len(answers), f"{len(cells)} answer cells, {len(answers)} answers"
-        for cell, answer in zip(cells, answers):
+        for cell, answer in zip(cells, answers, strict=True):
             cell.source = answer
     path = tmp_path / "submission" / f"{name}.ipynb"
     path.parent.mkdir()
@@ -103,13 +131,21 @@ def otter_run(name, notebook: Path, tmp_path) -> tuple[float, float, str]:
     zip_path, _ = autograder(name)
     out = tmp_path / "results"
     out.mkdir()
-    run = subprocess.run([str(OTTER), "run", "-a", str(zip_path), "-o", str(out), str(notebook)],
-                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    run = subprocess.run(
+        [str(OTTER), "run", "-a", str(zip_path), "-o", str(out), str(notebook)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     results = json.loads((out / "results.json").read_text())
     scored = [t for t in results["tests"] if "max_score" in t]
-    return (sum(t["score"] for t in scored), sum(t["max_score"] for t in scored),
-            "\n".join(t.get("output", "") for t in results["tests"]))
+    return (
+        sum(t["score"] for t in scored),
+        sum(t["max_score"] for t in scored),
+        "\n".join(t.get("output", "") for t in results["tests"]),
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -123,8 +159,12 @@ def test_untouched_student_notebook_gets_zero(name, tmp_path):
     nb = nbformat.read(autograder(name)[1], as_version=4)
     student_code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert "BEGIN SOLUTION" not in student_code and "hidden: true" not in student_code
-    assert not any(line in student_code for s in solutions(name) for line in s.splitlines() if len(line.strip()) > 30
-                   and "def " not in line and '"""' not in line)
+    assert not any(
+        line in student_code
+        for s in solutions(name)
+        for line in s.splitlines()
+        if len(line.strip()) > 30 and "def " not in line and '"""' not in line
+    )
     score, possible, output = otter_run(name, submission(name, tmp_path), tmp_path)
     assert possible > 0 and score == 0, output
 
@@ -142,39 +182,92 @@ def test_known_bug_gets_partial_marks_and_its_explanation(name, bug, tmp_path):
     assert f"[{code}]" in output, output  # the grader's report: the bug's code, title and fix
 
 
-@pytest.mark.parametrize("source, message", [
-    ([("raw", "# ASSIGNMENT CONFIG\nname: t"), ("raw", "# BEGIN QUESTION\nname: q1"), ("raw", "# BEGIN SOLUTION"),
-      ("code", "x = 1  # SOLUTION"), ("raw", "# BEGIN TESTS")],
-     "t.ipynb cell 4: BEGIN TESTS outside a question"),
-    ([("raw", "# ASSIGNMENT CONFIG\nname: t"), ("raw", "# BEGIN QUESTION\nname: q1"), ("raw", "# BEGIN SOLUTION"),
-      ("code", "def f():\n    # BEGIN SOLUTION\n    return 1\n"), ("raw", "# END SOLUTION"), ("raw", "# END QUESTION")],
-     "t.ipynb cell 3: BEGIN SOLUTION without END SOLUTION"),
-    ([("raw", "# ASSIGNMENT CONFIG\nname: t"), ("raw", "# BEGIN QUESTION\nname: q1"), ("raw", "# BEGIN SOLUTION"),
-      ("code", "def f():\n    return 1\n"), ("raw", "# END SOLUTION"), ("raw", "# END QUESTION")],
-     "t.ipynb cell 3: a solution cell without"),
-    ([("raw", "# ASSIGNMENT CONFIG\nname: t"), ("raw", "# BEGIN QUESTION\nname: q1"), ("markdown", "Do it."),
-      ("raw", "# END QUESTION")],
-     "t.ipynb cell 1: question 'q1' has neither a solution nor tests"),
-    ([("raw", "# ASSIGNMENT CONFIG\nname: t"), ("raw", "# BEGIN QUESTION\nname: q1"), ("raw", "# BEGIN SOLUTION"),
-      ("code", "x = 1  # SOLUTION")],
-     "t.ipynb cell 2: BEGIN SOLUTION is never ended"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        (
+            [
+                ("raw", "# ASSIGNMENT CONFIG\nname: t"),
+                ("raw", "# BEGIN QUESTION\nname: q1"),
+                ("raw", "# BEGIN SOLUTION"),
+                ("code", "x = 1  # SOLUTION"),
+                ("raw", "# BEGIN TESTS"),
+            ],
+            "t.ipynb cell 4: BEGIN TESTS outside a question",
+        ),
+        (
+            [
+                ("raw", "# ASSIGNMENT CONFIG\nname: t"),
+                ("raw", "# BEGIN QUESTION\nname: q1"),
+                ("raw", "# BEGIN SOLUTION"),
+                ("code", "def f():\n    # BEGIN SOLUTION\n    return 1\n"),
+                ("raw", "# END SOLUTION"),
+                ("raw", "# END QUESTION"),
+            ],
+            "t.ipynb cell 3: BEGIN SOLUTION without END SOLUTION",
+        ),
+        (
+            [
+                ("raw", "# ASSIGNMENT CONFIG\nname: t"),
+                ("raw", "# BEGIN QUESTION\nname: q1"),
+                ("raw", "# BEGIN SOLUTION"),
+                ("code", "def f():\n    return 1\n"),
+                ("raw", "# END SOLUTION"),
+                ("raw", "# END QUESTION"),
+            ],
+            "t.ipynb cell 3: a solution cell without",
+        ),
+        (
+            [
+                ("raw", "# ASSIGNMENT CONFIG\nname: t"),
+                ("raw", "# BEGIN QUESTION\nname: q1"),
+                ("markdown", "Do it."),
+                ("raw", "# END QUESTION"),
+            ],
+            "t.ipynb cell 1: question 'q1' has neither a solution nor tests",
+        ),
+        (
+            [
+                ("raw", "# ASSIGNMENT CONFIG\nname: t"),
+                ("raw", "# BEGIN QUESTION\nname: q1"),
+                ("raw", "# BEGIN SOLUTION"),
+                ("code", "x = 1  # SOLUTION"),
+            ],
+            "t.ipynb cell 2: BEGIN SOLUTION is never ended",
+        ),
+    ],
+)
 def test_broken_master_is_named_by_file_and_cell(source, message, tmp_path):
-    make = {"raw": nbformat.v4.new_raw_cell, "code": nbformat.v4.new_code_cell, "markdown": nbformat.v4.new_markdown_cell}
+    make = {
+        "raw": nbformat.v4.new_raw_cell,
+        "code": nbformat.v4.new_code_cell,
+        "markdown": nbformat.v4.new_markdown_cell,
+    }
     nb = nbformat.v4.new_notebook(cells=[make[k](s) for k, s in source])
     path = tmp_path / "t.ipynb"
     nbformat.write(nb, path)
     with pytest.raises(assignments.MasterError, match=re.escape(message)):
         assignments.check_master(nb, "t.ipynb")
     # and the build stops with it, before otter assign runs
-    run = subprocess.run([sys.executable, str(ROOT / "tools" / "assignments.py"), "--out", str(tmp_path / "out"),
-                          str(path)], capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "assignments.py"),
+            "--out",
+            str(tmp_path / "out"),
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 2 and message in run.stderr and not (tmp_path / "out").exists()
 
 
 def test_masters_are_well_formed():
     for name in NAMES:
-        questions = assignments.check_master(nbformat.read(ROOT / "assignments" / f"{name}.ipynb", as_version=4), name)
+        questions = assignments.check_master(
+            nbformat.read(ROOT / "assignments" / f"{name}.ipynb", as_version=4), name
+        )
         assert len(questions) >= 2
 
 
@@ -185,28 +278,51 @@ CATALOGUE = {
     "batchnorm2d": {
         "unbiased_variance": BUGS["batchnorm2d"]["unbiased_variance"][0],
         "running_var_biased": BUGS["batchnorm2d"]["running_var_biased"][0],
-        "eps_outside_sqrt": [("torch.sqrt(var.view(view) + self.eps)", "(torch.sqrt(var.view(view)) + self.eps)")],
-        "momentum_convention": [("self.running_mean.mul_(1 - self.momentum).add_(self.momentum * mean)",
-                                 "self.running_mean.mul_(self.momentum).add_((1 - self.momentum) * mean)"),
-                                ("self.running_var.mul_(1 - self.momentum).add_(self.momentum * var * n / (n - 1))",
-                                 "self.running_var.mul_(self.momentum).add_((1 - self.momentum) * var * n / (n - 1))")],
+        "eps_outside_sqrt": [
+            ("torch.sqrt(var.view(view) + self.eps)", "(torch.sqrt(var.view(view)) + self.eps)")
+        ],
+        "momentum_convention": [
+            (
+                "self.running_mean.mul_(1 - self.momentum).add_(self.momentum * mean)",
+                "self.running_mean.mul_(self.momentum).add_((1 - self.momentum) * mean)",
+            ),
+            (
+                "self.running_var.mul_(1 - self.momentum).add_(self.momentum * var * n / (n - 1))",
+                "self.running_var.mul_(self.momentum)"
+                ".add_((1 - self.momentum) * var * n / (n - 1))",
+            ),
+        ],
         "eval_uses_batch_stats": [("if self.training:", "if True:")],
-        "affine_swapped": [("return x_hat * self.weight.view(view) + self.bias.view(view)",
-                            "return x_hat * self.bias.view(view) + self.weight.view(view)")],
+        "affine_swapped": [
+            (
+                "return x_hat * self.weight.view(view) + self.bias.view(view)",
+                "return x_hat * self.bias.view(view) + self.weight.view(view)",
+            )
+        ],
     },
     "layernorm-rmsnorm": {
-        "unbiased_variance": [("var = (xc * xc).mean(-1, keepdim=True)", "var = x.var(-1, keepdim=True)")],
-        "eps_outside_sqrt": [("rstd = 1 / torch.sqrt(var + eps)", "rstd = 1 / (torch.sqrt(var) + eps)")],
+        "unbiased_variance": [
+            ("var = (xc * xc).mean(-1, keepdim=True)", "var = x.var(-1, keepdim=True)")
+        ],
+        "eps_outside_sqrt": [
+            ("rstd = 1 / torch.sqrt(var + eps)", "rstd = 1 / (torch.sqrt(var) + eps)")
+        ],
         "subtracts_mean": BUGS["layernorm-rmsnorm"]["rms_subtracts_mean"][0],
-        "sum_instead_of_mean": [("x.pow(2).mean(-1, keepdim=True) + eps", "x.pow(2).sum(-1, keepdim=True) + eps")],
+        "sum_instead_of_mean": [
+            ("x.pow(2).mean(-1, keepdim=True) + eps", "x.pow(2).sum(-1, keepdim=True) + eps")
+        ],
         "gradient_mismatch": BUGS["layernorm-rmsnorm"]["layernorm_backward_drops_a_term"][0],
     },
     "groupnorm": {
         "unbiased_variance": [("groups.var(-1, unbiased=False)", "groups.var(-1)")],
         "eps_outside_sqrt": BUGS["groupnorm"]["eps_outside_sqrt"][0],
         "affine_not_applied": BUGS["groupnorm"]["affine_not_applied"][0],
-        "affine_swapped": [("return x_hat * self.weight.view(view) + self.bias.view(view)",
-                            "return x_hat * self.bias.view(view) + self.weight.view(view)")],
+        "affine_swapped": [
+            (
+                "return x_hat * self.weight.view(view) + self.bias.view(view)",
+                "return x_hat * self.bias.view(view) + self.weight.view(view)",
+            )
+        ],
     },
 }
 
@@ -219,14 +335,19 @@ def autograder_tests(name, tmp_path):
     zip_path, _ = autograder(name)
     with zipfile.ZipFile(zip_path) as z:
         z.extractall(tmp_path / "ag")
-    return [ExceptionTestFile.from_file(str(p)) for p in sorted((tmp_path / "ag" / "tests").glob("*.py"))]
+    return [
+        ExceptionTestFile.from_file(str(p))
+        for p in sorted((tmp_path / "ag" / "tests").glob("*.py"))
+    ]
 
 
 def environment(name, replacements=()):
     """Run the master notebook's code (tests left out) with ``replacements``; return its globals."""
     code = [c for in_tests, c in _code_cells(name, "TESTS") if not in_tests]
     # no otter.Notebook here: it looks for the notebook file, and the tests do not use it
-    source = re.sub(r"^grader = otter\.Notebook\(.*\)$", "grader = None", "\n\n".join(code), flags=re.M)
+    source = re.sub(
+        r"^grader = otter\.Notebook\(.*\)$", "grader = None", "\n\n".join(code), flags=re.M
+    )
     for old, new in replacements:
         assert source.count(old) == 1, f"{old!r} is not in the reference solution exactly once"
         source = source.replace(old, new)
@@ -236,13 +357,17 @@ def environment(name, replacements=()):
 
 
 @pytest.mark.parametrize("name, code", [(n, c) for n in NAMES for c in CATALOGUE[n]])
-def test_autograder_tests_give_each_known_bug_partial_marks_and_its_explanation(name, code, tmp_path):
+def test_autograder_tests_give_each_known_bug_partial_marks_and_its_explanation(
+    name, code, tmp_path
+):
     files = autograder_tests(name, tmp_path)
     env = environment(name, CATALOGUE[name][code])
     for f in files:
         f.run(env)
     score, possible = sum(f.score for f in files), sum(f.possible for f in files)
-    messages = "\n".join(r.message or "" for f in files for r in f.test_case_results if not r.passed)
+    messages = "\n".join(
+        r.message or "" for f in files for r in f.test_case_results if not r.passed
+    )
     assert 0 < score < possible, messages
     assert f"[{code}]" in messages, messages
 

@@ -9,7 +9,7 @@ What we check:
   from hypothesis. Tolerance is 1e-10 in float64 and about 1e-5 in float32.
 * Second derivatives against torch's double backward.
 * No torch normalization op is dispatched.
-* Bad input raises ValueError, and the message names both shapes.
+* Bad input raises the exception torch.nn.functional raises, and the message names both shapes.
 """
 
 from __future__ import annotations
@@ -92,7 +92,12 @@ GRAD_CASES = [
     ("rms", (3, 4, 5), 1),
     ("rms", (3, 4, 5), 2),
 ]
-AFFINE = {"plain": (False, False), "weight": (True, False), "bias": (False, True), "affine": (True, True)}
+AFFINE = {
+    "plain": (False, False),
+    "weight": (True, False),
+    "bias": (False, True),
+    "affine": (True, True),
+}
 
 
 def _id(case):
@@ -198,7 +203,10 @@ def check_against_torch(kind, p, dtype, tol):
         tol = tol * max(1.0, x.abs().max().item() * rstd_max)
 
     def leaves():
-        out = [None if t is None else t.clone().requires_grad_(r) for t, r in zip((x, w, b), p["req"])]
+        out = [
+            None if t is None else t.clone().requires_grad_(r)
+            for t, r in zip((x, w, b), p["req"], strict=True)
+        ]
         return out, [t for t in out if t is not None and t.requires_grad]
 
     (x1, w1, b1), wrt1 = leaves()
@@ -210,7 +218,7 @@ def check_against_torch(kind, p, dtype, tol):
     g1 = torch.autograd.grad(y1, wrt1, dy)
     g2 = torch.autograd.grad(y2, wrt2, dy)
     g = dy if w is None else dy * (w.reshape(-1, *[1] * (x.dim() - 2)) if kind == "batch" else w)
-    for t, a, e in zip(wrt1, g1, g2):
+    for t, a, e in zip(wrt1, g1, g2, strict=True):
         # Compare each gradient at its natural size. dx = (1/sigma)(g - ...),
         # so it is of size max(1/sigma) * max|g| even when it nearly cancels
         # (exactly 0 when m = 1). Parameter gradients are sums: use their size.
@@ -267,7 +275,7 @@ def test_double_backward_matches_torch(case):
         s = (dx * vx).sum() + (dw * vw).sum()
         return torch.autograd.grad(s, (xx, ww, gy))
 
-    for a, e in zip(second(ours), second(reference)):
+    for a, e in zip(second(ours), second(reference), strict=True):
         torch.testing.assert_close(a, e, rtol=1e-10, atol=1e-10)
 
 
@@ -314,9 +322,19 @@ def test_functions_are_autograd_functions():
 # ---------------------------------------------------------------------------
 
 
-def _raises_naming(call, *fragments):
-    with pytest.raises(ValueError) as info:
+def _raises_naming(call, *fragments, torch_call=None):
+    """``call`` raises, with every fragment in the message, and the exception type that
+    ``torch_call`` (torch.nn.functional on the same input) raises; RuntimeError by default."""
+    expected = RuntimeError
+    if torch_call is not None:
+        with pytest.raises(Exception) as ref:
+            torch_call()
+        expected = type(ref.value)
+    with pytest.raises(Exception) as info:
         call()
+    assert type(info.value) is expected, (
+        f"{type(info.value).__name__} where torch raises {expected.__name__}"
+    )
     msg = str(info.value)
     for f in fragments:
         assert f in msg, f"{f!r} not in {msg!r}"
@@ -332,11 +350,22 @@ def test_batch_norm_one_value_per_channel_mirrors_torch():
     ) as got:
         batch_norm(x)
     assert str(got.value) == str(ref.value)
-    _raises_naming(lambda: batch_norm(torch.randn(1, 4, 1, 1)), "torch.Size([1, 4, 1, 1])")
+    x = torch.randn(1, 4, 1, 1)
+    _raises_naming(
+        lambda: batch_norm(x),
+        "torch.Size([1, 4, 1, 1])",
+        torch_call=lambda: F.batch_norm(x, None, None, training=True),
+    )
 
 
 def test_batch_norm_needs_channel_dim():
-    _raises_naming(lambda: batch_norm(torch.randn(4)), "(N, C, *)", "(4,)")
+    x = torch.randn(4)
+    _raises_naming(
+        lambda: batch_norm(x),
+        "(N, C, *)",
+        "(4,)",
+        torch_call=lambda: F.batch_norm(x, None, None, training=True),
+    )
 
 
 @pytest.mark.parametrize("which", ["weight", "bias"])
@@ -344,18 +373,21 @@ def test_batch_norm_param_shape(which):
     x = torch.randn(2, 4, 5)
     bad = torch.ones(3)
     kwargs = {which: bad}
-    _raises_naming(lambda: batch_norm(x, **kwargs), which, "(4,)", "(3,)", "(2, 4, 5)")
-    kwargs = {which: torch.ones(4, 1)}
-    _raises_naming(lambda: batch_norm(x, **kwargs), "(4,)", "(4, 1)")
+    _raises_naming(lambda: batch_norm(x, **kwargs), which, "3", "(2, 4, 5)")
 
 
 @pytest.mark.parametrize("fn", ["layer", "rms"])
 def test_normalized_shape_must_match_trailing_dims(fn):
     call = layer_norm if fn == "layer" else rms_norm
-    _raises_naming(lambda: call(torch.randn(3, 4), (5,)), "(5,)", "(3, 4)")
-    _raises_naming(lambda: call(torch.randn(3, 4), 3), "(3,)", "(3, 4)")
-    _raises_naming(lambda: call(torch.randn(4), (3, 4)), "(3, 4)", "(4,)")
-    _raises_naming(lambda: call(torch.randn(3, 4), ()), "normalized_shape ()")
+    ref = F.layer_norm if fn == "layer" else F.rms_norm
+    for shape, ns, fragments in [
+        ((3, 4), (5,), ("(5,)", "(3, 4)")),
+        ((3, 4), (3,), ("(3,)", "(3, 4)")),
+        ((4,), (3, 4), ("(3, 4)", "(4,)")),
+        ((3, 4), (), ("normalized_shape",)),
+    ]:
+        x = torch.randn(shape)
+        _raises_naming(lambda: call(x, ns), *fragments, torch_call=lambda: ref(x, list(ns)))  # noqa: B023
 
 
 @pytest.mark.parametrize("fn,which", [("layer", "weight"), ("layer", "bias"), ("rms", "weight")])
@@ -366,15 +398,19 @@ def test_normalized_shape_param_shape(fn, which):
         call = lambda: layer_norm(x, (3, 4), **{which: bad})  # noqa: E731
     else:
         call = lambda: rms_norm(x, (3, 4), bad)  # noqa: E731
-    _raises_naming(call, which, "(3, 4)", "(4,)")
+    _raises_naming(call, which, "(3, 4)", "(4,)")  # torch: RuntimeError
 
 
 def test_function_apply_validates_too():
     # The checks live in forward, so calling the Function directly is safe too.
     _raises_naming(
-        lambda: BatchNormFunction.apply(torch.randn(2, 4), torch.ones(3), None, 1e-5), "(4,)", "(3,)"
+        lambda: BatchNormFunction.apply(torch.randn(2, 4), torch.ones(3), None, 1e-5),
+        "3",
+        "(2, 4)",
     )
     _raises_naming(
         lambda: LayerNormFunction.apply(torch.randn(2, 4), (5,), None, None, 1e-5), "(5,)", "(2, 4)"
     )
-    _raises_naming(lambda: RMSNormFunction.apply(torch.randn(2, 4), (5,), None, 1e-5), "(5,)", "(2, 4)")
+    _raises_naming(
+        lambda: RMSNormFunction.apply(torch.randn(2, 4), (5,), None, 1e-5), "(5,)", "(2, 4)"
+    )

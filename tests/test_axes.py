@@ -49,7 +49,12 @@ def module_and_shape(draw):
     shape = (n, c, *sp(draw(st.integers(0, 2))))
     k = draw(st.integers(1, len(shape)))
     name = "LayerNorm" if kind == "ln" else "RMSNorm"
-    return name, (list(shape[len(shape) - k :]),), dict(elementwise_affine=draw(st.booleans())), shape
+    return (
+        name,
+        (list(shape[len(shape) - k :]),),
+        dict(elementwise_affine=draw(st.booleans())),
+        shape,
+    )
 
 
 def build(lib, name, args, kw):
@@ -111,7 +116,9 @@ def test_statistic_index_reproduces_torch(cfg, seed):
     assert r.train_eval_differ == (rm is not None)
 
     # the heart of it: torch's own output, recomputed group by group
-    degenerate = r.elements_per_statistic == 1 and name.startswith(("BatchNorm", "GroupNorm", "InstanceNorm"))
+    degenerate = r.elements_per_statistic == 1 and name.startswith(
+        ("BatchNorm", "GroupNorm", "InstanceNorm")
+    )
     if degenerate or 0 in shape:
         return  # torch refuses to train on one value per statistic
     g = torch.Generator().manual_seed(seed)
@@ -150,7 +157,11 @@ def test_documented_examples(lib):
     shape = (8, 6, 4, 5)
     r = describe(lib.GroupNorm(3, 6), shape)
     assert (r.reduced_dims, r.stat_shape, r.num_statistics, r.elements_per_statistic) == (
-        (1, 2, 3), (8, 3), 24, 2 * 4 * 5)
+        (1, 2, 3),
+        (8, 3),
+        24,
+        2 * 4 * 5,
+    )
     assert r.param_shape == (6,) and r.has_mean and not r.train_eval_differ
     assert describe(lib.GroupNorm(6, 6), shape).reduced_dims == (2, 3)
     assert describe(lib.GroupNorm(1, 6), shape).reduced_dims == (1, 2, 3)
@@ -178,8 +189,18 @@ def test_reduction_is_frozen_and_summarizes():
     s = r.summary()
     assert "BatchNorm2d" in s and "(0, 2, 3)" in s and "3 mean+variance" in s
     assert "RMS" in describe(norms.RMSNorm(4), (2, 4)).summary()
-    required = {"norm", "input_shape", "reduced_dims", "num_statistics", "elements_per_statistic",
-                "statistic_index", "param_shape", "train_eval_differ", "has_mean", "stat_shape"}
+    required = {
+        "norm",
+        "input_shape",
+        "reduced_dims",
+        "num_statistics",
+        "elements_per_statistic",
+        "statistic_index",
+        "param_shape",
+        "train_eval_differ",
+        "has_mean",
+        "stat_shape",
+    }
     assert required <= {f.name for f in dataclasses.fields(Reduction)}
 
 

@@ -12,12 +12,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import nbformat
 import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-import cache_key  # noqa: E402
+import stored_outputs  # noqa: E402
 
 
 def config() -> dict:
@@ -37,7 +38,9 @@ def test_requirements_are_pinned_and_torch_is_the_local_wheel():
 
 def test_npm_assets_are_pinned_and_locked():
     package = json.loads((ROOT / "package.json").read_text())
-    loose = {k: v for k, v in package["dependencies"].items() if not re.fullmatch(r"\d+\.\d+\.\d+", v)}
+    loose = {
+        k: v for k, v in package["dependencies"].items() if not re.fullmatch(r"\d+\.\d+\.\d+", v)
+    }
     assert loose == {}, f"npm dependencies must be exact versions: {loose}"
     lock = json.loads((ROOT / "package-lock.json").read_text())
     for name, version in package["dependencies"].items():
@@ -51,16 +54,20 @@ def test_no_static_folder_that_jupyter_book_would_inject():
 
 
 #: The project's own scripts, inlined into notebook outputs (never under _static/).
-PROJECT_JS = {"norms/web/explorer.js", "norms/quiz/score.js"}
+PROJECT_JS = {"norms/explore/web/explorer.js", "norms/quiz/score.js"}
 
 
 def test_no_third_party_javascript_is_committed():
-    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True)
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     js = [f for f in tracked.stdout.split() if f.endswith(".js")]
     assert set(js) <= PROJECT_JS, f"committed JavaScript: {sorted(set(js) - PROJECT_JS)}"
     for name in js:
         text = (ROOT / name).read_text()
-        assert "project code" in text.split("*/")[0].lower(), f"{name} must say in its header that it is project code"
+        assert "project code" in text.split("*/")[0].lower(), (
+            f"{name} must say in its header that it is project code"
+        )
         assert "_static" not in Path(name).parts
 
 
@@ -70,33 +77,41 @@ def test_site_loads_scripts_from_itself():
     assert not [u for u in urls if "//" in u], f"scripts from other hosts: {urls}"
 
 
-def test_build_executes_with_a_cache_and_fails_on_errors():
-    execute = config()["execute"]
-    assert execute["execute_notebooks"] == "cache"  # never the stored outputs
-    assert execute["raise_on_error"] is True
-    assert execute["allow_errors"] is False
+def test_site_shows_the_stored_outputs_that_nbval_checks():
+    """The site does not execute: nbval (make test) proves the stored outputs current."""
+    assert config()["execute"]["execute_notebooks"] == "off"
+    makefile = (ROOT / "Makefile").read_text()
+    assert "tools/stored_outputs.py" in makefile.split("\nbook:")[1].split("\n\n")[0]
+    assert "--nbval" in makefile and "book $(NBVAL)" in makefile
 
 
-def test_cache_is_wiped_when_norms_changes(tmp_path):
-    (tmp_path / "norms").mkdir()
-    (tmp_path / "norms" / "functional.py").write_text("EPS = 1e-5\n")
-    (tmp_path / "requirements.txt").write_text("torch==2.13.0\n")
-    cache = tmp_path / cache_key.CACHE
-    assert cache_key.refresh(tmp_path) is True  # no key yet
-    cache.mkdir(parents=True)
-    (cache / "global.db").write_text("cached outputs")
-    assert cache_key.refresh(tmp_path) is False  # unchanged inputs keep the cache
-    assert (cache / "global.db").exists()
-    (tmp_path / "norms" / "functional.py").write_text("EPS = 1e-6\n")
-    assert cache_key.refresh(tmp_path) is True
-    assert not cache.exists()
-    (tmp_path / "requirements.txt").write_text("torch==2.13.0\nnumpy==2.4.6\n")
-    assert cache_key.refresh(tmp_path) is True
+def test_stored_output_check_names_what_is_wrong():
+    nb = nbformat.v4.new_notebook()
+    ok = nbformat.v4.new_code_cell("1 + 1", execution_count=1)
+    raised = nbformat.v4.new_code_cell("1 / 0", execution_count=2)
+    raised.outputs = [
+        nbformat.v4.new_output("error", ename="ZeroDivisionError", evalue="", traceback=[])
+    ]
+    nb.cells = [ok, raised]
+    assert stored_outputs.problems(nb, "x") == [
+        "x: code cell 2 stores an error but is not tagged raises-exception"
+    ]
+    raised.metadata["tags"] = ["raises-exception"]
+    assert stored_outputs.problems(nb, "x") == []
+    ok.execution_count = None
+    assert "never executed" in stored_outputs.problems(nb, "x")[0]
+    ok.execution_count = 3
+    assert "top to bottom" in stored_outputs.problems(nb, "x")[0]
 
 
 def _make(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["make", "--no-print-directory", *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=60
+        ["make", "--no-print-directory", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
 
 
@@ -106,7 +121,8 @@ def test_missing_python_is_one_clear_line():
     assert result.stdout == ""
     assert re.fullmatch(
         r"Makefile:\d+: \*\*\* python3.11-that-does-not-exist not found: install Python 3.11 "
-        r"\(Debian: apt-get install python3.11 python3.11-venv\) or run make PYTHON=/path/to/python3.11.  Stop.\n",
+        r"\(Debian: apt-get install python3.11 python3.11-venv\) or run make "
+        r"PYTHON=/path/to/python3.11.  Stop.\n",
         result.stderr,
     ), result.stderr
 
@@ -116,14 +132,21 @@ def _prereqs_with_only(tmp_path, tools) -> subprocess.CompletedProcess:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     real_python = subprocess.run(
-        ["python3.11", "-c", "import sys; print(sys._base_executable)"], capture_output=True, text=True, check=True
+        ["python3.11", "-c", "import sys; print(sys._base_executable)"],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     (bin_dir / "python3.11").symlink_to(real_python)
     for tool in tools:
         (bin_dir / tool).symlink_to(shutil.which(tool))
     env = {**os.environ, "PATH": str(bin_dir)}
     return subprocess.run(
-        [shutil.which("make"), "--no-print-directory", "prereqs"], cwd=ROOT, capture_output=True, text=True, env=env
+        [shutil.which("make"), "--no-print-directory", "prereqs"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
     )
 
 
@@ -176,7 +199,9 @@ def test_a_notebook_that_raises_fails_the_build(tmp_path):
     jb = Path(sys.executable).parent / "jupyter-book"
     result = subprocess.run(
         [str(jb), "build", str(tmp_path), "--warningiserror", "--keep-going", "--quiet"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode != 0, "a raising notebook built without error"
     assert "this notebook fails" in result.stdout + result.stderr
@@ -204,28 +229,36 @@ def test_bibliography_labels_read_like_the_citations():
     """The text cites "[Ioffe and Szegedy, 2015]"; the reference list must use the same
     label (pybtex's default would be "[IS15]"), and LaTeX in names must not leak."""
     sys.path.insert(0, str(ROOT / "tools" / "sphinx_local"))
-    from pybtex.database import parse_file
-
     import bib_style
+    from pybtex.database import parse_file
 
     entries = parse_file(str(ROOT / "references.bib")).entries
     labels = {key: bib_style.label(entry) for key, entry in entries.items()}
     assert labels["ioffe2015batch"] == "Ioffe and Szegedy, 2015"
     assert labels["santurkar2018how"] == "Santurkar et al., 2018"
-    assert all(re.fullmatch(r"[^\W\d][\w\- ]*( and [\w\- ]+| et al\.)?, \d{4}", v) for v in labels.values()), labels
+    assert all(
+        re.fullmatch(r"[^\W\d][\w\- ]*( and [\w\- ]+| et al\.)?, \d{4}", v) for v in labels.values()
+    ), labels
     assert len(set(labels.values())) == len(labels), "two entries would share a label"
 
     site = ROOT / "_build" / "html" / "book"
     if not (site / "references.html").exists():
         pytest.skip("no built site (make book builds it before make test runs this)")
     refs = (site / "references.html").read_text()
-    listed = dict(re.findall(r'<div class="citation" id="([^"]+)"[^>]*>\s*<span class="label">'
-                             r'<span class="fn-bracket">\[</span>(.*?)<span', refs))
+    listed = dict(
+        re.findall(
+            r'<div class="citation" id="([^"]+)"[^>]*>\s*<span class="label">'
+            r'<span class="fn-bracket">\[</span>(.*?)<span',
+            refs,
+        )
+    )
     assert sorted(listed.values()) == sorted(labels.values())
     mismatched = []
     for page in site.glob("*.html"):
-        for target, text in re.findall(r'<a class="reference internal" href="references.html#([^"]+)"[^>]*>(.*?)</a>',
-                                       page.read_text()):
+        for target, text in re.findall(
+            r'<a class="reference internal" href="references.html#([^"]+)"[^>]*>(.*?)</a>',
+            page.read_text(),
+        ):
             text = re.sub(r"<[^>]+>", "", text)
             if ", " in text and text != listed.get(target):  # parenthetical: the whole label
                 mismatched.append(f"{page.name}: {text!r} -> {listed.get(target)!r}")

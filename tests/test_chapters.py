@@ -22,27 +22,58 @@ ALL = {"eq", "checked", "backward", "figure", "widget", "exercise", "quiz", "cit
 #: chapter -> (parts it must have, papers it must cite, quiz topics it must show)
 CHAPTERS = {
     # Why normalize measures networks; it has no layer of its own to draw or check.
-    "why-normalize": (ALL - {"backward", "widget", "checked", "figure"}, {"ioffe2015batch", "santurkar2018how"}, {"why"}),
+    "why-normalize": (
+        ALL - {"backward", "widget", "checked", "figure"},
+        {"ioffe2015batch", "santurkar2018how"},
+        {"why"},
+    ),
     "batchnorm": (ALL, {"ioffe2015batch"}, {"batchnorm"}),
     "layernorm": (ALL, {"ba2016layer"}, {"layernorm"}),
     "rmsnorm": (ALL, {"zhang2019root"}, {"rmsnorm"}),
-    "groupnorm": (ALL - {"backward"}, {"wu2018group", "ulyanov2016instance"}, {"groupnorm", "instancenorm"}),
+    "groupnorm": (
+        ALL - {"backward"},
+        {"wu2018group", "ulyanov2016instance"},
+        {"groupnorm", "instancenorm"},
+    ),
     "side-by-side": (ALL - {"backward", "checked"}, set(), {"comparison"}),
-    # the norms at work inside transformer layers: no new layer to differentiate, no reduction widget
-    "transformer": (ALL - {"backward", "widget"},
-                    {"vaswani2017attention", "xiong2020layer", "liu2020understanding", "wang2022deepnet",
-                     "touvron2023llama", "zhang2019root"}, {"transformer"}),
+    # the norms at work inside transformer layers: no new layer to differentiate, no reduction
+    # widget
+    "transformer": (
+        ALL - {"backward", "widget"},
+        {
+            "vaswani2017attention",
+            "xiong2020layer",
+            "liu2020understanding",
+            "wang2022deepnet",
+            "touvron2023llama",
+            "zhang2019root",
+        },
+        {"transformer"},
+    ),
     # SyncBatchNorm has no reduction figure of its own to explore (no widget)
-    "syncbatchnorm": (ALL - {"widget"}, {"peng2018megdet", "chan1979updating", "hoffer2017train", "wu2018group"},
-                      {"syncbatchnorm"}),
-    # Training and pitfalls train networks; they build no new layer (no backward pass, no reduction widget).
-    "training": ({"eq", "figure", "exercise", "quiz", "cite"}, {"wu2018group", "ioffe2015batch", "goyal2017accurate"},
-                 {"training"}),
-    "pitfalls": ({"eq", "checked", "figure", "exercise", "quiz", "cite"},
-                 {"li2019understanding", "goyal2017accurate", "vanlaarhoven2017l2", "wu2021rethinking"}, {"pitfalls"}),
+    "syncbatchnorm": (
+        ALL - {"widget"},
+        {"peng2018megdet", "chan1979updating", "hoffer2017train", "wu2018group"},
+        {"syncbatchnorm"},
+    ),
+    # Training and pitfalls train networks; they build no new layer (no backward pass, no reduction
+    # widget).
+    "training": (
+        {"eq", "figure", "exercise", "quiz", "cite"},
+        {"wu2018group", "ioffe2015batch", "goyal2017accurate"},
+        {"training"},
+    ),
+    "pitfalls": (
+        {"eq", "checked", "figure", "exercise", "quiz", "cite"},
+        {"li2019understanding", "goyal2017accurate", "vanlaarhoven2017l2", "wu2021rethinking"},
+        {"pitfalls"},
+    ),
     # How fast: measures layers; no reduction widget, nothing new to check against torch.nn.
-    "speed": ({"eq", "backward", "figure", "exercise", "quiz", "cite"}, {"welford1962note", "williams2009roofline"},
-              {"speed"}),
+    "speed": (
+        {"eq", "backward", "figure", "exercise", "quiz", "cite"},
+        {"welford1962note", "williams2009roofline"},
+        {"speed"},
+    ),
 }
 
 
@@ -67,19 +98,31 @@ def parts_of(nb) -> tuple[set[str], set[str], set[str]]:
         found.add("eq")
 
     source = "\n".join(c.source for c in code)
-    if "assert_close" in source and re.search(r"\b(?:torch\.)?nn\.\w+Norm", source) and "norms" in source:
+    if (
+        "assert_close" in source
+        and re.search(r"\b(?:torch\.)?nn\.\w+Norm", source)
+        and "norms" in source
+    ):
         found.add("checked")
-    if "norms.autograd" in source or "from norms import autograd" in source or "from norms.autograd" in source:
+    if (
+        "norms.autograd" in source
+        or "from norms import autograd" in source
+        or "from norms.autograd" in source
+    ):
         if "backward(" in source or "autograd.grad(" in source or "gradcheck" in source:
             found.add("backward")
 
-    for i, cell in enumerate(cells):
+    for _, cell in enumerate(cells):
         if cell.cell_type != "code":
             continue
-        if "remove-input" in tags(cell) and has_png(cell) and re.search(r"\bplot_\w+\(", cell.source):
+        if (
+            "remove-input" in tags(cell)
+            and has_png(cell)
+            and re.search(r"\bplot_\w+\(", cell.source)
+        ):
             found.add("figure")
         if "remove-output" not in tags(cell) and re.search(r"\w+_explorer\(", cell.source):
-            # the widget for Jupyter/Colab and its version for the website (norms.web)
+            # the widget for Jupyter/Colab and its version for the website (norms.explore.web)
             data = [o.get("data", {}) for o in cell.get("outputs", [])]
             widget = any("application/vnd.jupyter.widget-view+json" in d for d in data)
             web = any('class="norms-explorer"' in d.get("text/html", "") for d in data)
@@ -94,11 +137,14 @@ def parts_of(nb) -> tuple[set[str], set[str], set[str]]:
         found_exercises = exercises.check(nb)
     except exercises.ExerciseError:
         found_exercises = []
+
     def collapsed(i):
         jupyter = cells[i].metadata.get("jupyter", {})
         return jupyter.get("source_hidden") is True and jupyter.get("outputs_hidden") is True
+
     if found_exercises and all(
-        ex.solution_kind == "text" or all(collapsed(i) for i in ex.solution_cells if cells[i].cell_type == "code")
+        ex.solution_kind == "text"
+        or all(collapsed(i) for i in ex.solution_cells if cells[i].cell_type == "code")
         for ex in found_exercises
     ):
         found.add("exercise")
@@ -128,7 +174,9 @@ def test_equation_references_point_at_labels_that_exist():
     for path in sorted(BOOK.glob("*.ipynb")):
         markdown = "\n".join(c.source for c in read(path).cells if c.cell_type == "markdown")
         mine = re.findall(r"\$\$\s*\((eq-[\w-]+)\)", markdown)
-        assert not set(mine) & labels, f"{path.name} reuses equation labels {sorted(set(mine) & labels)}"
+        assert not set(mine) & labels, (
+            f"{path.name} reuses equation labels {sorted(set(mine) & labels)}"
+        )
         labels |= set(mine)
         for ref in re.findall(r"\{eq\}`(eq-[\w-]+)`", markdown):
             refs.setdefault(ref, path.name)
@@ -139,8 +187,9 @@ def test_parts_detector_can_fail():
     """A notebook with none of the parts is reported as lacking all of them."""
     import nbformat
 
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("Text, no maths."),
-                                         nbformat.v4.new_code_cell("x = 1")])
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_markdown_cell("Text, no maths."), nbformat.v4.new_code_cell("x = 1")]
+    )
     assert parts_of(nb) == (set(), set(), set())
 
 
@@ -150,7 +199,9 @@ def test_every_solution_is_hidden_code_and_output():
     shown = []
     for path in sorted(BOOK.glob("*.ipynb")):
         nb = read(path)
-        assert exercises.old_style_exercises(nb) == [], f"{path.name}: run tools/convert_exercises.py"
+        assert exercises.old_style_exercises(nb) == [], (
+            f"{path.name}: run tools/convert_exercises.py"
+        )
         for ex in exercises.check(nb, path.name):
             start = nb.cells[ex.solution_cells[0]].source
             if ex.solution_kind == "gated" and ":class: dropdown" not in start:
@@ -160,7 +211,11 @@ def test_every_solution_is_hidden_code_and_output():
                 if cell.cell_type != "code":
                     continue
                 jupyter = cell.metadata.get("jupyter", {})
-                if not (exercises.SOLUTION_TAG in tags(cell) and jupyter.get("source_hidden") and jupyter.get("outputs_hidden")):
+                if not (
+                    exercises.SOLUTION_TAG in tags(cell)
+                    and jupyter.get("source_hidden")
+                    and jupyter.get("outputs_hidden")
+                ):
                     shown.append(f"{path.name} cell {i}")
     assert shown == [], f"solutions visible without a click: {shown}"
 
@@ -168,10 +223,14 @@ def test_every_solution_is_hidden_code_and_output():
 def _nb(*cells):
     import nbformat
 
-    return nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell(c[5:]) if c.startswith("code:") else nbformat.v4.new_markdown_cell(c)
-        for c in cells
-    ])
+    return nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(c[5:])
+            if c.startswith("code:")
+            else nbformat.v4.new_markdown_cell(c)
+            for c in cells
+        ]
+    )
 
 
 EXERCISE = ":::{exercise} A title\n:label: ex-t-1\n:class: core\n\n*Core.* Do it.\n:::"
@@ -179,14 +238,20 @@ START = ":::{solution-start} ex-t-1\n:class: dropdown\n:::"
 END = ":::{solution-end}\n:::"
 
 
-@pytest.mark.parametrize("cells, message", [
-    ((EXERCISE,), "cell 0: exercise 'ex-t-1' has no solution"),
-    ((EXERCISE, START, "code:x = 1"), "cell 1: solution-start of 'ex-t-1' has no solution-end"),
-    ((EXERCISE, "code:x = 1", END), "cell 2: solution-end without a solution-start"),
-    ((EXERCISE, START, END), "cell 1: the solution of 'ex-t-1' has no code cell"),
-    ((EXERCISE.replace("*Core.* ", ""), START, "code:x = 1", END), "cell 0: exercise 'ex-t-1' does not start with its difficulty"),
-    ((EXERCISE.replace(":label: ex-t-1\n", ""),), "cell 0: an exercise without a :label:"),
-])
+@pytest.mark.parametrize(
+    "cells, message",
+    [
+        ((EXERCISE,), "cell 0: exercise 'ex-t-1' has no solution"),
+        ((EXERCISE, START, "code:x = 1"), "cell 1: solution-start of 'ex-t-1' has no solution-end"),
+        ((EXERCISE, "code:x = 1", END), "cell 2: solution-end without a solution-start"),
+        ((EXERCISE, START, END), "cell 1: the solution of 'ex-t-1' has no code cell"),
+        (
+            (EXERCISE.replace("*Core.* ", ""), START, "code:x = 1", END),
+            "cell 0: exercise 'ex-t-1' does not start with its difficulty",
+        ),
+        ((EXERCISE.replace(":label: ex-t-1\n", ""),), "cell 0: an exercise without a :label:"),
+    ],
+)
 def test_broken_exercise_markup_is_named_by_file_and_cell(cells, message):
     with pytest.raises(exercises.ExerciseError, match=re.escape(f"book/t.ipynb {message}")):
         exercises.check(_nb(*cells), "book/t.ipynb")
@@ -194,7 +259,12 @@ def test_broken_exercise_markup_is_named_by_file_and_cell(cells, message):
 
 def test_well_formed_exercise_passes_the_check():
     [ex] = exercises.check(_nb(EXERCISE, START, "code:x = 1", END), "book/t.ipynb")
-    assert (ex.label, ex.difficulty, ex.solution_kind, ex.solution_cells) == ("ex-t-1", "core", "gated", [1, 2, 3])
+    assert (ex.label, ex.difficulty, ex.solution_kind, ex.solution_cells) == (
+        "ex-t-1",
+        "core",
+        "gated",
+        [1, 2, 3],
+    )
 
 
 #: notebooks in the table of contents that are pages about the book, not chapters
@@ -204,12 +274,27 @@ NOT_CHAPTERS = {"book/instructors"}
 def objectives_of(nb) -> tuple[list[str], str] | None:
     """(objectives, prerequisites) from the first markdown cell after the title cell, or None."""
     cells = nb.cells
-    title = next((i for i, c in enumerate(cells) if c.cell_type == "markdown" and re.match(r"#\s", c.source)), None)
-    after = next((c for c in cells[title + 1 :] if c.cell_type == "markdown"), None) if title is not None else None
+    title = next(
+        (
+            i
+            for i, c in enumerate(cells)
+            if c.cell_type == "markdown" and re.match(r"#\s", c.source)
+        ),
+        None,
+    )
+    after = (
+        next((c for c in cells[title + 1 :] if c.cell_type == "markdown"), None)
+        if title is not None
+        else None
+    )
     if after is None:
         return None
-    m = re.match(r":::\{admonition\} Learning objectives\n:class: learning-objectives\nAfter this chapter you can:\n"
-                 r"((?:- .+\n)+):::\n\n\*\*Prerequisites:\*\* (.+)$", after.source.strip() + "\n", re.M)
+    m = re.match(
+        r":::\{admonition\} Learning objectives\n:class: learning-objectives\nAfter this chapter "
+        r"you can:\n((?:- .+\n)+):::\n\n\*\*Prerequisites:\*\* (.+)$",
+        after.source.strip() + "\n",
+        re.M,
+    )
     if m is None:
         return None
     return [line[2:] for line in m.group(1).splitlines()], m.group(2)
@@ -230,13 +315,18 @@ def test_every_chapter_opens_with_objectives_and_prerequisites():
 
 def test_objectives_detector_can_fail():
     assert objectives_of(_nb("# Title", ":::{note}\nNo.\n:::")) is None
-    good = _nb("# T", ":::{admonition} Learning objectives\n:class: learning-objectives\nAfter this chapter you can:\n"
-                      "- derive a\n- implement b\n- explain c\n:::\n\n**Prerequisites:** none.")
+    good = _nb(
+        "# T",
+        ":::{admonition} Learning objectives\n:class: learning-objectives\n"
+        "After this chapter you can:\n- derive a\n- implement b\n- explain c\n:::\n\n"
+        "**Prerequisites:** none.",
+    )
     assert objectives_of(good) == (["derive a", "implement b", "explain c"], "none.")
 
 
 def test_every_chapter_has_exercises_with_difficulty_and_a_quiz():
-    """Issue 15: every chapter ends with its quiz and exercises, each exercise with its difficulty."""
+    """Issue 15: every chapter ends with its quiz and exercises, each exercise with its
+    difficulty."""
     missing = {}
     for name in sorted(toc_files()):
         path = ROOT / f"{name}.ipynb"
@@ -249,7 +339,10 @@ def test_every_chapter_has_exercises_with_difficulty_and_a_quiz():
                 lacks.append("exercises")
         except exercises.ExerciseError as exc:
             lacks.append(str(exc))
-        if not any(c.cell_type == "code" and re.search(r"quiz\.(show|self_quiz)\(", c.source) for c in nb.cells):
+        if not any(
+            c.cell_type == "code" and re.search(r"quiz\.(show|self_quiz)\(", c.source)
+            for c in nb.cells
+        ):
             lacks.append("quiz")
         if lacks:
             missing[path.name] = lacks

@@ -1,4 +1,5 @@
 """norms.check.grade: silent on correct layers, names each deliberate bug, never raises."""
+
 import functools
 
 import pytest
@@ -14,9 +15,17 @@ from norms.check import PROBLEM_CODES, Report, grade
 
 
 class ReaderBatchNorm(nn.Module):
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, verbose=False, *, tag="mine"):
+    def __init__(
+        self, num_features, eps=1e-5, momentum=0.1, affine=True, verbose=False, *, tag="mine"
+    ):
         super().__init__()
-        self.num_features, self.eps, self.momentum, self.verbose, self.tag = num_features, eps, momentum, verbose, tag
+        self.num_features, self.eps, self.momentum, self.verbose, self.tag = (
+            num_features,
+            eps,
+            momentum,
+            verbose,
+            tag,
+        )
         self.gamma = nn.Parameter(torch.ones(num_features))
         self.beta = nn.Parameter(torch.zeros(num_features))
         self.register_buffer("running_mean", torch.zeros(num_features))
@@ -213,7 +222,8 @@ class WeirdEpsBN(ReaderBatchNorm):
 
 
 class MomentVarBN2d(nn.Module):
-    """Correct, written differently: (1, C, 1, 1) parameters, epsilon, lerp_, momentum kept as 0.1."""
+    """Correct, written differently: (1, C, 1, 1) parameters, epsilon, lerp_, momentum kept as
+    0.1."""
 
     def __init__(self, C, epsilon=1e-5):
         super().__init__()
@@ -245,7 +255,7 @@ class CancellingVarBN2d(MomentVarBN2d):
     """Right on ordinary inputs; var = E[x²] - E[x]² cancels when the mean is large."""
 
     def variance(self, x, mean):
-        return (x * x).mean((0, 2, 3), keepdim=True) - mean ** 2
+        return (x * x).mean((0, 2, 3), keepdim=True) - mean**2
 
 
 def layernorm_fn_cancelling(x, eps=1e-5):
@@ -257,7 +267,9 @@ def layernorm_fn_cancelling(x, eps=1e-5):
 class ReaderLayerNorm(nn.Module):
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, dtype=None):
         super().__init__()
-        self.shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.shape = (
+            (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        )
         self.eps = eps
         self.gamma = nn.Parameter(torch.ones(self.shape))
         self.beta = nn.Parameter(torch.zeros(self.shape))
@@ -294,7 +306,9 @@ class IntOnlyLayerNorm(nn.Module):
 class ReaderRMSNorm(nn.Module):
     def __init__(self, normalized_shape, eps=1e-6):
         super().__init__()
-        self.shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.shape = (
+            (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        )
         self.eps = eps
         self.scale = nn.Parameter(torch.ones(self.shape))
 
@@ -421,6 +435,7 @@ class NotAModule:
 # Plain functions
 # ----------------------------------------------------------------------------
 
+
 def batchnorm_fn(x, eps=1e-5):
     dims = [0] + list(range(2, x.dim()))
     mean = x.mean(dims, keepdim=True)
@@ -450,13 +465,23 @@ def rmsnorm_fn(x):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + torch.finfo(x.dtype).eps)
 
 
-ALL_REFS = [nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.LayerNorm, nn.RMSNorm, nn.GroupNorm,
-            nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d]
+ALL_REFS = [
+    nn.BatchNorm1d,
+    nn.BatchNorm2d,
+    nn.BatchNorm3d,
+    nn.LayerNorm,
+    nn.RMSNorm,
+    nn.GroupNorm,
+    nn.InstanceNorm1d,
+    nn.InstanceNorm2d,
+    nn.InstanceNorm3d,
+]
 
 
 # ----------------------------------------------------------------------------
 # Silent on correct implementations
 # ----------------------------------------------------------------------------
+
 
 def _assert_ok(report):
     assert isinstance(report, Report)
@@ -478,7 +503,9 @@ def test_norms_classes_pass(ref):
     _assert_ok(grade(cls, ref))
 
 
-@pytest.mark.parametrize("ref", [nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d], ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "ref", [nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d], ids=lambda c: c.__name__
+)
 def test_reader_batchnorm_with_gamma_beta_and_extra_args_passes(ref):
     _assert_ok(grade(ReaderBatchNorm, ref))
 
@@ -487,11 +514,18 @@ def test_differently_written_correct_batchnorm_passes():
     _assert_ok(grade(MomentVarBN2d, nn.BatchNorm2d))
 
 
-@pytest.mark.parametrize("cand,ref", [
-    (ReaderLayerNorm, nn.LayerNorm), (IntOnlyLayerNorm, nn.LayerNorm), (ReaderRMSNorm, nn.RMSNorm),
-    (ReaderGroupNorm, nn.GroupNorm), (ReaderInstanceNorm, nn.InstanceNorm1d),
-    (ReaderInstanceNorm, nn.InstanceNorm2d), (ReaderInstanceNorm, nn.InstanceNorm3d),
-])
+@pytest.mark.parametrize(
+    "cand,ref",
+    [
+        (ReaderLayerNorm, nn.LayerNorm),
+        (IntOnlyLayerNorm, nn.LayerNorm),
+        (ReaderRMSNorm, nn.RMSNorm),
+        (ReaderGroupNorm, nn.GroupNorm),
+        (ReaderInstanceNorm, nn.InstanceNorm1d),
+        (ReaderInstanceNorm, nn.InstanceNorm2d),
+        (ReaderInstanceNorm, nn.InstanceNorm3d),
+    ],
+)
 def test_reader_implementations_pass(cand, ref):
     _assert_ok(grade(cand, ref))
 
@@ -531,8 +565,10 @@ class BiasedTrackingInstanceNorm(nn.Module):
         return (x - mean.reshape(view)) / torch.sqrt(var.reshape(view) + self.eps)
 
 
-@pytest.mark.parametrize("cand,ref", [(AffineInstanceNorm2d, nn.InstanceNorm2d),
-                                      (TrackingInstanceNorm1d, nn.InstanceNorm1d)])
+@pytest.mark.parametrize(
+    "cand,ref",
+    [(AffineInstanceNorm2d, nn.InstanceNorm2d), (TrackingInstanceNorm1d, nn.InstanceNorm1d)],
+)
 def test_instance_norm_variants_pass(cand, ref):
     _assert_ok(grade(cand, ref))
 
@@ -541,20 +577,35 @@ def test_instance_norm_running_var_bug_is_named():
     assert grade(BiasedTrackingInstanceNorm, nn.InstanceNorm1d).codes == ["running_var_biased"]
 
 
-@pytest.mark.parametrize("fn,ref", [
-    (torch.nn.functional.layer_norm, nn.LayerNorm), (torch.nn.functional.batch_norm, nn.BatchNorm2d),
-    (torch.nn.functional.group_norm, nn.GroupNorm), (torch.nn.functional.rms_norm, nn.RMSNorm),
-    ("layer_norm", nn.LayerNorm), ("batch_norm", nn.BatchNorm1d), ("group_norm", nn.GroupNorm),
-], ids=lambda v: getattr(v, "__name__", str(v)))
+@pytest.mark.parametrize(
+    "fn,ref",
+    [
+        (torch.nn.functional.layer_norm, nn.LayerNorm),
+        (torch.nn.functional.batch_norm, nn.BatchNorm2d),
+        (torch.nn.functional.group_norm, nn.GroupNorm),
+        (torch.nn.functional.rms_norm, nn.RMSNorm),
+        ("layer_norm", nn.LayerNorm),
+        ("batch_norm", nn.BatchNorm1d),
+        ("group_norm", nn.GroupNorm),
+    ],
+    ids=lambda v: getattr(v, "__name__", str(v)),
+)
 def test_functional_apis_pass(fn, ref):
     if isinstance(fn, str):
         fn = getattr(pytest.importorskip("norms.functional"), fn)
     _assert_ok(grade(fn, ref))
 
 
-@pytest.mark.parametrize("fn,ref", [(batchnorm_fn, nn.BatchNorm1d), (batchnorm_fn, nn.BatchNorm2d),
-                                    (layernorm_fn, nn.LayerNorm), (groupnorm_fn, nn.GroupNorm),
-                                    (rmsnorm_fn, nn.RMSNorm)])
+@pytest.mark.parametrize(
+    "fn,ref",
+    [
+        (batchnorm_fn, nn.BatchNorm1d),
+        (batchnorm_fn, nn.BatchNorm2d),
+        (layernorm_fn, nn.LayerNorm),
+        (groupnorm_fn, nn.GroupNorm),
+        (rmsnorm_fn, nn.RMSNorm),
+    ],
+)
 def test_correct_plain_functions_pass(fn, ref):
     _assert_ok(grade(fn, ref))
 
@@ -640,19 +691,24 @@ def test_plain_attributes_report_state_dict_and_to():
 # Bad candidates give reports, not tracebacks
 # ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("cand,code,text", [
-    (CrashInit, "constructor_failed", "oops in init"),
-    (NeedsTwoArgs, "constructor_failed", "something"),
-    (CrashForward, "forward_failed", "RuntimeError"),
-    (TupleOut, "wrong_type", "tuple"),
-    (lambda x: x.tolist(), "wrong_type", "list"),
-    (NumpyOut, "wrong_type", "ndarray"),
-    (NoKeepdim, "wrong_shape", "shape"),
-    (Float64Out, "wrong_dtype", "float64"),
-    (NotAModule, "not_a_module", "NotAModule"),
-    (42, "not_gradeable", "int"),
-    (lambda x: 1 / 0, "forward_failed", "ZeroDivisionError"),
-], ids=lambda v: getattr(v, "__name__", str(v)))
+
+@pytest.mark.parametrize(
+    "cand,code,text",
+    [
+        (CrashInit, "constructor_failed", "oops in init"),
+        (NeedsTwoArgs, "constructor_failed", "something"),
+        (CrashForward, "forward_failed", "RuntimeError"),
+        (TupleOut, "wrong_type", "tuple"),
+        (lambda x: x.tolist(), "wrong_type", "list"),
+        (NumpyOut, "wrong_type", "ndarray"),
+        (NoKeepdim, "wrong_shape", "shape"),
+        (Float64Out, "wrong_dtype", "float64"),
+        (NotAModule, "not_a_module", "NotAModule"),
+        (42, "not_gradeable", "int"),
+        (lambda x: 1 / 0, "forward_failed", "ZeroDivisionError"),
+    ],
+    ids=lambda v: getattr(v, "__name__", str(v)),
+)
 def test_bad_candidates_give_reports(cand, code, text):
     r = grade(cand, nn.BatchNorm1d)
     assert code in r.codes, str(r)
@@ -692,6 +748,7 @@ class OffByOnePercent(ReaderBatchNorm):
 
 def test_unexplained_mismatch_gets_generic_message_without_warnings():
     import warnings
+
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         r = grade(OffByOnePercent, nn.BatchNorm2d)
@@ -713,7 +770,11 @@ def test_rmsnorm_problems_speak_of_rmsnorm():
         r = grade(cand, nn.RMSNorm)
         assert r.codes == [code], str(r)
         p = r.problems[0]
-        assert "x.pow(2).mean" in p.fix and "x - mean" not in p.fix + p.detail and "running_" not in str(r)
+        assert (
+            "x.pow(2).mean" in p.fix
+            and "x - mean" not in p.fix + p.detail
+            and "running_" not in str(r)
+        )
     assert "sqrt(n)" in grade(L2RMSNorm, nn.RMSNorm).problems[0].detail
 
 
@@ -730,7 +791,7 @@ def test_layer_without_running_stats_gets_no_running_stats_advice():
 
 def test_scenario_shapes_never_repeat_the_channel_size():
     """The grader's inputs keep the channel (or normalized) size unique within each
-    shape, as norms/check.py and the grade-your-own chapter claim."""
+    shape, as norms.check and the grade-your-own chapter claim."""
     from norms.check.scenarios import _SCENARIOS
 
     clashes = []
@@ -738,7 +799,8 @@ def test_scenario_shapes_never_repeat_the_channel_size():
         for sc in scenarios:
             if name.startswith(("LayerNorm", "RMSNorm")):
                 normalized = sc.args[0] if isinstance(sc.args[0], tuple) else (sc.args[0],)
-                size, where = normalized, lambda s, k=len(normalized): (s[:-k], s[-k:])
+                n_last = len(normalized)
+                size, where = normalized, lambda s, k=n_last: (s[:-k], s[-k:])
             else:
                 size = (sc.args[1] if name == "GroupNorm" else sc.args[0],)
                 where = lambda s: (s[:1] + s[2:], s[1:2])  # noqa: E731
@@ -766,7 +828,10 @@ class D2lStyleBN(nn.Module):
         self.eps, self.momentum = eps, momentum
         self.weight = nn.Parameter(torch.ones(num_features))
         self.bias = nn.Parameter(torch.zeros(num_features))
-        self.stats = {"moving_mean": torch.zeros(num_features), "moving_var": torch.ones(num_features)}
+        self.stats = {
+            "moving_mean": torch.zeros(num_features),
+            "moving_var": torch.ones(num_features),
+        }
 
     def forward(self, x):
         dims = [0] + list(range(2, x.dim()))
@@ -786,8 +851,12 @@ class D2lStyleBN(nn.Module):
 
 def test_every_observable_bug_is_reported_in_one_run():
     codes = grade(D2lStyleBN, nn.BatchNorm2d).codes
-    for code in ("mode_from_grad_enabled", "variance_cancellation", "running_var_biased",
-                 "running_stats_not_buffers"):
+    for code in (
+        "mode_from_grad_enabled",
+        "variance_cancellation",
+        "running_var_biased",
+        "running_stats_not_buffers",
+    ):
         assert code in codes, codes
 
 
@@ -835,8 +904,9 @@ def test_eps_cases_that_cannot_be_told_apart_say_so():
     Without a probe (explanations only), the words say the two cannot be told apart."""
     from norms.check.explanations import _explain
     from norms.check.hypotheses import _Hyp, _Spec
+
     spec = _Spec("RMSNorm", (5,))
-    (code, detail), = _explain(_Hyp(eps_mode="none"), spec, (4, 5), 1.2e-7, told_apart=False)
+    ((code, detail),) = _explain(_Hyp(eps_mode="none"), spec, (4, 5), 1.2e-7, told_apart=False)
     assert code == "eps_missing" and "cannot be told apart" in detail
 
 
@@ -895,9 +965,13 @@ def test_extra_shift_in_rmsnorm_is_named():
 
 
 class KwLayerNorm(nn.Module):
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, ignore_bias=False):
+    def __init__(
+        self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, ignore_bias=False
+    ):
         super().__init__()
-        self.shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.shape = (
+            (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        )
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(self.shape)) if elementwise_affine else None
         use_bias = elementwise_affine and (bias or ignore_bias)
@@ -905,7 +979,9 @@ class KwLayerNorm(nn.Module):
 
     def forward(self, x):
         dims = tuple(range(-len(self.shape), 0))
-        y = (x - x.mean(dims, keepdim=True)) / torch.sqrt(x.var(dims, unbiased=False, keepdim=True) + self.eps)
+        y = (x - x.mean(dims, keepdim=True)) / torch.sqrt(
+            x.var(dims, unbiased=False, keepdim=True) + self.eps
+        )
         if self.weight is not None:
             y = y * self.weight
         if self.bias is not None:
@@ -913,11 +989,15 @@ class KwLayerNorm(nn.Module):
         return y
 
 
-@pytest.mark.parametrize("ref", [
-    functools.partial(nn.LayerNorm, bias=False),
-    functools.partial(nn.LayerNorm, elementwise_affine=False),
-    functools.partial(nn.LayerNorm, eps=1e-3),
-], ids=["bias=False", "elementwise_affine=False", "eps=1e-3"])
+@pytest.mark.parametrize(
+    "ref",
+    [
+        functools.partial(nn.LayerNorm, bias=False),
+        functools.partial(nn.LayerNorm, elementwise_affine=False),
+        functools.partial(nn.LayerNorm, eps=1e-3),
+    ],
+    ids=["bias=False", "elementwise_affine=False", "eps=1e-3"],
+)
 def test_partial_reference_builds_the_candidate_with_the_same_keywords(ref):
     r = grade(KwLayerNorm, ref)
     _assert_ok(r)
@@ -925,20 +1005,27 @@ def test_partial_reference_builds_the_candidate_with_the_same_keywords(ref):
 
 
 def test_partial_reference_catches_a_candidate_that_ignores_a_keyword():
-    r = grade(functools.partial(KwLayerNorm, ignore_bias=True), functools.partial(nn.LayerNorm, bias=False))
+    r = grade(
+        functools.partial(KwLayerNorm, ignore_bias=True),
+        functools.partial(nn.LayerNorm, bias=False),
+    )
     assert "extra_shift" in r.codes, str(r)
 
 
-@pytest.mark.parametrize("cls,kw", [
-    (nn.BatchNorm2d, dict(affine=False)),
-    (nn.BatchNorm2d, dict(track_running_stats=False)),
-    (nn.BatchNorm1d, dict(momentum=0.3, eps=1e-3)),
-    (nn.InstanceNorm2d, dict(affine=True, track_running_stats=True)),
-    (nn.GroupNorm, dict(affine=False)),
-    (nn.RMSNorm, dict(eps=1e-6, elementwise_affine=False)),
-])
+@pytest.mark.parametrize(
+    "cls,kw",
+    [
+        (nn.BatchNorm2d, dict(affine=False)),
+        (nn.BatchNorm2d, dict(track_running_stats=False)),
+        (nn.BatchNorm1d, dict(momentum=0.3, eps=1e-3)),
+        (nn.InstanceNorm2d, dict(affine=True, track_running_stats=True)),
+        (nn.GroupNorm, dict(affine=False)),
+        (nn.RMSNorm, dict(eps=1e-6, elementwise_affine=False)),
+    ],
+)
 def test_partial_references_pass_torch_and_norms(cls, kw):
     import norms
+
     _assert_ok(grade(functools.partial(cls, **kw), functools.partial(cls, **kw)))
     _assert_ok(grade(getattr(norms, cls.__name__), functools.partial(cls, **kw)))
 

@@ -30,7 +30,10 @@ NOT_ON_COLAB = ["jupyter_book", "sphinx", "pytest", "nbval", "hypothesis", "play
 def colab_python():
     where = os.environ.get("NORMS_COLAB_DIR")
     if not where:
-        pytest.skip("no Colab-like venv given: run `make test` or `make test-colab` (they set NORMS_COLAB_DIR)")
+        pytest.skip(
+            "no Colab-like venv given: run `make test` or `make test-colab` (they set "
+            "NORMS_COLAB_DIR)"
+        )
     spec = Path(where) / "share" / "jupyter" / "kernels" / "colab" / "kernel.json"
     assert spec.exists(), f"{spec} is missing: `make colab-venv` builds it"
     return Path(json.loads(spec.read_text())["argv"][0]), json.loads(spec.read_text())

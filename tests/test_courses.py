@@ -4,7 +4,6 @@ the student edition and the otter-grader assignments."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -43,15 +42,27 @@ def test_converter_turns_old_exercises_into_sphinx_exercise():
     assert convert_exercises.convert(nb, "book/t.ipynb") is True
     found = exercises.check(nb, "book/t.ipynb")
     assert [(e.label, e.difficulty, e.solution_kind) for e in found] == [
-        ("ex-t-1", "core", "gated"), ("ex-t-2", "challenge", "gated")]
-    assert nb.cells[1].source.startswith("## Exercises\n\n:::{exercise} a title\n:label: ex-t-1\n:class: core\n")
+        ("ex-t-1", "core", "gated"),
+        ("ex-t-2", "challenge", "gated"),
+    ]
+    assert nb.cells[1].source.startswith(
+        "## Exercises\n\n:::{exercise} a title\n:label: ex-t-1\n:class: core\n"
+    )
     assert "```python\ny = 2\n```" in nb.cells[5].source  # a code fence inside the task survives
     sol = nb.cells[3]
     assert sol.source == "# Solution.\nx = 1" and sol.metadata["tags"] == ["solution"]
     assert sol.metadata["jupyter"] == {"source_hidden": True, "outputs_hidden": True}
-    assert nb.cells[2].source.startswith(":::{solution-start} ex-t-1\n") and ":class: dropdown" in nb.cells[2].source
+    assert (
+        nb.cells[2].source.startswith(":::{solution-start} ex-t-1\n")
+        and ":class: dropdown" in nb.cells[2].source
+    )
     assert nb.cells[4].source == ":::{solution-end}\n:::"
-    assert found[1].solution_cells == [6, 7, 8, 9]  # a solution of two hidden code cells stays whole
+    assert found[1].solution_cells == [
+        6,
+        7,
+        8,
+        9,
+    ]  # a solution of two hidden code cells stays whole
     assert nb.cells[10].source == "Closing words."
     assert exercises.old_style_exercises(nb) == []
 
@@ -69,11 +80,17 @@ def test_every_book_notebook_is_converted():
     assert stale == [], f"run tools/convert_exercises.py on {stale}"
 
 
-@pytest.mark.parametrize("cells, message", [
-    ([OLD[1]], "book/t.ipynb cell 0: exercise 'ex-t-1' has no solution"),
-    ([OLD[1], "words"], "book/t.ipynb cell 0: exercise 'ex-t-1' has no solution"),
-    ([OLD[1].replace("*Core.* ", ""), OLD[2]], "book/t.ipynb cell 0: 'Exercise 1: a title' does not start with its difficulty"),
-])
+@pytest.mark.parametrize(
+    "cells, message",
+    [
+        ([OLD[1]], "book/t.ipynb cell 0: exercise 'ex-t-1' has no solution"),
+        ([OLD[1], "words"], "book/t.ipynb cell 0: exercise 'ex-t-1' has no solution"),
+        (
+            [OLD[1].replace("*Core.* ", ""), OLD[2]],
+            "book/t.ipynb cell 0: 'Exercise 1: a title' does not start with its difficulty",
+        ),
+    ],
+)
 def test_converter_names_file_and_cell_of_a_broken_exercise(cells, message):
     with pytest.raises(exercises.ExerciseError, match=message):
         convert_exercises.convert(make(cells), "book/t.ipynb")
@@ -95,13 +112,21 @@ class _App:
         self.srcdir = srcdir
 
 
-@pytest.mark.parametrize("cells, message", [
-    ([NEW_EXERCISE],
-     "book/t.ipynb cell 0: exercise 'ex-t-1' has no solution"),
-    ([NEW_EXERCISE, ":::{solution-start} ex-t-1\n:class: dropdown\n:::", ("code", "x = 1", {})],
-     "book/t.ipynb cell 1: solution-start of 'ex-t-1' has no solution-end"),
-    ([OLD[1], OLD[2]], "book/t.ipynb cell 0: an exercise in the old admonition convention"),
-])
+@pytest.mark.parametrize(
+    "cells, message",
+    [
+        ([NEW_EXERCISE], "book/t.ipynb cell 0: exercise 'ex-t-1' has no solution"),
+        (
+            [
+                NEW_EXERCISE,
+                ":::{solution-start} ex-t-1\n:class: dropdown\n:::",
+                ("code", "x = 1", {}),
+            ],
+            "book/t.ipynb cell 1: solution-start of 'ex-t-1' has no solution-end",
+        ),
+        ([OLD[1], OLD[2]], "book/t.ipynb cell 0: an exercise in the old admonition convention"),
+    ],
+)
 def test_build_fails_naming_file_and_cell(tmp_path, cells, message):
     from sphinx.errors import ExtensionError
 

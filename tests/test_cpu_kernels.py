@@ -1,4 +1,4 @@
-"""norms.cpu_kernels (the C++ kernels for LayerNorm and GroupNorm on the CPU) against torch.
+"""norms.fast.cpu_kernels (the C++ kernels for LayerNorm and GroupNorm on the CPU) against torch.
 
 Outputs and gradients on hypothesis-drawn shapes and configurations, in float64
 (where any real difference shows above the rounding) and float32; with one and two
@@ -22,8 +22,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import norms
-import norms.fused
-from norms import cpu_kernels
+import norms.fast.fused
+from norms.fast import cpu_kernels
 
 FEW = settings(max_examples=12, deadline=None, derandomize=True)
 TOL = {torch.float64: dict(atol=1e-10, rtol=1e-10), torch.float32: dict(atol=2e-5, rtol=2e-5)}
@@ -40,15 +40,24 @@ def threads(request):
 
 
 def _run(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env={**os.environ, **(env or {})},
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _params(shape, dtype, seed, present=True):
     gen = torch.Generator().manual_seed(seed)
     if not present:
         return None
-    return (1 + 0.5 * torch.randn(shape, generator=gen, dtype=torch.float64)).to(dtype).requires_grad_(True)
+    return (
+        (1 + 0.5 * torch.randn(shape, generator=gen, dtype=torch.float64))
+        .to(dtype)
+        .requires_grad_(True)
+    )
 
 
 def _grads(y, inputs, dy):
@@ -57,25 +66,39 @@ def _grads(y, inputs, dy):
 
 
 @FEW
-@given(lead=st.sampled_from([(3,), (2, 5), (2, 3, 4), (70,)]), last=st.sampled_from([(7,), (3, 8), (33,), (2100,)]),
-       weight=st.booleans(), bias=st.booleans(), dtype=st.sampled_from([torch.float64, torch.float32]),
-       seed=st.integers(0, 99))
+@given(
+    lead=st.sampled_from([(3,), (2, 5), (2, 3, 4), (70,)]),
+    last=st.sampled_from([(7,), (3, 8), (33,), (2100,)]),
+    weight=st.booleans(),
+    bias=st.booleans(),
+    dtype=st.sampled_from([torch.float64, torch.float32]),
+    seed=st.integers(0, 99),
+)
 def test_layer_norm_matches_torch(threads, lead, last, weight, bias, dtype, seed):
     gen = torch.Generator().manual_seed(seed)
-    x = (3 + 2 * torch.randn((*lead, *last), generator=gen, dtype=torch.float64)).to(dtype).requires_grad_(True)
+    x = (
+        (3 + 2 * torch.randn((*lead, *last), generator=gen, dtype=torch.float64))
+        .to(dtype)
+        .requires_grad_(True)
+    )
     dy = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(dtype)
     w, b = _params(last, dtype, seed, weight), _params(last, dtype, seed + 1, bias)
     got = cpu_kernels.layer_norm(x, list(last), w, b, 1e-5)
     want = torch.nn.functional.layer_norm(x, last, w, b, 1e-5)
     torch.testing.assert_close(got, want, **TOL[dtype])
-    for g, h in zip(_grads(got, (x, w, b), dy), _grads(want, (x, w, b), dy)):
+    for g, h in zip(_grads(got, (x, w, b), dy), _grads(want, (x, w, b), dy), strict=True):
         torch.testing.assert_close(g, h, **TOL[dtype])
 
 
 @FEW
-@given(n=st.integers(1, 5), groups_channels=st.sampled_from([(1, 3), (2, 6), (3, 6), (4, 4), (32, 64)]),
-       spatial=st.sampled_from([(), (5,), (5, 7), (2, 3, 5), (48, 48)]), affine=st.booleans(),
-       dtype=st.sampled_from([torch.float64, torch.float32]), seed=st.integers(0, 99))
+@given(
+    n=st.integers(1, 5),
+    groups_channels=st.sampled_from([(1, 3), (2, 6), (3, 6), (4, 4), (32, 64)]),
+    spatial=st.sampled_from([(), (5,), (5, 7), (2, 3, 5), (48, 48)]),
+    affine=st.booleans(),
+    dtype=st.sampled_from([torch.float64, torch.float32]),
+    seed=st.integers(0, 99),
+)
 def test_group_norm_matches_torch(threads, n, groups_channels, spatial, affine, dtype, seed):
     g, c = groups_channels
     assume(n * (c // g) * math.prod(spatial) > 1)  # else torch raises: one value per group
@@ -84,8 +107,12 @@ def test_group_norm_matches_torch(threads, n, groups_channels, spatial, affine, 
     w, b = _params((c,), dtype, seed, affine), _params((c,), dtype, seed + 1, affine)
     # against torch in float64 on the same numbers: in float32, torch's own rounding is
     # the larger error where a group's variance is 0 (a group of one number)
-    want = torch.nn.functional.group_norm(x.double(), g, *(None if p is None else p.double() for p in (w, b)))
-    torch.testing.assert_close(cpu_kernels.group_norm(x, g, w, b, 1e-5), want.to(dtype), **TOL[dtype])
+    want = torch.nn.functional.group_norm(
+        x.double(), g, *(None if p is None else p.double() for p in (w, b))
+    )
+    torch.testing.assert_close(
+        cpu_kernels.group_norm(x, g, w, b, 1e-5), want.to(dtype), **TOL[dtype]
+    )
 
 
 def test_rows_longer_than_a_chunk_keep_the_variance_exact():
@@ -93,17 +120,25 @@ def test_rows_longer_than_a_chunk_keep_the_variance_exact():
     gen = torch.Generator().manual_seed(0)
     x = (1e4 + torch.randn(3, 5000, generator=gen, dtype=torch.float64)).float()
     want = torch.nn.functional.layer_norm(x.double(), [5000]).float()
-    torch.testing.assert_close(cpu_kernels.layer_norm(x, [5000], None, None, 1e-5), want, atol=2e-3, rtol=0)
+    torch.testing.assert_close(
+        cpu_kernels.layer_norm(x, [5000], None, None, 1e-5), want, atol=2e-3, rtol=0
+    )
 
 
 def test_non_contiguous_input():
     x = torch.randn(6, 8, 10, dtype=torch.float64).transpose(0, 1)  # (8, 6, 10), not contiguous
     w = torch.randn(10, dtype=torch.float64)
-    torch.testing.assert_close(cpu_kernels.layer_norm(x, [10], w, None, 1e-5),
-                               torch.nn.functional.layer_norm(x, [10], w, None, 1e-5), **TOL[torch.float64])
+    torch.testing.assert_close(
+        cpu_kernels.layer_norm(x, [10], w, None, 1e-5),
+        torch.nn.functional.layer_norm(x, [10], w, None, 1e-5),
+        **TOL[torch.float64],
+    )
     xg = torch.randn(4, 6, 5, 3, dtype=torch.float64).permute(0, 1, 3, 2)  # (4, 6, 3, 5)
-    torch.testing.assert_close(cpu_kernels.group_norm(xg, 3, None, None, 1e-5),
-                               torch.nn.functional.group_norm(xg, 3, None, None, 1e-5), **TOL[torch.float64])
+    torch.testing.assert_close(
+        cpu_kernels.group_norm(xg, 3, None, None, 1e-5),
+        torch.nn.functional.group_norm(xg, 3, None, None, 1e-5),
+        **TOL[torch.float64],
+    )
 
 
 def test_gradcheck_and_second_derivative():
@@ -120,13 +155,18 @@ def test_gradcheck_and_second_derivative():
 
 @pytest.mark.parametrize("which", ["layer_norm", "layer_norm_backward", "group_norm"])
 def test_opcheck(which):
-    """torch.library.opcheck: the schema, the fake (meta) implementation, autograd registration, torch.compile."""
+    """torch.library.opcheck: the schema, the fake (meta) implementation, autograd registration,
+    torch.compile."""
     x = torch.randn(4, 6, 5, dtype=torch.float64)
     w, b = torch.randn(5, dtype=torch.float64), torch.randn(5, dtype=torch.float64)
     if which == "layer_norm":
-        torch.library.opcheck(torch.ops.norms.layer_norm_cpu, (x.requires_grad_(), [5], w.requires_grad_(), b, 1e-5))
+        torch.library.opcheck(
+            torch.ops.norms.layer_norm_cpu, (x.requires_grad_(), [5], w.requires_grad_(), b, 1e-5)
+        )
     elif which == "layer_norm_backward":
-        torch.library.opcheck(torch.ops.norms.layer_norm_cpu_backward, (torch.randn_like(x), x, [5], w, 1e-5))
+        torch.library.opcheck(
+            torch.ops.norms.layer_norm_cpu_backward, (torch.randn_like(x), x, [5], w, 1e-5)
+        )
     else:
         wc, bc = torch.randn(6, dtype=torch.float64), torch.randn(6, dtype=torch.float64)
         torch.library.opcheck(torch.ops.norms.group_norm_cpu, (x, 3, wc, bc, 1e-5))
@@ -134,107 +174,127 @@ def test_opcheck(which):
 
 def test_fused_layers_run_the_kernels_on_a_cpu():
     x = torch.randn(2, 4, 8, requires_grad=True)
-    assert "norms_layer_norm_cpu" in type(norms.fused.LayerNorm(8)(x).grad_fn).__name__
-    ops = norms.bench.full_size_ops(norms.fused.GroupNorm(2, 4), torch.randn(2, 4, 6))
+    assert "norms_layer_norm_cpu" in type(norms.fast.fused.LayerNorm(8)(x).grad_fn).__name__
+    ops = norms.fast.passes.full_size_ops(norms.fast.fused.GroupNorm(2, 4), torch.randn(2, 4, 6))
     assert "group_norm_cpu" in ops, ops
 
 
 def test_fused_layer_norm_falls_back_where_the_kernel_does_not_apply():
     """Half precision is not a kernel dtype: the compiled path runs, with norms' numbers."""
     x = torch.randn(2, 3, 8).to(torch.bfloat16)
-    layer = norms.fused.LayerNorm(8, dtype=torch.bfloat16)
+    layer = norms.fast.fused.LayerNorm(8, dtype=torch.bfloat16)
     assert not cpu_kernels.supports(x, layer.weight, layer.bias)
     torch.testing.assert_close(layer(x), norms.LayerNorm(8, dtype=torch.bfloat16)(x))
 
 
 def test_bad_input_raises_the_norms_error_on_the_kernel_path():
     with pytest.raises(RuntimeError, match=r"got input of shape \(2, 3, 5\)"):
-        norms.fused.LayerNorm(4)(torch.randn(2, 3, 5))
-    with pytest.raises(RuntimeError, match=r"weight of shape \(6,\) and input of shape \(2, 4, 5\)"):
-        norms.fused.GroupNorm(2, 6)(torch.randn(2, 4, 5))
+        norms.fast.fused.LayerNorm(4)(torch.randn(2, 3, 5))
+    with pytest.raises(
+        RuntimeError, match=r"weight of shape \(6,\) and input of shape \(2, 4, 5\)"
+    ):
+        norms.fast.fused.GroupNorm(2, 6)(torch.randn(2, 4, 5))
 
 
 def test_without_a_compiler_the_fused_layers_still_work():
-    """NORMS_CXX names no compiler: a warning, and LayerNorm/GroupNorm run the compiled path (fresh process)."""
-    done = _run("""
-        import warnings, torch, norms, norms.fused
-        from norms import cpu_kernels
+    """NORMS_CXX names no compiler: a warning, and LayerNorm/GroupNorm run the compiled path (fresh
+    process)."""
+    done = _run(
+        """
+        import warnings, torch, norms, norms.fast.fused
+        from norms.fast import cpu_kernels
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             assert not cpu_kernels.available()
         assert any("no C++ compiler" in str(w.message) for w in caught), [str(w.message) for w in caught]
         x = torch.randn(2, 3, 8, dtype=torch.float64)
-        torch.testing.assert_close(norms.fused.LayerNorm(8, dtype=torch.float64)(x),
+        torch.testing.assert_close(norms.fast.fused.LayerNorm(8, dtype=torch.float64)(x),
                                    torch.nn.functional.layer_norm(x, [8]))
         print("ok")
-    """, {"NORMS_CXX": "no-such-compiler-for-norms"})
+    """,  # noqa: E501 - Python source; a line break would change the string
+        {"NORMS_CXX": "no-such-compiler-for-norms"},
+    )
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
 
 def test_the_kernel_source_is_shipped_and_builds_in_a_fresh_cache(tmp_path):
     """The .cpp is package data next to the module, and a new cache folder gets a fresh build."""
     assert cpu_kernels.SOURCE.is_file()
-    done = _run("from norms import cpu_kernels; assert cpu_kernels.available()", {"TMPDIR": str(tmp_path)})
+    done = _run(
+        "from norms.fast import cpu_kernels; assert cpu_kernels.available()",
+        {"TMPDIR": str(tmp_path)},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert list(tmp_path.glob("norms-kernels-*/kernels-*.so")), list(tmp_path.rglob("*"))
 
 
 def test_a_library_that_does_not_load_falls_back(tmp_path):
-    """A 'compiler' that writes a damaged .so: a warning, the compiled path, and the bad file removed."""
+    """A 'compiler' that writes a damaged .so: a warning, the compiled path, and the bad file
+    removed."""
     fake = tmp_path / "fake-cxx"
     fake.write_text('#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\necho junk > "$2"\n')
     fake.chmod(0o755)
-    done = _run("""
-        import tempfile, warnings, torch, norms.fused
+    done = _run(
+        """
+        import tempfile, warnings, torch, norms.fast.fused
         from pathlib import Path
-        from norms import cpu_kernels
+        from norms.fast import cpu_kernels
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             assert not cpu_kernels.available()
         assert any("loading" in str(w.message) for w in caught), [str(w.message) for w in caught]
         assert not list(Path(tempfile.gettempdir()).glob("norms-kernels-*/kernels-*.so"))
         x = torch.randn(2, 3, 8, dtype=torch.float64)
-        torch.testing.assert_close(norms.fused.LayerNorm(8, dtype=torch.float64)(x), torch.nn.functional.layer_norm(x, [8]))
+        torch.testing.assert_close(norms.fast.fused.LayerNorm(8, dtype=torch.float64)(x), torch.nn.functional.layer_norm(x, [8]))
         print("ok")
-    """, {"NORMS_CXX": str(fake), "TMPDIR": str(tmp_path)})
+    """,  # noqa: E501 - Python source; a line break would change the string
+        {"NORMS_CXX": str(fake), "TMPDIR": str(tmp_path)},
+    )
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
 
 def test_threads_that_load_at_once_build_once(tmp_path):
-    """Eight threads ask for the kernels in a fresh cache folder: one build, every thread gets it."""
-    done = _run("""
+    """Eight threads ask for the kernels in a fresh cache folder: one build, every thread gets
+    it."""
+    done = _run(
+        """
         import threading
-        from norms import cpu_kernels
+        from norms.fast import cpu_kernels
         results = []
         threads = [threading.Thread(target=lambda: results.append(cpu_kernels.load())) for _ in range(8)]
         for t in threads: t.start()
         for t in threads: t.join()
         assert len(results) == 8 and results[0] is not None and all(r is results[0] for r in results)
         print("ok")
-    """, {"TMPDIR": str(tmp_path)})
+    """,  # noqa: E501 - Python source; a line break would change the string
+        {"TMPDIR": str(tmp_path)},
+    )
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
     assert len(list(tmp_path.glob("norms-kernels-*/*"))) == 1, list(tmp_path.rglob("*"))
 
 
 def test_fused_layers_keep_subnormal_numbers():
-    """No fused layer turns on flush-to-zero for the process (as -ffast-math code linked by g++ < 13 does)."""
+    """No fused layer turns on flush-to-zero for the process (as -ffast-math code linked by g++ < 13
+    does)."""
     done = _run("""
-        import torch, norms.fused
+        import torch, norms.fast.fused
         tiny = torch.tensor([1e-39])
         assert (tiny * 1.0).item() != 0.0
-        for layer, shape in [(norms.fused.LayerNorm(8), (2, 3, 8)), (norms.fused.GroupNorm(2, 4), (2, 4, 5)),
-                             (norms.fused.RMSNorm(8), (2, 3, 8)), (norms.fused.BatchNorm2d(4), (2, 4, 3, 3)),
-                             (norms.fused.InstanceNorm2d(4), (2, 4, 3, 3))]:
+        for layer, shape in [(norms.fast.fused.LayerNorm(8), (2, 3, 8)), (norms.fast.fused.GroupNorm(2, 4), (2, 4, 5)),
+                             (norms.fast.fused.RMSNorm(8), (2, 3, 8)), (norms.fast.fused.BatchNorm2d(4), (2, 4, 3, 3)),
+                             (norms.fast.fused.InstanceNorm2d(4), (2, 4, 3, 3))]:
             x = torch.randn(shape, requires_grad=True)
             layer(x).sum().backward()
             assert (tiny * 1.0).item() != 0.0, type(layer).__name__
         print("ok")
-    """)
+    """)  # noqa: E501 - Python source; a line break would change the string
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
 
 def test_a_compiled_model_with_a_fused_layer_has_no_graph_break():
-    model = torch.nn.Sequential(torch.nn.Linear(8, 8), norms.fused.LayerNorm(8), torch.nn.ReLU())
+    model = torch.nn.Sequential(
+        torch.nn.Linear(8, 8), norms.fast.fused.LayerNorm(8), torch.nn.ReLU()
+    )
     explanation = torch._dynamo.explain(model)(torch.randn(4, 8))
     assert explanation.graph_break_count == 0, explanation.break_reasons
     assert explanation.graph_count == 1

@@ -100,8 +100,7 @@ def run_both(fn, tensors, dtype, bufs=(), grad_out_seed=7):
 
     def leaves(ts, dt=None):
         return [
-            None if t is None else t.detach().clone().to(dt or t.dtype).requires_grad_()
-            for t in ts
+            None if t is None else t.detach().clone().to(dt or t.dtype).requires_grad_() for t in ts
         ]
 
     def copies(ts, dt=None):
@@ -123,7 +122,7 @@ def run_both(fn, tensors, dtype, bufs=(), grad_out_seed=7):
         exact = [None if t is None else t.grad for t in ex]
 
     close_or_better(y1, y2, exact_y, TOL[dtype])
-    for a, b, e in zip(ours, ref, exact):
+    for a, b, e in zip(ours, ref, exact, strict=True):
         if a is not None:
             close_or_better(a.grad, b.grad, e, GRAD_TOL[dtype])
     return b_ours, b_ref
@@ -137,7 +136,7 @@ def test_signature_matches_torch(name):
     ours = inspect.signature(getattr(NF, name))
     theirs = inspect.signature(getattr(TF, name))
     assert list(ours.parameters) == list(theirs.parameters)
-    for p, q in zip(ours.parameters.values(), theirs.parameters.values()):
+    for p, q in zip(ours.parameters.values(), theirs.parameters.values(), strict=True):
         assert (p.kind, p.default) == (q.kind, q.default), name
 
 
@@ -398,9 +397,18 @@ def test_group_norm_with_groups_strictly_between_1_and_C():
 # ---------------------------------------------------------------- no fused torch ops
 
 _NORM_CALLS = {
-    "batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm",
-    "native_batch_norm", "native_layer_norm", "native_group_norm",
-    "_native_batch_norm_legit", "_fused_rms_norm", "local_response_norm", "normalize",
+    "batch_norm",
+    "layer_norm",
+    "group_norm",
+    "instance_norm",
+    "rms_norm",
+    "native_batch_norm",
+    "native_layer_norm",
+    "native_group_norm",
+    "_native_batch_norm_legit",
+    "_fused_rms_norm",
+    "local_response_norm",
+    "normalize",
 }
 
 
@@ -429,8 +437,10 @@ def _all_calls(dtype=torch.float64):
         NF.rms_norm(x4, [2]),
     ]
     mods = [
-        norms.BatchNorm2d(4, dtype=dtype), norms.InstanceNorm2d(4, dtype=dtype),
-        norms.GroupNorm(2, 4, dtype=dtype), norms.LayerNorm([5, 2], dtype=dtype),
+        norms.BatchNorm2d(4, dtype=dtype),
+        norms.InstanceNorm2d(4, dtype=dtype),
+        norms.GroupNorm(2, 4, dtype=dtype),
+        norms.LayerNorm([5, 2], dtype=dtype),
         norms.RMSNorm(2, dtype=dtype),
     ]
     outs += [m(x4) for m in mods]
@@ -472,13 +482,18 @@ def test_no_norm_kernel_dispatched():
 def test_running_stats_update_is_exactly_the_formula():
     """(1-m)·old + m·new with the unbiased variance, by hand, in float64."""
     x = rand_input((5, 2, 3), torch.float64, 11)
-    rm, rv = torch.tensor([0.5, -1.0], dtype=torch.float64), torch.tensor([2.0, 0.5], dtype=torch.float64)
+    rm, rv = (
+        torch.tensor([0.5, -1.0], dtype=torch.float64),
+        torch.tensor([2.0, 0.5], dtype=torch.float64),
+    )
     old_m, old_v = rm.clone(), rv.clone()
     NF.batch_norm(x, rm, rv, training=True, momentum=0.25)
     n = 5 * 3
     flat = x.transpose(0, 1).reshape(2, n)
     torch.testing.assert_close(rm, 0.75 * old_m + 0.25 * flat.mean(1), atol=1e-12, rtol=0)
-    torch.testing.assert_close(rv, 0.75 * old_v + 0.25 * flat.var(1, correction=1), atol=1e-12, rtol=0)
+    torch.testing.assert_close(
+        rv, 0.75 * old_v + 0.25 * flat.var(1, correction=1), atol=1e-12, rtol=0
+    )
 
 
 def test_running_stats_carry_no_autograd_history():

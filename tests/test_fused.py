@@ -1,10 +1,10 @@
-"""norms.fused (the norms layers compiled with torch.compile) against norms and torch.nn.
+"""norms.fast.fused (the norms layers compiled with torch.compile) against norms and torch.nn.
 
 Outputs, input and parameter gradients and running statistics, on hypothesis-drawn
 shapes and configurations, in float64 (so that any real difference shows above the
 rounding). The compiler must really run: recompiling past the limit fails the test
 instead of silently falling back to eager code. No timing here: speed is measured
-by ``make bench`` (norms.bench), never asserted.
+by ``make bench`` (norms.fast.bench), never asserted.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import norms
-import norms.fused
+import norms.fast.fused
 
 TOL = dict(atol=1e-10, rtol=1e-10)
 FEW = settings(max_examples=4, deadline=None, derandomize=True)
@@ -30,23 +30,31 @@ def _compiler_must_run():
 
 def _same_params(*layers):
     gen = torch.Generator().manual_seed(0)
-    params = [1 + 0.3 * torch.randn(p.shape, generator=gen, dtype=torch.float64) for p in layers[0].parameters()]
+    params = [
+        1 + 0.3 * torch.randn(p.shape, generator=gen, dtype=torch.float64)
+        for p in layers[0].parameters()
+    ]
     with torch.no_grad():
         for layer in layers:
-            for p, v in zip(layer.parameters(), params):
+            for p, v in zip(layer.parameters(), params, strict=True):
                 p.copy_(v)
 
 
 def _compare(name, args, kwargs, shape, seed, train=True, steps=2, fused_name=None):
-    """fused == norms == torch.nn: outputs, grads of input and parameters, buffers, over a few steps."""
-    classes = (getattr(norms.fused, fused_name or name), getattr(norms, name), getattr(torch.nn, name))
+    """fused == norms == torch.nn: outputs, grads of input and parameters, buffers, over a few
+    steps."""
+    classes = (
+        getattr(norms.fast.fused, fused_name or name),
+        getattr(norms, name),
+        getattr(torch.nn, name),
+    )
     layers = [cls(*args, **kwargs, dtype=torch.float64) for cls in classes]
     _same_params(*layers)
     for layer in layers:
         layer.train(train)
     gen = torch.Generator().manual_seed(seed)
     for _ in range(steps):
-        x = (3 + 2 * torch.randn(shape, generator=gen, dtype=torch.float64))
+        x = 3 + 2 * torch.randn(shape, generator=gen, dtype=torch.float64)
         dy = torch.randn(shape, generator=gen, dtype=torch.float64)
         results = []
         for layer in layers:
@@ -58,59 +66,113 @@ def _compare(name, args, kwargs, shape, seed, train=True, steps=2, fused_name=No
         for ref_y, ref_g in ((y_n, g_n), (y_t, g_t)):
             torch.testing.assert_close(y_f, ref_y, **TOL)
             assert len(g_f) == len(ref_g)
-            for a, b in zip(g_f, ref_g):
+            for a, b in zip(g_f, ref_g, strict=True):
                 torch.testing.assert_close(a, b, **TOL)
-        for (k, b_f), (_, b_n), (_, b_t) in zip(*(layer.named_buffers() for layer in layers)):
+        for (k, b_f), (_, b_n), (_, b_t) in zip(
+            *(layer.named_buffers() for layer in layers), strict=True
+        ):
             torch.testing.assert_close(b_f, b_n, **TOL, msg=k)
             torch.testing.assert_close(b_f, b_t, **TOL, msg=k)
 
 
 @FEW
-@given(n=st.integers(2, 5), c=st.sampled_from([3, 6]), hw=st.sampled_from([(5, 7), (2, 9)]),
-       affine=st.booleans(), train=st.booleans(), seed=st.integers(0, 9))
+@given(
+    n=st.integers(2, 5),
+    c=st.sampled_from([3, 6]),
+    hw=st.sampled_from([(5, 7), (2, 9)]),
+    affine=st.booleans(),
+    train=st.booleans(),
+    seed=st.integers(0, 9),
+)
 def test_batchnorm2d(n, c, hw, affine, train, seed):
     _compare("BatchNorm2d", (c,), {"affine": affine, "momentum": 0.3}, (n, c, *hw), seed, train)
 
 
 @FEW
-@given(lead=st.sampled_from([(2, 5), (3,), (2, 3, 4), (2, 64)]), last=st.sampled_from([(7,), (3, 8)]),
-       affine=st.booleans(), seed=st.integers(0, 9))
+@given(
+    lead=st.sampled_from([(2, 5), (3,), (2, 3, 4), (2, 64)]),
+    last=st.sampled_from([(7,), (3, 8)]),
+    affine=st.booleans(),
+    seed=st.integers(0, 9),
+)
 def test_layernorm(lead, last, affine, seed):
-    _compare("LayerNorm", (list(last),), {"elementwise_affine": affine, "eps": 1e-5}, (*lead, *last), seed)
-    # the compiled path alone (what a GPU runs): hand-derived backward, gradients summed in blocks of rows
-    _compare("LayerNorm", (list(last),), {"elementwise_affine": affine, "eps": 1e-5}, (*lead, *last), seed,
-             fused_name="CompiledLayerNorm")
+    _compare(
+        "LayerNorm",
+        (list(last),),
+        {"elementwise_affine": affine, "eps": 1e-5},
+        (*lead, *last),
+        seed,
+    )
+    # the compiled path alone (what a GPU runs): hand-derived backward, gradients summed in blocks
+    # of rows
+    _compare(
+        "LayerNorm",
+        (list(last),),
+        {"elementwise_affine": affine, "eps": 1e-5},
+        (*lead, *last),
+        seed,
+        fused_name="CompiledLayerNorm",
+    )
 
 
 @FEW
-@given(lead=st.sampled_from([(2, 5), (3,), (2, 3, 4)]), last=st.sampled_from([(7,), (3, 8)]),
-       affine=st.booleans(), eps=st.sampled_from([None, 1e-6]), seed=st.integers(0, 9))
+@given(
+    lead=st.sampled_from([(2, 5), (3,), (2, 3, 4)]),
+    last=st.sampled_from([(7,), (3, 8)]),
+    affine=st.booleans(),
+    eps=st.sampled_from([None, 1e-6]),
+    seed=st.integers(0, 9),
+)
 def test_rmsnorm(lead, last, affine, eps, seed):
-    _compare("RMSNorm", (list(last),), {"elementwise_affine": affine, "eps": eps}, (*lead, *last), seed)
+    _compare(
+        "RMSNorm", (list(last),), {"elementwise_affine": affine, "eps": eps}, (*lead, *last), seed
+    )
 
 
 @FEW
-@given(n=st.integers(1, 4), groups_channels=st.sampled_from([(2, 6), (3, 6), (1, 4), (4, 4)]),
-       spatial=st.sampled_from([(5,), (5, 7), (2, 3, 5)]), affine=st.booleans(), seed=st.integers(0, 9))
+@given(
+    n=st.integers(1, 4),
+    groups_channels=st.sampled_from([(2, 6), (3, 6), (1, 4), (4, 4)]),
+    spatial=st.sampled_from([(5,), (5, 7), (2, 3, 5)]),
+    affine=st.booleans(),
+    seed=st.integers(0, 9),
+)
 def test_groupnorm(n, groups_channels, spatial, affine, seed):
     g, c = groups_channels
     _compare("GroupNorm", (g, c), {"affine": affine}, (n, c, *spatial), seed)
 
 
 @FEW
-@given(n=st.integers(1, 4), c=st.sampled_from([3, 6]), hw=st.sampled_from([(5, 7), (2, 9)]),
-       affine=st.booleans(), track=st.booleans(), seed=st.integers(0, 9))
+@given(
+    n=st.integers(1, 4),
+    c=st.sampled_from([3, 6]),
+    hw=st.sampled_from([(5, 7), (2, 9)]),
+    affine=st.booleans(),
+    track=st.booleans(),
+    seed=st.integers(0, 9),
+)
 def test_instancenorm2d(n, c, hw, affine, track, seed):
-    _compare("InstanceNorm2d", (c,), {"affine": affine, "track_running_stats": track}, (n, c, *hw), seed)
+    _compare(
+        "InstanceNorm2d", (c,), {"affine": affine, "track_running_stats": track}, (n, c, *hw), seed
+    )
 
 
 def test_fused_layers_are_the_norms_layers_with_a_compiled_forward():
-    for name in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "RMSNorm", "GroupNorm",
-                 "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"):
-        cls = getattr(norms.fused, name)
+    for name in (
+        "BatchNorm1d",
+        "BatchNorm2d",
+        "BatchNorm3d",
+        "LayerNorm",
+        "RMSNorm",
+        "GroupNorm",
+        "InstanceNorm1d",
+        "InstanceNorm2d",
+        "InstanceNorm3d",
+    ):
+        cls = getattr(norms.fast.fused, name)
         assert issubclass(cls, getattr(norms, name)) and cls.__name__ == name
         assert cls.forward is not getattr(norms, name).forward
-    layer = norms.fused.LayerNorm(8)
+    layer = norms.fast.fused.LayerNorm(8)
     assert list(layer.state_dict()) == list(torch.nn.LayerNorm(8).state_dict())
 
 
@@ -118,19 +180,19 @@ def test_fused_layer_runs_compiled_code():
     """The first call goes through the compiler: dynamo counts a captured frame."""
     torch._dynamo.reset()  # forget what earlier tests compiled
     torch._dynamo.utils.counters.clear()
-    norms.fused.GroupNorm(2, 4)(torch.randn(3, 4, 5))
+    norms.fast.fused.GroupNorm(2, 4)(torch.randn(3, 4, 5))
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1
 
 
 def test_bad_input_still_raises_the_norms_error():
     with pytest.raises(RuntimeError, match=r"got input of shape \(2, 3, 5\)"):
-        norms.fused.LayerNorm(4)(torch.randn(2, 3, 5))
+        norms.fast.fused.LayerNorm(4)(torch.randn(2, 3, 5))
 
 
 def test_fuse_compiles_any_module():
     model = torch.nn.Sequential(torch.nn.Linear(6, 6), norms.LayerNorm(6))
     x = torch.randn(4, 6)
-    torch.testing.assert_close(norms.fused.fuse(model)(x), model(x))
+    torch.testing.assert_close(norms.fast.fused.fuse(model)(x), model(x))
 
 
 def test_loop_headers_reads_constant_and_symbolic_bounds():
@@ -147,8 +209,8 @@ def test_loop_headers_reads_constant_and_symbolic_bounds():
     for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(8L); x0+=static_cast<int64_t>(1L))
     {
     }
-    """
-    assert norms.fused.loop_headers(source).splitlines() == [
+    """  # noqa: E501 - C++ source: a loop header is one line
+    assert norms.fast.codegen.loop_headers(source).splitlines() == [
         "for x0 in range(ks0*ks1):",
         "  for x1 in range(0, 512, 16):",
         "  for x1 in range(16*(div_floor_integer(ks2, 16)), ks2):",

@@ -28,6 +28,6 @@ def test_test_kernel_records_the_value_as_myst_nb_does(shown, monkeypatch):
     """The Colab-like kernel sets NORMS_GLUE_RECORD=1 so that nbval compares glued values."""
     monkeypatch.setenv("NORMS_GLUE_RECORD", "1")
     glue("answer", 42)
-    (args, kwargs), = shown
+    ((args, kwargs),) = shown
     assert args[0] == {"application/papermill.record/text/plain": "42"}
     assert kwargs["raw"] is True and kwargs["metadata"]["scrapbook"]["name"] == "answer"

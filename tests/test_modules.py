@@ -20,11 +20,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import norms
-from norms._base import _NormBase
+from norms.modules._base import _NormBase
 
 CLASSES = [
-    "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "RMSNorm",
-    "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "BatchNorm3d",
+    "LayerNorm",
+    "RMSNorm",
+    "GroupNorm",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
 ]
 TOL = {
     torch.float64: dict(atol=1e-10, rtol=1e-10),
@@ -120,7 +127,7 @@ def randomize_params(ours, theirs, seed):
     """Same random gamma/beta in both (gamma kept away from 0)."""
     with torch.no_grad():
         for i, ((n1, p1), (n2, p2)) in enumerate(
-            zip(ours.named_parameters(), theirs.named_parameters())
+            zip(ours.named_parameters(), theirs.named_parameters(), strict=True)
         ):
             assert n1 == n2
             v = randn(p1.shape, seed + i, p1.dtype, scale=0.5, shift=1.0)
@@ -153,7 +160,9 @@ def step(ours, theirs, shape, seed, dtype, backward=True):
         y2.backward(go)
         gt = GRAD_TOL.get(dtype, TOL[dtype])
         close(x1.grad, x2.grad, gt)
-        for (n, p1), (_, p2) in zip(ours.named_parameters(), theirs.named_parameters()):
+        for (_, p1), (_, p2) in zip(
+            ours.named_parameters(), theirs.named_parameters(), strict=True
+        ):
             close(p1.grad, p2.grad, gt)
     compare_state(ours, theirs, TOL[dtype])
 
@@ -174,8 +183,11 @@ def run_scenario(name, args, kwargs, shape, dtype, seed, backward=True):
 
 
 @settings(max_examples=60, deadline=None)
-@given(cfg=layer_configs(), dtype=st.sampled_from([torch.float64, torch.float32]),
-       seed=st.integers(0, 2**16))
+@given(
+    cfg=layer_configs(),
+    dtype=st.sampled_from([torch.float64, torch.float32]),
+    seed=st.integers(0, 2**16),
+)
 def test_matches_torch_train_then_eval(cfg, dtype, seed):
     name, args, kwargs, shape = cfg
     ours, theirs = run_scenario(name, args, kwargs, shape, dtype, seed)
@@ -193,8 +205,11 @@ def test_matches_torch_train_then_eval(cfg, dtype, seed):
 
 
 @settings(max_examples=20, deadline=None)
-@given(cfg=layer_configs(), dtype=st.sampled_from([torch.float16, torch.bfloat16]),
-       seed=st.integers(0, 2**16))
+@given(
+    cfg=layer_configs(),
+    dtype=st.sampled_from([torch.float16, torch.bfloat16]),
+    seed=st.integers(0, 2**16),
+)
 def test_low_precision_forward_and_running_stats(cfg, dtype, seed):
     """float16/bfloat16 parameters and input: outputs and buffers to dtype tolerance."""
     name, args, kwargs, shape = cfg
@@ -210,7 +225,7 @@ def test_constructor_signature_matches_torch(name):
     ours = inspect.signature(getattr(norms, name).__init__)
     theirs = inspect.signature(getattr(tnn, name).__init__)
     assert list(ours.parameters) == list(theirs.parameters)
-    for p, q in zip(ours.parameters.values(), theirs.parameters.values()):
+    for p, q in zip(ours.parameters.values(), theirs.parameters.values(), strict=True):
         assert (p.kind, p.default) == (q.kind, q.default), (name, p.name)
 
 
@@ -250,8 +265,17 @@ def test_construction_matches_torch(name, args, kwargs, dtype):
                 assert type(a) is type(b) and a.dtype == b.dtype and a.shape == b.shape
                 assert torch.equal(a, b), k
                 assert a.requires_grad == b.requires_grad
-    for attr in ("num_features", "eps", "momentum", "affine", "track_running_stats",
-                 "normalized_shape", "elementwise_affine", "num_groups", "num_channels"):
+    for attr in (
+        "num_features",
+        "eps",
+        "momentum",
+        "affine",
+        "track_running_stats",
+        "normalized_shape",
+        "elementwise_affine",
+        "num_groups",
+        "num_channels",
+    ):
         assert getattr(ours, attr, "absent") == getattr(theirs, attr, "absent"), attr
     compare_state(ours, theirs, dict(atol=0, rtol=0))
     if getattr(ours, "num_batches_tracked", None) is not None:
@@ -266,8 +290,14 @@ def test_meta_device():
 
 
 def test_class_hierarchy():
-    for name in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d",
-                 "InstanceNorm2d", "InstanceNorm3d"):
+    for name in (
+        "BatchNorm1d",
+        "BatchNorm2d",
+        "BatchNorm3d",
+        "InstanceNorm1d",
+        "InstanceNorm2d",
+        "InstanceNorm3d",
+    ):
         assert issubclass(getattr(norms, name), _NormBase)
         assert issubclass(getattr(norms, name), torch.nn.Module)
     for name in ("LayerNorm", "RMSNorm", "GroupNorm"):
@@ -399,7 +429,17 @@ def test_instance_norm_rejects_prehistoric_running_stats():
 
 
 @pytest.mark.parametrize(
-    "modname", ["axes", "functional", "batchnorm", "instancenorm", "layernorm", "rmsnorm", "groupnorm"]
+    "modname",
+    [
+        "axes",
+        "functional",
+        "modules.batchnorm",
+        "modules.instancenorm",
+        "modules.layernorm",
+        "modules.rmsnorm",
+        "modules.groupnorm",
+        "fast.passes",
+    ],
 )
 def test_docstring_examples_run(modname):
     import doctest

@@ -1,4 +1,4 @@
-"""norms.pitfalls: the fixes the pitfalls chapter teaches, each checked against torch.nn."""
+"""norms.lab.pitfalls: the fixes the pitfalls chapter teaches, each checked against torch.nn."""
 
 from __future__ import annotations
 
@@ -7,19 +7,26 @@ import torch
 from torch import nn
 
 import norms
-from norms.pitfalls import FrozenBatchNorm, MaskedBatchNorm1d, freeze_batchnorm, param_groups
+from norms import FrozenBatchNorm, MaskedBatchNorm1d
+from norms.lab.pitfalls import freeze_batchnorm, param_groups
 
 
 def test_param_groups_decay_only_matrices_and_kernels():
-    model = nn.Sequential(nn.Conv2d(1, 4, 3), norms.BatchNorm2d(4), nn.Flatten(), nn.Linear(4, 2),
-                          norms.LayerNorm(2))
+    model = nn.Sequential(
+        nn.Conv2d(1, 4, 3), norms.BatchNorm2d(4), nn.Flatten(), nn.Linear(4, 2), norms.LayerNorm(2)
+    )
     model[3].bias.requires_grad_(False)
     decay, no_decay = param_groups(model, 0.05)
     assert decay["weight_decay"] == 0.05 and no_decay["weight_decay"] == 0.0
     ids = lambda ps: {id(p) for p in ps}  # noqa: E731
     assert ids(decay["params"]) == {id(model[0].weight), id(model[3].weight)}
-    assert ids(no_decay["params"]) == {id(model[0].bias), id(model[1].weight), id(model[1].bias),
-                                       id(model[4].weight), id(model[4].bias)}  # the frozen bias is left out
+    assert ids(no_decay["params"]) == {
+        id(model[0].bias),
+        id(model[1].weight),
+        id(model[1].bias),
+        id(model[4].weight),
+        id(model[4].bias),
+    }  # the frozen bias is left out
     # the groups work with torch's optimizers: a zero gradient leaves γ alone but shrinks W
     opt = torch.optim.SGD([decay, no_decay], lr=0.1)
     for p in model.parameters():
@@ -50,8 +57,12 @@ def test_frozen_batchnorm_is_eval_batchnorm_in_both_modes(shape):
 
 
 def test_freeze_batchnorm_survives_model_train():
-    model = nn.Sequential(nn.Linear(4, 3), norms.BatchNorm1d(3), nn.ReLU(),
-                          nn.Sequential(nn.Linear(3, 3), norms.BatchNorm1d(3)))
+    model = nn.Sequential(
+        nn.Linear(4, 3),
+        norms.BatchNorm1d(3),
+        nn.ReLU(),
+        nn.Sequential(nn.Linear(3, 3), norms.BatchNorm1d(3)),
+    )
     x = torch.randn(16, 4)
     model.train()(x * 3 + 2)  # some statistics
     model.eval()
@@ -59,8 +70,8 @@ def test_freeze_batchnorm_survives_model_train():
     freeze_batchnorm(model)
     assert isinstance(model[1], FrozenBatchNorm) and isinstance(model[3][1], FrozenBatchNorm)
     model.train()
-    torch.testing.assert_close(model(x), want)      # still the evaluation-mode function
-    model(torch.randn(16, 4) * 10)                  # a training-mode pass changes nothing
+    torch.testing.assert_close(model(x), want)  # still the evaluation-mode function
+    model(torch.randn(16, 4) * 10)  # a training-mode pass changes nothing
     torch.testing.assert_close(model(x), want)
     with pytest.raises(ValueError, match="track_running_stats=False"):
         FrozenBatchNorm.from_batchnorm(norms.BatchNorm1d(3, track_running_stats=False))
@@ -76,7 +87,7 @@ def test_masked_batchnorm_uses_only_the_real_tokens():
     layer = MaskedBatchNorm1d(D)
     out = layer(padded, mask)
     ref = nn.BatchNorm1d(D)
-    want = ref(x[mask])                              # (n_real, D): torch's BatchNorm over the real tokens
+    want = ref(x[mask])  # (n_real, D): torch's BatchNorm over the real tokens
     torch.testing.assert_close(out[mask], want)
     assert torch.equal(out[~mask], torch.zeros(int((~mask).sum()), D))
     torch.testing.assert_close(layer.running_mean, ref.running_mean)

@@ -1,5 +1,7 @@
-"""norms.quiz: every answer key is re-derived here from torch.nn (never from norms), every option has
+"""norms.quiz: every answer key is re-derived here from torch.nn (never from norms), every option
+has
 feedback, and the jupyterquiz rendering is deterministic and loads nothing from other hosts."""
+
 import json
 import math
 import random
@@ -10,7 +12,7 @@ import torch
 from torch import nn
 
 import norms.quiz as quiz
-from norms.quiz import chapters, computed, concepts, rendering, why
+from norms.quiz import chapters, computed, concepts, rendering, running, why
 
 from .test_quiz_practice import SELECT_ALL_KINDS as PRACTICE_SELECT_ALL_KINDS
 
@@ -31,12 +33,15 @@ QUESTIONS = _all_questions()
 
 @pytest.fixture(autouse=True)
 def _seeded():
-    """The torch.nn re-derivations below draw their own random inputs: the same ones on every run."""
+    """The torch.nn re-derivations below draw their own random inputs: the same ones on every
+    run."""
     torch.manual_seed(0)
 
 
 def _torch_module(name, args, kwargs=None):
-    return getattr(nn, name)(*[list(a) if isinstance(a, tuple) else a for a in args], **(kwargs or {}))
+    return getattr(nn, name)(
+        *[list(a) if isinstance(a, tuple) else a for a in args], **(kwargs or {})
+    )
 
 
 def _group_of_first(module, shape):
@@ -50,13 +55,16 @@ def _group_of_first(module, shape):
 
 
 def _reduced_dims(module, shape):
-    """Dims d such that element 0 and the element one step along d share a statistic (torch autograd)."""
+    """Dims d such that element 0 and the element one step along d share a statistic (torch
+    autograd)."""
     mask = _group_of_first(module, shape)
-    return tuple(d for d in range(len(shape)) if mask[tuple(1 if k == d else 0 for k in range(len(shape)))])
+    return tuple(
+        d for d in range(len(shape)) if mask[tuple(1 if k == d else 0 for k in range(len(shape)))]
+    )
 
 
 def _key_of_correct(q):
-    return [k for k, a in zip(q["_meta"]["keys"], q["answers"]) if a["correct"]]
+    return [k for k, a in zip(q["_meta"]["keys"], q["answers"], strict=True) if a["correct"]]
 
 
 def _numeric_key(q):
@@ -64,7 +72,8 @@ def _numeric_key(q):
 
 
 def _accepts(q, value):
-    """Would jupyterquiz accept ``value`` as correct? (first matching entry wins, like numeric.js)"""
+    """Would jupyterquiz accept ``value`` as correct? (first matching entry wins, like
+    numeric.js)"""
     for a in q["answers"]:
         if "value" in a and value == a["value"]:
             return a["correct"]
@@ -77,6 +86,7 @@ def _accepts(q, value):
 # Format
 # ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("i", range(len(QUESTIONS)))
 def test_format(i):
     q = QUESTIONS[i]
@@ -84,29 +94,36 @@ def test_format(i):
     json.dumps(rendering._clean([q]))
     texts = [q["question"]] + [a.get("answer", "") + a.get("feedback", "") for a in q["answers"]]
     for t in texts:
-        assert "$" not in t and "](" not in t, t      # jupyterquiz would turn them into math / links
+        assert "$" not in t and "](" not in t, t  # jupyterquiz would turn them into math / links
         assert "<" not in re.sub(r"</?code>", "", t), t  # only our <code> tags reach innerHTML
     if q["type"] == "numeric":
         correct = [a for a in q["answers"] if a.get("correct")]
         assert len(correct) == 1
-        assert q["answers"][0]["correct"], "the key must come first (numeric.js stops at the first match)"
+        assert q["answers"][0]["correct"], (
+            "the key must come first (numeric.js stops at the first match)"
+        )
         assert q["answers"][-1]["type"] == "default" and q["answers"][-1]["feedback"]
         for a in q["answers"][:-1]:
             assert a["type"] in ("value", "range") and a["feedback"]
         # distractor ranges do not swallow the key
         ranges = [a["range"] for a in q["answers"] if "range" in a]
-        for (lo1, hi1), (lo2, hi2) in zip(ranges, ranges[1:]):
+        for (lo1, hi1), (lo2, hi2) in zip(ranges, ranges[1:], strict=False):
             assert hi1 <= lo2 or hi2 <= lo1 or (lo1, hi1) == ranges[0]
     else:
         n_correct = sum(a["correct"] for a in q["answers"])
         # select-all questions are many_choice whatever the number of right answers (even one)
         assert n_correct == 1 if q["type"] == "multiple_choice" else n_correct >= 1
-        assert (q["type"] == "many_choice") == q["question"].endswith(quiz.SELECT_ALL), q["question"]
+        assert (q["type"] == "many_choice") == q["question"].endswith(quiz.SELECT_ALL), q[
+            "question"
+        ]
         assert len(q["answers"]) >= 3
         assert len({a["answer"] for a in q["answers"]}) == len(q["answers"])
         for a in q["answers"]:
             assert a["answer"] and a["feedback"], a
-            assert a["feedback"].startswith(("Correct", "Yes")) == a["correct"] or q["type"] == "many_choice"
+            assert (
+                a["feedback"].startswith(("Correct", "Yes")) == a["correct"]
+                or q["type"] == "many_choice"
+            )
 
 
 def test_deterministic_and_varied():
@@ -115,27 +132,51 @@ def test_deterministic_and_varied():
     b = quiz.bank(seed=5, size=80)
     assert len(b) == 80 and len({(q["question"], q.get("code")) for q in b}) == 80
     kinds = {q["_meta"]["kind"] for q in b}
-    assert {"num_statistics", "reduced_dims", "param_shape", "train_eval", "eps", "batch_one"} <= kinds
+    assert {
+        "num_statistics",
+        "reduced_dims",
+        "param_shape",
+        "train_eval",
+        "eps",
+        "batch_one",
+    } <= kinds
     with pytest.raises(ValueError):
         quiz.questions_for("nope")
 
 
 def test_every_topic_has_questions():
-    for topic in ["batchnorm", "layernorm", "rmsnorm", "groupnorm", "instancenorm", "why", "comparison"]:
+    for topic in [
+        "batchnorm",
+        "layernorm",
+        "rmsnorm",
+        "groupnorm",
+        "instancenorm",
+        "why",
+        "comparison",
+    ]:
         assert len(quiz.questions_for(topic, 5)) == 5
 
 
 def test_concepts_cover_the_issue():
-    texts = " ".join(q["question"] for q in QUESTIONS if q["_meta"]["kind"] in ("concept", "invariance",
-                                                                                 "keras_momentum",
-                                                                                 "biased_unbiased"))
-    for needle in ["γ and add β", "transformers", "feature vector x of one token", "Keras", "shape (n, "]:
+    texts = " ".join(
+        q["question"]
+        for q in QUESTIONS
+        if q["_meta"]["kind"] in ("concept", "invariance", "keras_momentum", "biased_unbiased")
+    )
+    for needle in [
+        "γ and add β",
+        "transformers",
+        "feature vector x of one token",
+        "Keras",
+        "shape (n, ",
+    ]:
         assert needle in texts, needle
 
 
 # ----------------------------------------------------------------------------
 # Answer keys against torch.nn
 # ----------------------------------------------------------------------------
+
 
 def _by_kind(kind):
     return [q for q in QUESTIONS if q["_meta"]["kind"] == kind]
@@ -195,7 +236,9 @@ def test_train_eval_against_torch():
         assert _key_of_correct(q) == ["differ" if differ else "same"], q["question"]
 
 
-@pytest.mark.parametrize("kind,attr,channel", [("running_var", "running_var", 0), ("running_mean", "running_mean", 1)])
+@pytest.mark.parametrize(
+    "kind,attr,channel", [("running_var", "running_var", 0), ("running_mean", "running_mean", 1)]
+)
 def test_running_stats_against_torch(kind, attr, channel):
     qs = _by_kind(kind)
     assert qs
@@ -223,8 +266,12 @@ def test_eps_against_torch():
         center = m["norm"] != "RMSNorm"
         mean = x.mean(dims, keepdim=True) if center else 0.0
         var = ((x - mean) ** 2).mean(dims, keepdim=True)
-        formulas = {"inside": (x - mean) / torch.sqrt(var + eps), "outside": (x - mean) / (torch.sqrt(var) + eps),
-                    "after": (x - mean) / torch.sqrt(var) + eps, "numerator": (x - mean + eps) / torch.sqrt(var)}
+        formulas = {
+            "inside": (x - mean) / torch.sqrt(var + eps),
+            "outside": (x - mean) / (torch.sqrt(var) + eps),
+            "after": (x - mean) / torch.sqrt(var) + eps,
+            "numerator": (x - mean + eps) / torch.sqrt(var),
+        }
         match = [k for k, f in formulas.items() if torch.allclose(y, f, atol=1e-9)]
         assert _key_of_correct(q) == match == ["inside"]
 
@@ -252,7 +299,7 @@ def test_batch_one_against_torch():
 def test_which_layer_against_torch():
     for q in _by_kind("which_layer"):
         shape = tuple(q["_meta"]["shape"])
-        for (name, args), a in zip(q["_meta"]["keys"], q["answers"]):
+        for (name, args), a in zip(q["_meta"]["keys"], q["answers"], strict=True):
             dims = _reduced_dims(_torch_module(name, args), shape)
             assert (dims == tuple(q["_meta"]["dims"])) == a["correct"]
 
@@ -260,7 +307,7 @@ def test_which_layer_against_torch():
 def test_batch_independence_against_torch():
     for q in _by_kind("batch_independent"):
         shape = tuple(q["_meta"]["shape"])
-        for (name, args), a in zip(q["_meta"]["keys"], q["answers"]):
+        for (name, args), a in zip(q["_meta"]["keys"], q["answers"], strict=True):
             mask = _group_of_first(_torch_module(name, args), shape)
             assert (not mask[1:].any()) == a["correct"]
 
@@ -273,7 +320,7 @@ def test_groupnorm_special_against_torch():
         x = torch.randn(m["shape"])
         with torch.no_grad():
             y = nn.GroupNorm(m["G"], m["C"])(x)
-            for (name, args), a in zip(m["keys"], q["answers"]):
+            for (name, args), a in zip(m["keys"], q["answers"], strict=True):
                 same = torch.allclose(y, _torch_module(name, args)(x), atol=1e-5)
                 assert same == a["correct"], (q["question"], name)
 
@@ -284,15 +331,21 @@ def test_invariance_against_torch():
     for q in qs:
         m = q["_meta"]
         x = torch.randn(5, m["D"], dtype=torch.float64) * 2 + 0.5
-        layers = {"LayerNorm": nn.LayerNorm(m["D"], eps=0.0).double(),
-                  "RMSNorm": nn.RMSNorm(m["D"], eps=0.0).double()}
-        moves = {"shift": lambda t: t + m["c"], "scale": lambda t: t * m["a"]}
+        layers = {
+            "LayerNorm": nn.LayerNorm(m["D"], eps=0.0).double(),
+            "RMSNorm": nn.RMSNorm(m["D"], eps=0.0).double(),
+        }
+        moves = {"shift": lambda t, m=m: t + m["c"], "scale": lambda t, m=m: t * m["a"]}
         with torch.no_grad():
-            for (norm, move), a in zip(m["keys"], q["answers"]):
+            for (norm, move), a in zip(m["keys"], q["answers"], strict=True):
                 f = layers[norm]
                 assert torch.allclose(f(x), f(moves[move](x)), atol=1e-9) == a["correct"]
         # LayerNorm: both invariances; RMSNorm: re-scaling only
-        assert sorted(_key_of_correct(q)) == [("LayerNorm", "scale"), ("LayerNorm", "shift"), ("RMSNorm", "scale")]
+        assert sorted(_key_of_correct(q)) == [
+            ("LayerNorm", "scale"),
+            ("LayerNorm", "shift"),
+            ("RMSNorm", "scale"),
+        ]
 
 
 def test_keras_momentum_against_torch():
@@ -303,7 +356,7 @@ def test_keras_momentum_against_torch():
         x = torch.randn(6, 3, dtype=torch.float64) + 1
         old = torch.randn(3, dtype=torch.float64)
         keras = k * old + (1 - k) * x.mean(0)
-        for mom, a in zip(q["_meta"]["keys"], q["answers"]):
+        for mom, a in zip(q["_meta"]["keys"], q["answers"], strict=True):
             bn = nn.BatchNorm1d(3, momentum=mom).double().train()
             bn.running_mean.copy_(old)
             bn(x)
@@ -311,11 +364,14 @@ def test_keras_momentum_against_torch():
 
 
 def _biased_unbiased_questions():
-    return _by_kind("biased_unbiased") + [computed.q_biased_unbiased(random.Random(i)) for i in range(12)]
+    return _by_kind("biased_unbiased") + [
+        running.q_biased_unbiased(random.Random(i)) for i in range(12)
+    ]
 
 
 def test_biased_unbiased_against_torch():
-    """The key, and the factor n/(n−1) it states, come out of torch.nn.BatchNorm1d on an (n, C) input."""
+    """The key, and the factor n/(n−1) it states, come out of torch.nn.BatchNorm1d on an (n, C)
+    input."""
     ns = set()
     for q in _biased_unbiased_questions():
         n, C = q["_meta"]["n"], q["_meta"]["C"]
@@ -327,11 +383,16 @@ def test_biased_unbiased_against_torch():
         nb = torch.allclose(y, (x - x.mean(0)) / torch.sqrt(vb + bn.eps))
         su = torch.allclose(bn.running_var, vu)
         assert _key_of_correct(q) == [(nb, su)] == [(True, True)]
-        ratio = (bn.running_var / vb).mean().item()             # n/(n−1), measured
+        ratio = (bn.running_var / vb).mean().item()  # n/(n−1), measured
         key = next(a for a in q["answers"] if a["correct"])
-        assert f"{ratio:.4g} times" in key["answer"] and f"{ratio:.4g} times" in key["feedback"], key
+        assert f"{ratio:.4g} times" in key["answer"] and f"{ratio:.4g} times" in key["feedback"], (
+            key
+        )
         # unambiguous: BatchNorm1d on (n, C), and n is stated
-        assert f"BatchNorm1d({C})</code>" in q["question"] and f"shape (n, {C}) with n = {n}" in q["question"]
+        assert (
+            f"BatchNorm1d({C})</code>" in q["question"]
+            and f"shape (n, {C}) with n = {n}" in q["question"]
+        )
     assert ns == {2, 3, 4, 5}
     by_n = {}
     for q in _biased_unbiased_questions():
@@ -342,34 +403,78 @@ def test_biased_unbiased_against_torch():
 
 
 def test_every_kind_is_checked_against_torch():
-    checked = {"num_statistics", "reduced_dims", "param_shape", "state_dict", "train_eval", "running_var",
-               "running_mean", "eps", "batch_one", "which_layer", "batch_independent", "groupnorm_special",
-               "invariance", "keras_momentum", "biased_unbiased", "concept",
-               "relu_depth", "saturation", "scale_invariance", "grad_scale", "bias_before_norm",
-               "weight_norm_growth", "bn_fold", "ln_accepts", "rms_value", "group_members", "instance_contrast"}
+    checked = {
+        "num_statistics",
+        "reduced_dims",
+        "param_shape",
+        "state_dict",
+        "train_eval",
+        "running_var",
+        "running_mean",
+        "eps",
+        "batch_one",
+        "which_layer",
+        "batch_independent",
+        "groupnorm_special",
+        "invariance",
+        "keras_momentum",
+        "biased_unbiased",
+        "concept",
+        "relu_depth",
+        "saturation",
+        "scale_invariance",
+        "grad_scale",
+        "bias_before_norm",
+        "weight_norm_growth",
+        "bn_fold",
+        "ln_accepts",
+        "rms_value",
+        "group_members",
+        "instance_contrast",
+    }
     # the transformer chapter's kinds are checked against torch.nn in tests/test_quiz_transformer.py
     checked |= {"ln_stats_btd", "gamma_shape", "prenorm_position", "final_norm", "rms_saves"}
     # checked in tests/test_quiz_syncbatchnorm.py
-    checked |= {"sync_numbers", "chan_variance", "running_count", "local_or_global", "eval_communication"}
+    checked |= {
+        "sync_numbers",
+        "chan_variance",
+        "running_count",
+        "local_or_global",
+        "eval_communication",
+    }
     from .test_quiz_practice import CHECKED_KINDS  # the training and pitfalls topics, checked there
+
     checked |= CHECKED_KINDS
-    checked |= {"perfect_bytes", "intensity", "passes", "backward_sweeps", "variance_formula"}  # test_quiz_speed.py
+    checked |= {
+        "perfect_bytes",
+        "intensity",
+        "passes",
+        "backward_sweeps",
+        "variance_formula",
+    }  # test_quiz_speed.py
     assert {q["_meta"]["kind"] for q in QUESTIONS} <= checked
 
 
 def _texts(q):
-    return " ".join([q["question"]] + [a.get("answer", "") + " " + a["feedback"] for a in q["answers"]])
+    return " ".join(
+        [q["question"]] + [a.get("answer", "") + " " + a["feedback"] for a in q["answers"]]
+    )
 
 
 def _eps_questions():
-    direct = [computed.q_eps(random.Random(i), [name]) for i in range(3)
-              for name in ("BatchNorm1d", "LayerNorm", "RMSNorm", "GroupNorm", "InstanceNorm1d")]
+    direct = [
+        running.q_eps(random.Random(i), [name])
+        for i in range(3)
+        for name in ("BatchNorm1d", "LayerNorm", "RMSNorm", "GroupNorm", "InstanceNorm1d")
+    ]
     return _by_kind("eps") + direct
 
 
 def test_eps_wording_follows_the_statistic():
-    """RMSNorm divides by the root mean square: no 'variance' anywhere in its question; the others' key talks
-    about the variance. Which layers centre is decided by torch.nn: shifting the input changes RMSNorm's output."""
+    """RMSNorm divides by the root mean square: no 'variance' anywhere in its question; the
+    others' key talks
+    about the variance. Which layers centre is decided by torch.nn: shifting the input changes
+    RMSNorm's output."""
     seen = set()
     for q in _eps_questions():
         m = q["_meta"]
@@ -396,31 +501,47 @@ def test_eps_question_mentions_gamma_and_beta_only_when_the_module_has_them():
         seen.add((m["norm"], has_w))
         assert ("γ" in q["question"]) == has_w, q["question"]
         assert ("β" in q["question"]) == has_b, q["question"]
-    assert ("InstanceNorm1d", False) in seen and ("RMSNorm", True) in seen and ("LayerNorm", True) in seen
+    assert (
+        ("InstanceNorm1d", False) in seen
+        and ("RMSNorm", True) in seen
+        and ("LayerNorm", True) in seen
+    )
 
 
 def _state_dict_questions():
-    direct = [computed.q_state_dict(random.Random(i), [name]) for i in range(6)
-              for name in ("BatchNorm1d", "BatchNorm2d", "InstanceNorm1d", "InstanceNorm2d")]
+    direct = [
+        computed.q_state_dict(random.Random(i), [name])
+        for i in range(6)
+        for name in ("BatchNorm1d", "BatchNorm2d", "InstanceNorm1d", "InstanceNorm2d")
+    ]
     return _by_kind("state_dict") + direct
 
 
 def test_num_batches_tracked_feedback_against_torch():
-    """What num_batches_tracked does, found by running torch.nn with momentum=None: BatchNorm counts the
-    batches and keeps the cumulative average; InstanceNorm leaves the counter at 0 and the running stats alone."""
+    """What num_batches_tracked does, found by running torch.nn with momentum=None: BatchNorm
+    counts the
+    batches and keeps the cumulative average; InstanceNorm leaves the counter at 0 and the running
+    stats alone."""
     kinds = set()
     for q in _state_dict_questions():
         m = q["_meta"]
-        if "num_batches_tracked" not in _torch_module(m["norm"], m["args"], m["kwargs"]).state_dict():
+        if (
+            "num_batches_tracked"
+            not in _torch_module(m["norm"], m["args"], m["kwargs"]).state_dict()
+        ):
             continue
-        module = _torch_module(m["norm"], m["args"], dict(m["kwargs"], momentum=None)).double().train()
+        module = (
+            _torch_module(m["norm"], m["args"], dict(m["kwargs"], momentum=None)).double().train()
+        )
         shape = tuple(m["shape"])
         dims = (0,) + tuple(range(2, len(shape)))
         xs = [torch.randn(shape, dtype=torch.float64) * 2 + 1 for _ in range(3)]
         with torch.no_grad():
             for x in xs:
                 module(x)
-        cumulative = torch.allclose(module.running_mean, torch.stack([x.mean(dims) for x in xs]).mean(0))
+        cumulative = torch.allclose(
+            module.running_mean, torch.stack([x.mean(dims) for x in xs]).mean(0)
+        )
         counter = int(module.num_batches_tracked)
         frozen = torch.equal(module.running_mean, torch.zeros_like(module.running_mean))
         fb = q["answers"][m["keys"].index("num_batches_tracked")]["feedback"]
@@ -428,7 +549,8 @@ def test_num_batches_tracked_feedback_against_torch():
         assert ("cumulative average" in fb) == cumulative, fb
         assert ("never increments" in fb) == (counter == 0), fb
         assert ("not updated at all" in fb) == frozen, fb
-        # with the default momentum the counter plays no part: the update is the plain exponential average
+        # with the default momentum the counter plays no part: the update is the plain exponential
+        # average
         default = _torch_module(m["norm"], m["args"], m["kwargs"]).double().train()
         ema = torch.zeros_like(default.running_mean)
         with torch.no_grad():
@@ -436,14 +558,18 @@ def test_num_batches_tracked_feedback_against_torch():
                 default(x)
                 ema = (1 - default.momentum) * ema + default.momentum * x.mean(dims)
         only_counted = cumulative and torch.allclose(default.running_mean, ema)
-        assert (f"default momentum ({default.momentum:g}) it is only counted" in fb) == only_counted, fb
+        assert (
+            f"default momentum ({default.momentum:g}) it is only counted" in fb
+        ) == only_counted, fb
         if only_counted:
             assert "used for the average only when momentum=None" in fb, fb
     assert kinds == {("Batch", True, 3, False), ("Insta", False, 0, True)}
 
 
 def test_keras_feedback_uses_the_asked_momentum():
-    qs = _by_kind("keras_momentum") + [computed.q_keras_momentum(random.Random(i)) for i in range(16)]
+    qs = _by_kind("keras_momentum") + [
+        running.q_keras_momentum(random.Random(i)) for i in range(16)
+    ]
     asked = set()
     for q in qs:
         k = q["_meta"]["keras"]
@@ -456,18 +582,29 @@ def test_keras_feedback_uses_the_asked_momentum():
             if torch.allclose(bn.running_mean, (1 - k) * x.mean(0)):
                 right.append(mom)
         assert len(right) == 1
-        for mom, a in zip(q["_meta"]["keys"], q["answers"]):
+        for mom, a in zip(q["_meta"]["keys"], q["answers"], strict=True):
             if a["correct"]:
                 continue
-            assert f"{k}" in a["feedback"] and f"{right[0]:g}" in a["feedback"], (k, mom, a["feedback"])
+            assert f"{k}" in a["feedback"] and f"{right[0]:g}" in a["feedback"], (
+                k,
+                mom,
+                a["feedback"],
+            )
             if "0.99" in a["feedback"].replace(f"{k}", "") and k != 0.99:
-                assert "default" in a["feedback"], a["feedback"]   # 0.99 only as Keras's default
+                assert "default" in a["feedback"], a["feedback"]  # 0.99 only as Keras's default
         if k != 0.99:
             assert "0.99 corresponds" not in _texts(q)
     assert len(asked) >= 3
 
 
-_NOT_YET_TAUGHT = {"keras_momentum", "biased_unbiased", "running_var", "running_mean", "state_dict", "bn_fold"}
+_NOT_YET_TAUGHT = {
+    "keras_momentum",
+    "biased_unbiased",
+    "running_var",
+    "running_mean",
+    "state_dict",
+    "bn_fold",
+}
 
 
 def test_why_topic_only_asks_what_its_chapter_teaches():
@@ -481,17 +618,35 @@ def test_why_topic_only_asks_what_its_chapter_teaches():
                 assert word not in text, (word, q["question"])
     assert not kinds & _NOT_YET_TAUGHT
     # γ, β and ε are taught in the BatchNorm chapter, not in why-normalize
-    assert not kinds & {"concept:running_stats_why", "concept:small_batches", "concept:layernorm_transformers",
-                        "concept:affine", "concept:eps_purpose"}
+    assert not kinds & {
+        "concept:running_stats_why",
+        "concept:small_batches",
+        "concept:layernorm_transformers",
+        "concept:affine",
+        "concept:eps_purpose",
+    }
     # computed questions on depth, saturation and scale invariance, plus the covariate-shift debate
-    assert {"relu_depth", "saturation", "scale_invariance", "grad_scale", "weight_norm_growth",
-            "bias_before_norm", "concept:covariate_shift"} <= kinds
+    assert {
+        "relu_depth",
+        "saturation",
+        "scale_invariance",
+        "grad_scale",
+        "weight_norm_growth",
+        "bias_before_norm",
+        "concept:covariate_shift",
+    } <= kinds
 
 
-@pytest.mark.parametrize("topic,kinds", [("batchnorm", {"bn_fold"}), ("layernorm", {"ln_accepts"}),
-                                         ("rmsnorm", {"rms_value", "invariance"}),
-                                         ("groupnorm", {"group_members", "groupnorm_special"}),
-                                         ("instancenorm", {"instance_contrast"})])
+@pytest.mark.parametrize(
+    "topic,kinds",
+    [
+        ("batchnorm", {"bn_fold"}),
+        ("layernorm", {"ln_accepts"}),
+        ("rmsnorm", {"rms_value", "invariance"}),
+        ("groupnorm", {"group_members", "groupnorm_special"}),
+        ("instancenorm", {"instance_contrast"}),
+    ],
+)
 def test_chapter_topics_have_their_own_questions(topic, kinds):
     got = {q["_meta"]["kind"] for seed in range(3) for q in quiz.questions_for(topic, 12, seed)}
     assert kinds <= got
@@ -508,14 +663,16 @@ def test_relu_depth_against_torch():
         c = q["_meta"]["c"]
         h, stds = torch.randn(1024, 256, generator=g, dtype=torch.float64), []
         for _ in range(17):
-            z = nn.functional.linear(h, torch.randn(256, 256, generator=g, dtype=torch.float64) * c / 16)
+            z = nn.functional.linear(
+                h, torch.randn(256, 256, generator=g, dtype=torch.float64) * c / 16
+            )
             stds.append(z.std().item())
             h = torch.relu(z)
         rate = (stds[-1] / stds[0]) ** (1 / 16)
         values = q["_meta"]["keys"]
         closest = min(values, key=lambda v: abs(v - rate))
         assert _key_of_correct(q) == [closest] and abs(closest - rate) < 0.1 * closest, (c, rate)
-        assert math.isclose(closest, math.sqrt(c * c / 2))          # eq-why-relu
+        assert math.isclose(closest, math.sqrt(c * c / 2))  # eq-why-relu
 
 
 def test_saturation_against_torch():
@@ -523,7 +680,10 @@ def test_saturation_against_torch():
     assert qs
     for q in qs:
         m = q["_meta"]
-        z = torch.randn(m["N"], m["C"], generator=torch.Generator().manual_seed(m["seed"])) * m["s"] + m["mu"]
+        z = (
+            torch.randn(m["N"], m["C"], generator=torch.Generator().manual_seed(m["seed"])) * m["s"]
+            + m["mu"]
+        )
         with torch.no_grad():
             zn = nn.BatchNorm1d(m["C"]).train()(z)
         before = (z.tanh().abs() > 0.99).float().mean().item()
@@ -543,14 +703,24 @@ def test_scale_invariance_against_torch():
         x = torch.randn(32, m["n_in"], dtype=torch.float64)
         W = torch.randn(m["width"], m["n_in"], dtype=torch.float64)
         rows = torch.rand(m["width"], 1, dtype=torch.float64) * 3 + 0.5
-        layers = {"BatchNorm1d": nn.BatchNorm1d(m["width"], eps=1e-30).double(),
-                  "LayerNorm": nn.LayerNorm(m["width"], eps=0.0).double(), "none": torch.relu}
+        layers = {
+            "BatchNorm1d": nn.BatchNorm1d(m["width"], eps=1e-30).double(),
+            "LayerNorm": nn.LayerNorm(m["width"], eps=0.0).double(),
+            "none": torch.relu,
+        }
         with torch.no_grad():
-            for (norm, how), a in zip(m["keys"], q["answers"]):
+            for (norm, how), a in zip(m["keys"], q["answers"], strict=True):
                 f = layers[norm]
                 scaled = W * m["a"] if how == "all" else W * rows
-                assert torch.allclose(f(x @ W.T), f(x @ scaled.T), atol=1e-9) == a["correct"], (norm, how)
-        assert sorted(_key_of_correct(q)) == [("BatchNorm1d", "all"), ("BatchNorm1d", "rows"), ("LayerNorm", "all")]
+                assert torch.allclose(f(x @ W.T), f(x @ scaled.T), atol=1e-9) == a["correct"], (
+                    norm,
+                    how,
+                )
+        assert sorted(_key_of_correct(q)) == [
+            ("BatchNorm1d", "all"),
+            ("BatchNorm1d", "rows"),
+            ("LayerNorm", "all"),
+        ]
 
 
 def test_grad_scale_against_torch():
@@ -559,7 +729,11 @@ def test_grad_scale_against_torch():
     for q in qs:
         m = q["_meta"]
         norm = getattr(nn, m["norm"])(4, eps=1e-30).double()
-        x, W, t = torch.randn(16, 8, dtype=torch.float64), torch.randn(4, 8, dtype=torch.float64), torch.randn(16, 4)
+        x, W, t = (
+            torch.randn(16, 8, dtype=torch.float64),
+            torch.randn(4, 8, dtype=torch.float64),
+            torch.randn(16, 4),
+        )
         grads = []
         for w in (W, W * m["a"]):
             w = w.clone().requires_grad_()
@@ -577,14 +751,23 @@ def test_bias_before_norm_against_torch():
         m = q["_meta"]
         W = torch.randn(m["width"], m["n_in"], dtype=torch.float64)
         x = torch.randn(16, m["n_in"], dtype=torch.float64)
-        biases = {"bn": torch.rand(m["width"], dtype=torch.float64) * 6 - 3,
-                  "ln": torch.rand(m["width"], dtype=torch.float64) * 6 - 3,
-                  "ln_common": torch.full((m["width"],), 1.5, dtype=torch.float64)}
-        layers = {"bn": nn.BatchNorm1d(m["width"]).double(), "ln": nn.LayerNorm(m["width"]).double()}
+        biases = {
+            "bn": torch.rand(m["width"], dtype=torch.float64) * 6 - 3,
+            "ln": torch.rand(m["width"], dtype=torch.float64) * 6 - 3,
+            "ln_common": torch.full((m["width"],), 1.5, dtype=torch.float64),
+        }
+        layers = {
+            "bn": nn.BatchNorm1d(m["width"]).double(),
+            "ln": nn.LayerNorm(m["width"]).double(),
+        }
         with torch.no_grad():
-            same = {key: torch.allclose(layers[key[:2]](x @ W.T + b), layers[key[:2]](x @ W.T), atol=1e-9)
-                    for key, b in biases.items()}
-        for key, a in zip(m["keys"], q["answers"]):
+            same = {
+                key: torch.allclose(
+                    layers[key[:2]](x @ W.T + b), layers[key[:2]](x @ W.T), atol=1e-9
+                )
+                for key, b in biases.items()
+            }
+        for key, a in zip(m["keys"], q["answers"], strict=True):
             assert same[key] == a["correct"], key
         assert same == {"bn": True, "ln": False, "ln_common": True}
 
@@ -599,10 +782,18 @@ def test_weight_norm_growth_against_torch():
         growth = []
         for _ in range(5):
             w = W.clone().requires_grad_()
-            ((norm(torch.randn(32, 8, dtype=torch.float64) @ w.T) - torch.randn(32, 4)) ** 2).mean().backward()
+            (
+                (norm(torch.randn(32, 8, dtype=torch.float64) @ w.T) - torch.randn(32, 4)) ** 2
+            ).mean().backward()
             W = W - m["lr"] * w.grad
             growth.append(W.norm().item() - w.norm().item())
-        outcome = "grows" if all(d > 0 for d in growth) else "shrinks" if all(d < 0 for d in growth) else "depends"
+        outcome = (
+            "grows"
+            if all(d > 0 for d in growth)
+            else "shrinks"
+            if all(d < 0 for d in growth)
+            else "depends"
+        )
         assert _key_of_correct(q) == [outcome] == ["grows"]
 
 
@@ -613,12 +804,19 @@ def test_bn_fold_against_torch():
         m, case = q["_meta"], q["_meta"]["case"]
         lin, bn = nn.Linear(3, 2).double().eval(), nn.BatchNorm1d(2).double().eval()
         with torch.no_grad():
-            for tensor, values in ((lin.weight, case["W"]), (lin.bias, case["b"]), (bn.running_mean,
-                                   case["running_mean"]), (bn.running_var, case["running_var"]),
-                                   (bn.weight, case["gamma"]), (bn.bias, case["beta"])):
+            for tensor, values in (
+                (lin.weight, case["W"]),
+                (lin.bias, case["b"]),
+                (bn.running_mean, case["running_mean"]),
+                (bn.running_var, case["running_var"]),
+                (bn.weight, case["gamma"]),
+                (bn.bias, case["beta"]),
+            ):
                 tensor.copy_(torch.tensor(values, dtype=torch.float64))
         fused = torch.nn.utils.fusion.fuse_linear_bn_eval(lin, bn)
-        value = (fused.bias[m["unit"]] if m["what"] == "bias" else fused.weight[m["unit"], m["input"]]).item()
+        value = (
+            fused.bias[m["unit"]] if m["what"] == "bias" else fused.weight[m["unit"], m["input"]]
+        ).item()
         assert _accepts(q, value) and _accepts(q, round(value, 3)), (q["question"], value)
         for line in (str(case["W"]), str(case["running_var"]), str(case["gamma"])):
             assert line in q["code"]
@@ -629,7 +827,7 @@ def test_ln_accepts_against_torch():
     assert {len(q["_meta"]["normalized_shape"]) for q in qs} >= {1, 2}
     for q in qs:
         ln = nn.LayerNorm(list(q["_meta"]["normalized_shape"]))
-        for shape, a in zip(q["_meta"]["keys"], q["answers"]):
+        for shape, a in zip(q["_meta"]["keys"], q["answers"], strict=True):
             try:
                 ln(torch.randn(shape))
                 ok = True
@@ -644,7 +842,9 @@ def test_rms_value_against_torch():
     for q in qs:
         m = q["_meta"]
         with torch.no_grad():
-            y = nn.RMSNorm(len(m["x"]))(torch.tensor([m["x"]], dtype=torch.float32))[0, m["index"]].item()
+            y = nn.RMSNorm(len(m["x"]))(torch.tensor([m["x"]], dtype=torch.float32))[
+                0, m["index"]
+            ].item()
         assert _accepts(q, y) and _accepts(q, round(y, 3)), (q["question"], y)
         assert str(m["x"]) in q["question"]
 
@@ -663,7 +863,9 @@ def test_group_members_against_torch():
 
 def test_instance_contrast_against_torch():
     # direct draws too: which kinds the mixed bank holds changes whenever a topic is added
-    qs = _by_kind("instance_contrast") + [chapters.q_instance_contrast(random.Random(i)) for i in range(12)]
+    qs = _by_kind("instance_contrast") + [
+        chapters.q_instance_contrast(random.Random(i)) for i in range(12)
+    ]
     assert {q["_meta"]["mode"] for q in qs} == {"image", "channels"}
     for q in qs:
         m = q["_meta"]
@@ -675,18 +877,27 @@ def test_instance_contrast_against_torch():
         else:
             x2[0] = x[0] * (1 + 3 * torch.rand(C, 1, 1, dtype=torch.float64)) + torch.randn(C, 1, 1)
         with torch.no_grad():
-            for (name, args), a in zip(m["keys"], q["answers"]):
+            for (name, args), a in zip(m["keys"], q["answers"], strict=True):
                 module = _torch_module(name, args).double()
-                assert torch.allclose(module(x)[0], module(x2)[0], atol=1e-4) == a["correct"], (name, m["mode"])
+                assert torch.allclose(module(x)[0], module(x2)[0], atol=1e-4) == a["correct"], (
+                    name,
+                    m["mode"],
+                )
 
 
 # ----------------------------------------------------------------------------
 # Review fixes: feedback that follows the module, neutral select-all questions, no degenerate draws
 # ----------------------------------------------------------------------------
 
+
 def _many_questions():
     """Every topic, seeds 0..9, plus three banks: what a reader can meet."""
-    qs = [q for topic in quiz.topics() for seed in range(10) for q in quiz.questions_for(topic, 8, seed)]
+    qs = [
+        q
+        for topic in quiz.topics()
+        for seed in range(10)
+        for q in quiz.questions_for(topic, 8, seed)
+    ]
     return qs + [q for seed in range(3) for q in quiz.bank(seed)]
 
 
@@ -708,8 +919,11 @@ def test_whole_generation_is_sound():
 
 def test_train_eval_affine_feedback_follows_the_module():
     """'eval mode switches off γ and β': the feedback names only the parameters the module has."""
-    qs = _by_kind("train_eval") + [computed.q_train_eval(random.Random(i), [name]) for i in range(4)
-                                   for name in ("InstanceNorm1d", "RMSNorm", "LayerNorm", "BatchNorm2d")]
+    qs = _by_kind("train_eval") + [
+        running.q_train_eval(random.Random(i), [name])
+        for i in range(4)
+        for name in ("InstanceNorm1d", "RMSNorm", "LayerNorm", "BatchNorm2d")
+    ]
     seen = set()
     for q in qs:
         m = q["_meta"]
@@ -724,7 +938,9 @@ def test_train_eval_affine_feedback_follows_the_module():
 
 
 def test_num_statistics_per_element_distractor_follows_the_statistic():
-    qs = _by_kind("num_statistics") + [computed.q_num_statistics(random.Random(i), ["RMSNorm"]) for i in range(3)]
+    qs = _by_kind("num_statistics") + [
+        computed.q_num_statistics(random.Random(i), ["RMSNorm"]) for i in range(3)
+    ]
     seen = set()
     for q in qs:
         m = q["_meta"]
@@ -744,11 +960,14 @@ def _dims_tuples(text):
 
 
 def test_groupnorm_is_described_by_its_blocks():
-    """GroupNorm's reduced dims (1, 2, ...) are the same tuple as LayerNorm's over (C, ...): no feedback may
+    """GroupNorm's reduced dims (1, 2, ...) are the same tuple as LayerNorm's over (C, ...): no
+    feedback may
     contrast two layers by the same dims tuple, and GroupNorm is described by its blocks and (N, G)
     statistics, whose shape is checked against torch."""
     qs = [q for q in MANY if q["_meta"]["kind"] in ("num_statistics", "which_layer")]
-    qs += [computed.q_num_statistics(random.Random(i), ["GroupNorm", "LayerNorm"]) for i in range(12)]
+    qs += [
+        computed.q_num_statistics(random.Random(i), ["GroupNorm", "LayerNorm"]) for i in range(12)
+    ]
     qs += [computed.q_which_layer(random.Random(i)) for i in range(12)]
     described = 0
     for q in qs:
@@ -759,7 +978,9 @@ def test_groupnorm_is_described_by_its_blocks():
                 for G, C in re.findall(r"GroupNorm\((\d+), (\d+)\)", sentence):
                     described += 1
                     assert "dims (" not in sentence, sentence
-                    assert f"block of C/G = {int(C) // int(G)} consecutive channels" in sentence, sentence
+                    assert f"block of C/G = {int(C) // int(G)} consecutive channels" in sentence, (
+                        sentence
+                    )
                     N = q["_meta"]["shape"][0]
                     shape = (N, int(C)) + tuple(q["_meta"]["shape"][2:])
                     module = nn.GroupNorm(int(G), int(C))
@@ -775,10 +996,15 @@ def test_reduced_dims_groupnorm_channels_share_only_within_a_block():
         m = q["_meta"]
         G, C = m["args"]
         mask = _group_of_first(nn.GroupNorm(G, C), tuple(m["shape"]))
-        block = int(mask[0, :].flatten(1).any(1).sum())        # channels sharing channel 0's statistic (torch)
+        block = int(
+            mask[0, :].flatten(1).any(1).sum()
+        )  # channels sharing channel 0's statistic (torch)
         assert 1 < block < C
         fb = q["answers"][m["keys"].index(1)]["feedback"]
-        assert f"only if both channels are in the same block of C/G = {block} consecutive channels" in fb, fb
+        assert (
+            f"only if both channels are in the same block of C/G = {block} consecutive channels"
+            in fb
+        ), fb
         assert "differ only in dim 1 share a statistic." not in fb
 
 
@@ -787,7 +1013,10 @@ def test_saturation_says_most_only_for_a_majority():
     seen = set()
     for q in qs:
         m = q["_meta"]
-        z = torch.randn(m["N"], m["C"], generator=torch.Generator().manual_seed(m["seed"])) * m["s"] + m["mu"]
+        z = (
+            torch.randn(m["N"], m["C"], generator=torch.Generator().manual_seed(m["seed"])) * m["s"]
+            + m["mu"]
+        )
         before = (z.tanh().abs() > 0.99).float().mean().item()
         fb = next(a["feedback"] for a in q["answers"] if a["correct"])
         seen.add(before > 0.5)
@@ -797,9 +1026,10 @@ def test_saturation_says_most_only_for_a_majority():
 
 
 def test_running_var_never_stays_at_its_start():
-    """The batch's unbiased variance is never ~1, so the answer is never the starting value 1.000, and every
+    """The batch's unbiased variance is never ~1, so the answer is never the starting value 1.000,
+    and every
     distractor (including 'unchanged') is kept."""
-    qs = _by_kind("running_var") + [computed.q_running_var(random.Random(i)) for i in range(40)]
+    qs = _by_kind("running_var") + [running.q_running_var(random.Random(i)) for i in range(40)]
     for q in qs:
         m = q["_meta"]
         bn = nn.BatchNorm1d(2, momentum=m["momentum"]).train()
@@ -809,7 +1039,9 @@ def test_running_var_never_stays_at_its_start():
         assert abs(unbiased - 1) >= 0.1 and round(value, 3) != 1.0, (m, value)
         assert _accepts(q, value) and not _accepts(q, 1.0)
         values = [a for a in q["answers"] if a["type"] != "default"]
-        assert len(values) == 7 and any("starting value" in a["feedback"] for a in values), q["question"]
+        assert len(values) == 7 and any("starting value" in a["feedback"] for a in values), q[
+            "question"
+        ]
 
 
 def _fold_scale(q):
@@ -823,17 +1055,23 @@ def test_bn_fold_is_never_degenerate():
     for q in qs:
         assert abs(abs(_fold_scale(q)) - 1) > 0.05, q["_meta"]
         values = [a for a in q["answers"] if a["type"] != "default"]
-        assert len(values) >= 4 and sum(a["correct"] for a in values) == 1   # the key and >= 3 distractors
-        assert len(values) == 6                                               # in fact all five mistakes
+        assert (
+            len(values) >= 4 and sum(a["correct"] for a in values) == 1
+        )  # the key and >= 3 distractors
+        assert len(values) == 6  # in fact all five mistakes
 
 
 _BAD_SIGN = re.compile(r"[+−·/(]\s*-\d|[+−]\s*−\d|−\s*\(\s*-")
 
 
 def test_signs_are_formatted():
-    """No '+ -1', '(3 − -1)' or '·-2': negative numbers after an operator are folded into it or bracketed."""
-    qs = MANY + [chapters.q_bn_fold(random.Random(i)) for i in range(40)] + \
-        [computed.q_running_mean(random.Random(i)) for i in range(20)]
+    """No '+ -1', '(3 − -1)' or '·-2': negative numbers after an operator are folded into it or
+    bracketed."""
+    qs = (
+        MANY
+        + [chapters.q_bn_fold(random.Random(i)) for i in range(40)]
+        + [running.q_running_mean(random.Random(i)) for i in range(20)]
+    )
     for q in qs:
         for text in [q["question"]] + _feedbacks(q):
             assert not _BAD_SIGN.search(text), text
@@ -844,15 +1082,22 @@ def test_no_cannot_explode_and_the_smoothness_claim_is_a_measurement():
         assert "cannot explode" not in _texts(q), q["question"]
     q = concepts._concept("what_helps")(random.Random(0))
     [smooth] = [a for a in q["answers"] if "Santurkar" in a["answer"]]
-    assert smooth["correct"] and "measured" in smooth["answer"] and "not a guarantee" in smooth["feedback"]
+    assert (
+        smooth["correct"]
+        and "measured" in smooth["answer"]
+        and "not a guarantee" in smooth["feedback"]
+    )
 
 
 def test_affine_and_eps_concepts_are_in_the_batchnorm_topic():
     def concepts(topic):
         return {g.__name__.split("[")[0] for g in quiz.TOPICS[topic]}
+
     assert {"concept_affine", "concept_eps_purpose"} <= concepts("batchnorm")
     assert not {"concept_affine", "concept_eps_purpose"} & concepts("why")
-    asked = {q["_meta"].get("concept") for seed in range(10) for q in quiz.questions_for("why", 8, seed)}
+    asked = {
+        q["_meta"].get("concept") for seed in range(10) for q in quiz.questions_for("why", 8, seed)
+    }
     assert not {"affine", "eps_purpose"} & asked
     assert len(quiz.TOPICS["why"]) >= 8 and len(quiz.questions_for("why", 12, 0)) == 12
 
@@ -860,18 +1105,33 @@ def test_affine_and_eps_concepts_are_in_the_batchnorm_topic():
 def test_eps_question_states_training_mode_for_batchnorm():
     for q in _eps_questions():
         m = q["_meta"]
-        tracks = getattr(_torch_module(m["norm"], m["args"], m["kwargs"]), "running_mean", None) is not None
+        tracks = (
+            getattr(_torch_module(m["norm"], m["args"], m["kwargs"]), "running_mean", None)
+            is not None
+        )
         assert ("in training mode" in q["question"]) == tracks, q["question"]
 
 
-_SELECT_ALL_KINDS = {"state_dict", "reduced_dims", "batch_independent", "invariance", "scale_invariance",
-                     "bias_before_norm", "ln_accepts", "group_members", "instance_contrast",
-                     "variance_formula"}  # variance_formula: tests/test_quiz_speed.py
-_SELECT_ALL_KINDS |= PRACTICE_SELECT_ALL_KINDS  # the training and pitfalls topics: tests/test_quiz_practice.py
+_SELECT_ALL_KINDS = {
+    "state_dict",
+    "reduced_dims",
+    "batch_independent",
+    "invariance",
+    "scale_invariance",
+    "bias_before_norm",
+    "ln_accepts",
+    "group_members",
+    "instance_contrast",
+    "variance_formula",
+}  # variance_formula: tests/test_quiz_speed.py
+_SELECT_ALL_KINDS |= (
+    PRACTICE_SELECT_ALL_KINDS  # the training and pitfalls topics: tests/test_quiz_practice.py
+)
 
 
 def test_select_all_questions_are_many_choice_and_neutral():
-    """A select-all question never gives away how many options are right: type many_choice even with one
+    """A select-all question never gives away how many options are right: type many_choice even
+    with one
     right option, and a wording that does not change with the count."""
     extra = [computed.q_reduced_dims(random.Random(i), ["LayerNorm", "RMSNorm"]) for i in range(6)]
     extra += [computed.q_state_dict(random.Random(i), ["RMSNorm"]) for i in range(2)]
@@ -881,7 +1141,9 @@ def test_select_all_questions_are_many_choice_and_neutral():
     for q in MANY + extra:
         kind = q["_meta"]["kind"]
         if kind in _SELECT_ALL_KINDS or q["_meta"].get("concept") == "what_helps":
-            assert q["type"] == "many_choice" and q["question"].endswith(quiz.SELECT_ALL), q["question"]
+            assert q["type"] == "many_choice" and q["question"].endswith(quiz.SELECT_ALL), q[
+                "question"
+            ]
             if sum(a["correct"] for a in q["answers"]) == 1:
                 one_right.add(kind)
         else:
@@ -889,22 +1151,27 @@ def test_select_all_questions_are_many_choice_and_neutral():
     assert {"reduced_dims", "state_dict", "group_members", "instance_contrast"} <= one_right
 
     def asked(q):
-        """The sentence that asks (the last one before 'Select all…'), numbers and code blanked out."""
-        last = re.split(r"(?<=[.)]) (?=[A-Z])", q["question"][:-len(quiz.SELECT_ALL)].strip())[-1]
+        """The sentence that asks (the last one before 'Select all…'), numbers and code blanked
+        out."""
+        last = re.split(r"(?<=[.)]) (?=[A-Z])", q["question"][: -len(quiz.SELECT_ALL)].strip())[-1]
         return re.sub(r"<code>.*?</code>|\d+", "#", last)
+
     for kind in ("group_members", "instance_contrast"):
         counts, templates = set(), set()
         for q in [q for q in MANY + extra if q["_meta"]["kind"] == kind]:
             counts.add(sum(a["correct"] for a in q["answers"]))
             templates.add(asked(q))
         assert len(counts) > 1, kind
-        assert len(templates) == 1, templates      # the same question, whatever the number of right options
+        assert len(templates) == 1, (
+            templates
+        )  # the same question, whatever the number of right options
     for q in extra:
         assert "different a_c between" not in q["question"]
 
 
 def test_rendered_quiz_styles_select_all_by_type():
-    """jupyterquiz styles and scores by the number of right options; the rendered script is patched so the
+    """jupyterquiz styles and scores by the number of right options; the rendered script is
+    patched so the
     type decides (a select-all question with one right option still looks and behaves like one)."""
     js = quiz.render([computed.q_state_dict(random.Random(0), ["RMSNorm"])], key="t")["javascript"]
     for _, patched in rendering._MANY_CHOICE_PATCHES:
@@ -913,8 +1180,11 @@ def test_rendered_quiz_styles_select_all_by_type():
 
 
 def test_param_shape_calls_dim_1_a_position_for_sequences():
-    qs = _by_kind("param_shape") + [computed.q_param_shape(random.Random(i), [name]) for i in range(20)
-                                    for name in ("LayerNorm", "RMSNorm")]
+    qs = _by_kind("param_shape") + [
+        computed.q_param_shape(random.Random(i), [name])
+        for i in range(20)
+        for name in ("LayerNorm", "RMSNorm")
+    ]
     seen = False
     for q in qs:
         shape = q["_meta"]["shape"]
@@ -933,7 +1203,8 @@ def test_rms_value_writes_the_factor():
 
 
 def test_generation_leaves_the_global_random_state_alone(monkeypatch):
-    """questions_for, bank and show draw from their own generators: a notebook's torch and random state is
+    """questions_for, bank and show draw from their own generators: a notebook's torch and random
+    state is
     the same after a quiz cell as before."""
     monkeypatch.setattr("IPython.display.display", lambda *objs, **kw: None)
     torch.manual_seed(1234)
@@ -946,7 +1217,7 @@ def test_generation_leaves_the_global_random_state_alone(monkeypatch):
     quiz.self_quiz(bank_size=20, seed=5)
     for name in ("BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "InstanceNorm1d"):
         for i in range(3):
-            computed.q_batch_one(random.Random(i), [name])
+            running.q_batch_one(random.Random(i), [name])
     for i in range(5):
         chapters.q_bn_fold(random.Random(i))
     assert torch.equal(torch.random.get_rng_state(), torch_state)
@@ -957,6 +1228,7 @@ def test_generation_leaves_the_global_random_state_alone(monkeypatch):
 # Rendering through jupyterquiz
 # ----------------------------------------------------------------------------
 
+
 def _questions_in(js):
     # after norms' score script (norms/quiz/score.js), which rendering puts first
     m = re.search(r"^var questions([A-Za-z0-9_]+)=(.*?);\n\nif \(typeof Question", js, re.S | re.M)
@@ -964,19 +1236,16 @@ def _questions_in(js):
     return m.group(1), json.loads(m.group(2))
 
 
-def test_render_is_deterministic_and_self_contained(monkeypatch):
+def test_render_is_deterministic_and_self_contained():
     qs = quiz.questions_for("batchnorm", 4, seed=1)
-    monkeypatch.setattr(rendering, "_shown", {})
     a = quiz.render(qs, key="k")
-    b = quiz.render(qs, key="k")
-    assert a["div_id"] != b["div_id"]           # the same quiz twice on a page gets two ids
-    monkeypatch.setattr(rendering, "_shown", {})
-    assert quiz.render(qs, key="k") == a         # ... but a fresh run reproduces the output exactly
+    assert quiz.render(qs, key="k") == a  # nothing shown before changes the output
+    assert quiz.render(qs, key="k2")["div_id"] != a["div_id"]  # the same quiz twice: two keys
     assert re.fullmatch(r"[A-Za-z]+", a["div_id"])
     assert f'<div id="{a["div_id"]}"' in a["html"] and a["html"].endswith("</div>")
     div_id, embedded = _questions_in(a["javascript"])
     assert div_id == a["div_id"]
-    assert embedded == rendering._clean(qs)           # passed inline, without the _meta
+    assert embedded == rendering._clean(qs)  # passed inline, without the _meta
     for text in (a["html"], a["javascript"]):
         assert "://" not in text and "cdn" not in text.lower() and "@import" not in text
     assert "force load MathJax" not in a["javascript"]

@@ -1,5 +1,7 @@
-"""The quizzes of the training and pitfalls chapters (norms.quiz.training, norms.quiz.pitfalls): every key is
-checked here against torch.nn or against a second computation, and generation leaves the global RNGs alone."""
+"""The quizzes of the training and pitfalls chapters (norms.quiz.training, norms.quiz.pitfalls):
+every key is
+checked here against torch.nn or against a second computation, and generation leaves the global
+RNGs alone."""
 
 from __future__ import annotations
 
@@ -20,20 +22,43 @@ def _key(q):
         (a,) = [a for a in q["answers"] if a.get("correct")]
         return (a["range"][0] + a["range"][1]) / 2 if "range" in a else a["value"]
     keys = q["_meta"].get("keys")
-    return {k for k, a in zip(keys, q["answers"]) if a["correct"]}
+    return {k for k, a in zip(keys, q["answers"], strict=True) if a["correct"]}
 
 
-TRAINING_KINDS = {"values_per_statistic", "linear_scaling", "update_ratio", "prediction_depends_on_batch",
-                  "small_batch_choice", "running_after_small_batches"}
-PITFALL_KINDS = {"dropout_shift", "frozen_bn", "autocast_dtype", "padded_mean", "btd_without_transpose",
-                 "momentum_none", "decay_effective_lr", "no_decay_group", "zero_init_block"}
-#: every kind of question these topics generate; each has a test below against torch.nn or a second computation
+TRAINING_KINDS = {
+    "values_per_statistic",
+    "linear_scaling",
+    "update_ratio",
+    "prediction_depends_on_batch",
+    "small_batch_choice",
+    "running_after_small_batches",
+}
+PITFALL_KINDS = {
+    "dropout_shift",
+    "frozen_bn",
+    "autocast_dtype",
+    "padded_mean",
+    "btd_without_transpose",
+    "momentum_none",
+    "decay_effective_lr",
+    "no_decay_group",
+    "zero_init_block",
+}
+#: every kind of question these topics generate; each has a test below against torch.nn or a second
+#: computation
 CHECKED_KINDS = TRAINING_KINDS | PITFALL_KINDS
 #: the select-all kinds among them (many_choice, "Select all that apply.")
-SELECT_ALL_KINDS = {"prediction_depends_on_batch", "small_batch_choice", "frozen_bn", "no_decay_group"}
+SELECT_ALL_KINDS = {
+    "prediction_depends_on_batch",
+    "small_batch_choice",
+    "frozen_bn",
+    "no_decay_group",
+}
 
 
-@pytest.mark.parametrize("topic, kinds", [("training", TRAINING_KINDS), ("pitfalls", PITFALL_KINDS)])
+@pytest.mark.parametrize(
+    "topic, kinds", [("training", TRAINING_KINDS), ("pitfalls", PITFALL_KINDS)]
+)
 def test_topics_draw_every_generator_deterministically(topic, kinds):
     qs = quiz.questions_for(topic, len(kinds), seed=0)
     assert {q["_meta"]["kind"] for q in qs} == kinds
@@ -57,7 +82,9 @@ def test_values_per_statistic_against_torch(i):
     B, C, H, W = shape
     want = {"BatchNorm2d": B * H * W, "GroupNorm": C // 4 * H * W, "LayerNorm": C * H * W}[layer]
     assert _key(q) == want
-    if layer == "BatchNorm2d":  # torch's BatchNorm2d running mean after one step, momentum 1: the mean over B·H·W
+    if (
+        layer == "BatchNorm2d"
+    ):  # torch's BatchNorm2d running mean after one step, momentum 1: the mean over B·H·W
         x = torch.randn(shape)
         bn = nn.BatchNorm2d(C, momentum=1.0)
         bn(x)
@@ -117,7 +144,11 @@ def test_frozen_bn_against_torch():
     before = {k: v.clone() for k, v in bn.state_dict().items()}
     bn.eval().train()(torch.randn(16, 4) + 3)
     changed = {k for k, v in bn.state_dict().items() if not torch.equal(v, before[k])}
-    assert {k for k in _key(q) if k != "output"} == changed == {"running_mean", "running_var", "num_batches_tracked"}
+    assert (
+        {k for k in _key(q) if k != "output"}
+        == changed
+        == {"running_mean", "running_var", "num_batches_tracked"}
+    )
     assert "output" in _key(q)
 
 
@@ -136,7 +167,7 @@ def test_padded_mean_and_momentum_none_against_torch(i):
     m = q["_meta"]
     T = max(m["lengths"])
     x = torch.zeros(2, T)
-    for b, (n, vals) in enumerate(zip(m["lengths"], m["values"])):
+    for b, (n, vals) in enumerate(zip(m["lengths"], m["values"], strict=True)):
         x[b, :n] = torch.tensor(vals[:n], dtype=torch.float32)
     assert _key(q) == pytest.approx(float(x.mean()), abs=1e-5)
     q = qp.q_momentum_none(random.Random(i))
@@ -164,6 +195,8 @@ def test_decay_no_decay_and_zero_init_keys():
         m = q["_meta"]
         assert _key(q) == pytest.approx((1 - m["lr"] * m["wd"]) ** (-2 * m["k"]), rel=1e-3)
         q = qp.q_no_decay_group(random.Random(i))
-        want = {"1.weight", "1.bias", "4.bias", "5.weight"} | ({"0.bias"} if q["_meta"]["conv_bias"] else set())
+        want = {"1.weight", "1.bias", "4.bias", "5.weight"} | (
+            {"0.bias"} if q["_meta"]["conv_bias"] else set()
+        )
         assert _key(q) == want
         assert _key(qp.q_zero_init_block(random.Random(i))) == {"relu"}

@@ -1,4 +1,5 @@
-"""The 'speed' quiz topic: every answer re-derived here without norms.bench or the generators' helpers."""
+"""The 'speed' quiz topic: every answer re-derived here without norms.fast.bench or the
+generators' helpers."""
 
 from __future__ import annotations
 
@@ -24,8 +25,13 @@ def _key(q):
 
 
 def test_every_generator_is_drawn():
-    assert {q["_meta"]["kind"] for q in QS} == {"perfect_bytes", "intensity", "passes", "backward_sweeps",
-                                                "variance_formula"}
+    assert {q["_meta"]["kind"] for q in QS} == {
+        "perfect_bytes",
+        "intensity",
+        "passes",
+        "backward_sweeps",
+        "variance_formula",
+    }
 
 
 def test_perfect_bytes_from_the_shapes():
@@ -70,7 +76,9 @@ def test_backward_sweeps_from_the_shapes():
 
 def test_variance_formula_against_float64():
     seen_naive_fail = False
-    for q in _by_kind("variance_formula") + [speed.q_variance_formula(random.Random(i)) for i in range(4)]:
+    for q in _by_kind("variance_formula") + [
+        speed.q_variance_formula(random.Random(i)) for i in range(4)
+    ]:
         m = q["_meta"]
         gen = torch.Generator().manual_seed(m["seed"])
         x = (m["mean"] + m["std"] * torch.randn(4096, generator=gen, dtype=torch.float64)).float()

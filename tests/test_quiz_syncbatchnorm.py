@@ -28,14 +28,19 @@ def _of(kind):
 def test_topic_is_registered_and_varied():
     assert "syncbatchnorm" in quiz.topics()
     assert {q["_meta"]["kind"] for q in QUESTIONS} == {
-        "sync_numbers", "chan_variance", "running_count", "local_or_global", "eval_communication"}
+        "sync_numbers",
+        "chan_variance",
+        "running_count",
+        "local_or_global",
+        "eval_communication",
+    }
 
 
 def test_chan_variance_key_is_the_variance_of_explicit_data():
     for q in _of("chan_variance"):
         m = q["_meta"]
         parts = []
-        for n, mean, var in zip(m["counts"], m["means"], m["variances"]):
+        for n, mean, var in zip(m["counts"], m["means"], m["variances"], strict=True):
             # n values with this mean and biased variance: ±sqrt(n var / k) around the mean
             x = torch.zeros(n, dtype=torch.float64)
             if n > 1:
@@ -44,7 +49,7 @@ def test_chan_variance_key_is_the_variance_of_explicit_data():
                 x = x * (var / x.var(correction=0)).sqrt() if var > 0 else x * 0
             parts.append(x + mean)
         truth = torch.cat(parts).var(correction=0).item()
-        assert all(n > 1 or v == 0 for n, v in zip(m["counts"], m["variances"]))
+        assert all(n > 1 or v == 0 for n, v in zip(m["counts"], m["variances"], strict=True))
         assert _key(q) == pytest.approx(truth, abs=1e-4)
         wrong = [a for a in q["answers"][1:-1]]
         assert all(not a["correct"] for a in wrong)
@@ -55,7 +60,11 @@ def test_running_count_key_matches_torch_batchnorm():
         m = q["_meta"]
         shape = (sum(m["sizes"]), 3) if m["pixels"] == 1 else (sum(m["sizes"]), 3, 2, 2)
         x = torch.randn(shape, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-        bn = torch.nn.BatchNorm1d(3, momentum=1.0) if m["pixels"] == 1 else torch.nn.BatchNorm2d(3, momentum=1.0)
+        bn = (
+            torch.nn.BatchNorm1d(3, momentum=1.0)
+            if m["pixels"] == 1
+            else torch.nn.BatchNorm2d(3, momentum=1.0)
+        )
         bn.double()(x)
         dims = (0,) if m["pixels"] == 1 else (0, 2, 3)
         factor = (bn.running_var / x.var(dims, correction=0)).mean().item()
@@ -74,4 +83,6 @@ def test_choice_questions_have_one_key_and_feedback():
         assert len(correct) == 1 and all(a["feedback"] for a in q["answers"])
     gen = random.Random(0)
     q = sq.q_local_or_global(gen)
-    assert [a["answer"] for a in q["answers"] if a["correct"]] == ["the gradients of γ and β returned by backward"]
+    assert [a["answer"] for a in q["answers"] if a["correct"]] == [
+        "the gradients of γ and β returned by backward"
+    ]

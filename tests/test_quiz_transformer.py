@@ -25,8 +25,13 @@ def _correct(q):
 
 
 def test_topic_draws_every_kind():
-    assert {q["_meta"]["kind"] for q in QS} == {"ln_stats_btd", "gamma_shape", "prenorm_position", "final_norm",
-                                                 "rms_saves"}
+    assert {q["_meta"]["kind"] for q in QS} == {
+        "ln_stats_btd",
+        "gamma_shape",
+        "prenorm_position",
+        "final_norm",
+        "rms_saves",
+    }
     assert quiz.questions_for("transformer", 5, 0) == quiz.questions_for("transformer", 5, 0)
 
 
@@ -64,15 +69,19 @@ def test_prenorm_position_against_torch():
 @pytest.mark.parametrize("depth", [6, 24])
 def test_final_norm_numbers_against_torch(depth):
     torch.manual_seed(0)
-    layers = [nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, norm_first=True, batch_first=True)
-              for _ in range(depth)]
+    layers = [
+        nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, norm_first=True, batch_first=True)
+        for _ in range(depth)
+    ]
     with torch.no_grad():
         x = torch.randn(4, 8, 32)
         for layer in layers:
             x = layer(x)
     raw, normed = tq.residual_growth(depth)
     assert raw == pytest.approx(float(x.std(-1).mean()), rel=1e-4)
-    assert normed == pytest.approx(float(nn.LayerNorm(32)(x).std(-1, unbiased=False).mean()), rel=1e-4)
+    assert normed == pytest.approx(
+        float(nn.LayerNorm(32)(x).std(-1, unbiased=False).mean()), rel=1e-4
+    )
     assert raw > 1.0 and abs(normed - 1) < 0.01
 
 

@@ -38,8 +38,11 @@ def fingerprints(nb, path) -> tuple[list[str], list[str]]:
     """Lines of solution code, and lines of solution output, that appear nowhere else in the
     notebook: if one of them is in a student page or notebook, a solution leaked."""
     inside = exercises.solution_cells(nb, path)
-    elsewhere = "\n".join(c.source + "\n" + "\n".join(str(o) for o in c.get("outputs", []))
-                          for i, c in enumerate(nb.cells) if i not in inside)
+    elsewhere = "\n".join(
+        c.source + "\n" + "\n".join(str(o) for o in c.get("outputs", []))
+        for i, c in enumerate(nb.cells)
+        if i not in inside
+    )
     code, outputs = [], []
     for i in sorted(inside):
         cell = nb.cells[i]
@@ -59,7 +62,8 @@ def fingerprints(nb, path) -> tuple[list[str], list[str]]:
 
 
 def visible_text(page: str) -> str:
-    """The text of an HTML page, entities decoded and tags dropped (code spans are split in tags)."""
+    """The text of an HTML page, entities decoded and tags dropped (code spans are split in
+    tags)."""
     return html.unescape(re.sub(r"<[^>]+>", "", page))
 
 
@@ -74,7 +78,9 @@ def test_no_solution_in_the_student_page(chapter):
     code, outputs = fingerprints(read(chapter), chapter.name)
     assert code, f"{chapter.name}: no solution line to look for (the check would prove nothing)"
     full = ROOT / "_build" / "html" / "book" / f"{chapter.stem}.html"
-    if full.exists() and full.stat().st_mtime > chapter.stat().st_mtime:  # the reader's site shows them
+    if (
+        full.exists() and full.stat().st_mtime > chapter.stat().st_mtime
+    ):  # the reader's site shows them
         assert any(line in visible_text(full.read_text()) for line in code)
     assert [line for line in code + outputs if line in text] == []
     assert 'class="solution' not in page
@@ -84,7 +90,9 @@ def test_no_solution_in_the_student_page(chapter):
 def test_no_solution_in_the_student_notebook(chapter):
     nb = nbformat.read(built(OUT / "notebooks" / chapter.name), as_version=4)
     code, outputs = fingerprints(read(chapter), chapter.name)
-    everything = "\n".join(c.source + "\n" + "\n".join(str(o) for o in c.get("outputs", [])) for c in nb.cells)
+    everything = "\n".join(
+        c.source + "\n" + "\n".join(str(o) for o in c.get("outputs", [])) for c in nb.cells
+    )
     assert [line for line in code + outputs if line in everything] == []
     assert not [c for c in nb.cells if c.cell_type == "markdown" and "{solution" in c.source]
     labels = [e.label for e in exercises.exercises(read(chapter), chapter.name)]
@@ -99,19 +107,27 @@ def test_student_notebook_ran_top_to_bottom(chapter):
     nb = nbformat.read(built(OUT / "notebooks" / chapter.name), as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
-    errors = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
-              and any(o.output_type == "error" for o in c.outputs)
-              and "raises-exception" not in c.metadata.get("tags", [])]
+    errors = [
+        i
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code"
+        and any(o.output_type == "error" for o in c.outputs)
+        and "raises-exception" not in c.metadata.get("tags", [])
+    ]
     assert errors == []
 
 
 def test_strip_removes_solutions_and_keeps_the_rest():
-    cells = [nbformat.v4.new_markdown_cell("# T"),
-             nbformat.v4.new_markdown_cell(":::{exercise}\n:label: ex-t-1\n:class: core\n\n*Core.* Do.\n:::"),
-             nbformat.v4.new_markdown_cell(":::{solution-start} ex-t-1\n:class: dropdown\n:::"),
-             nbformat.v4.new_code_cell("secret = 42"),
-             nbformat.v4.new_markdown_cell(":::{solution-end}\n:::"),
-             nbformat.v4.new_code_cell("print('after')")]
+    cells = [
+        nbformat.v4.new_markdown_cell("# T"),
+        nbformat.v4.new_markdown_cell(
+            ":::{exercise}\n:label: ex-t-1\n:class: core\n\n*Core.* Do.\n:::"
+        ),
+        nbformat.v4.new_markdown_cell(":::{solution-start} ex-t-1\n:class: dropdown\n:::"),
+        nbformat.v4.new_code_cell("secret = 42"),
+        nbformat.v4.new_markdown_cell(":::{solution-end}\n:::"),
+        nbformat.v4.new_code_cell("print('after')"),
+    ]
     cells[3].outputs = [nbformat.v4.new_output("stream", text="42\n")]
     out = student.strip(nbformat.v4.new_notebook(cells=cells), "book/t.ipynb")
     sources = [c.source for c in out.cells]
@@ -124,11 +140,15 @@ def test_strip_removes_solutions_and_keeps_the_rest():
 def test_a_cell_that_needs_a_solution_stops_the_student_build(tmp_path):
     """A cell after a solution that uses the solution's variables cannot run in the student
     edition: the build stops and names the notebook and the cell."""
-    cells = [nbformat.v4.new_markdown_cell(":::{exercise}\n:label: ex-t-1\n:class: core\n\n*Core.* Do.\n:::"),
-             nbformat.v4.new_markdown_cell(":::{solution-start} ex-t-1\n:class: dropdown\n:::"),
-             nbformat.v4.new_code_cell("secret = 42"),
-             nbformat.v4.new_markdown_cell(":::{solution-end}\n:::"),
-             nbformat.v4.new_code_cell("print(secret)")]
+    cells = [
+        nbformat.v4.new_markdown_cell(
+            ":::{exercise}\n:label: ex-t-1\n:class: core\n\n*Core.* Do.\n:::"
+        ),
+        nbformat.v4.new_markdown_cell(":::{solution-start} ex-t-1\n:class: dropdown\n:::"),
+        nbformat.v4.new_code_cell("secret = 42"),
+        nbformat.v4.new_markdown_cell(":::{solution-end}\n:::"),
+        nbformat.v4.new_code_cell("print(secret)"),
+    ]
     path = tmp_path / "t.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
     (tmp_path / "out").mkdir()

@@ -1,16 +1,19 @@
-"""norms.sync_plots: the per-slice spread is what it claims, and the figures draw what they are given."""
+"""norms.plots.sync: the per-slice spread is what it claims, and the figures draw what they are
+given."""
 
 from __future__ import annotations
 
 import torch
 
-from norms import sync_plots
-from norms.figure import BookFigure
+from norms.plots import sync as sync_plots
+from norms.plots.style import BookFigure
 
 
 def test_slice_spread_matches_a_direct_computation():
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(12, 3, 2, 2, generator=g, dtype=torch.float64) * torch.tensor([1.0, 2.0, 5.0]).view(1, 3, 1, 1)
+    x = torch.randn(12, 3, 2, 2, generator=g, dtype=torch.float64) * torch.tensor(
+        [1.0, 2.0, 5.0]
+    ).view(1, 3, 1, 1)
     spread = sync_plots.slice_spread(x, [12, 3])
     assert spread[12][0] < 1e-12 and spread[12][1] < 1e-12  # one slice: the global statistics
     slices = torch.split(x, 3)
@@ -34,7 +37,10 @@ def test_plots_return_figures_with_the_data():
     assert isinstance(fig, BookFigure)
     lines = fig.axes[0].get_lines()
     assert [list(line.get_ydata()) for line in lines[:2]] == [[0.2, 0.1], [0.3, 0.15]]
-    timings = {1: {"plain": 1e-3, "sync": 1e-3, "all_reduce": 1e-5}, 2: {"plain": 1e-3, "sync": 4e-3, "all_reduce": 1e-3}}
+    timings = {
+        1: {"plain": 1e-3, "sync": 1e-3, "all_reduce": 1e-5},
+        2: {"plain": 1e-3, "sync": 4e-3, "all_reduce": 1e-3},
+    }
     fig = sync_plots.plot_sync_cost(timings)
     heights = [p.get_height() for p in fig.axes[0].patches]
     assert heights == [1.0, 1.0, 1.0, 4.0, 0.01, 1.0]

@@ -1,4 +1,5 @@
-"""norms.SyncBatchNorm against torch.nn.SyncBatchNorm (interface) and against one BatchNorm on the whole batch.
+"""norms.SyncBatchNorm against torch.nn.SyncBatchNorm (interface) and against one BatchNorm on the
+whole batch.
 
 The multi-process checks start real processes (torch.multiprocessing, gloo on the
 loopback interface) through norms.distributed.launch: once per world size (2 and 3),
@@ -20,7 +21,7 @@ from torch.testing import assert_close
 
 import norms
 from norms import distributed
-from norms.syncbatchnorm import combine_stats
+from norms.modules.syncbatchnorm import combine_stats
 
 from . import _sbn_workers as W
 
@@ -36,15 +37,23 @@ LAUNCH_TIMEOUT = 240  # a bound on a hang, not a speed target: the launch takes 
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{}, {"affine": False}, {"track_running_stats": False}, {"momentum": None, "eps": 1e-3},
-     {"bias": False}, {"dtype": torch.float64}],
+    [
+        {},
+        {"affine": False},
+        {"track_running_stats": False},
+        {"momentum": None, "eps": 1e-3},
+        {"bias": False},
+        {"dtype": torch.float64},
+    ],
 )
 def test_same_parameters_buffers_and_repr_as_torch(kwargs):
     ours, theirs = norms.SyncBatchNorm(6, **kwargs), nn.SyncBatchNorm(6, **kwargs)
     assert repr(ours) == repr(theirs)
     assert ours.process_group is None and theirs.process_group is None
-    for mine, ref in ((dict(ours.named_parameters()), dict(theirs.named_parameters())),
-                      (dict(ours.named_buffers()), dict(theirs.named_buffers()))):
+    for mine, ref in (
+        (dict(ours.named_parameters()), dict(theirs.named_parameters())),
+        (dict(ours.named_buffers()), dict(theirs.named_buffers())),
+    ):
         assert mine.keys() == ref.keys()
         for k in ref:
             assert mine[k].dtype == ref[k].dtype and mine[k].requires_grad == ref[k].requires_grad
@@ -75,7 +84,9 @@ def test_without_a_process_group_it_is_torch_syncbatchnorm(rank, n, c, training,
     shape = (n, c, *[3, 2, 4][: rank - 2])
     x = torch.randn(shape, generator=g, dtype=torch.float64) * 2 + 1
     dy = torch.randn(shape, generator=g, dtype=torch.float64)
-    ours, theirs = (m(c, momentum=momentum).double() for m in (norms.SyncBatchNorm, nn.SyncBatchNorm))
+    ours, theirs = (
+        m(c, momentum=momentum).double() for m in (norms.SyncBatchNorm, nn.SyncBatchNorm)
+    )
     with torch.no_grad():
         for m in (ours, theirs):
             m.weight.copy_(torch.linspace(0.5, 2, c))
@@ -119,10 +130,17 @@ def test_one_value_per_channel_in_training_is_an_error_without_group():
 def _model():
     torch.manual_seed(0)
     return nn.Sequential(
-        nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(),
-        nn.Sequential(norms.BatchNorm2d(4, momentum=None), nn.InstanceNorm2d(4), norms.InstanceNorm2d(4)),
-        nn.Flatten(2, 3), nn.BatchNorm1d(4, affine=False), norms.BatchNorm1d(4, bias=False, eps=1e-3),
-        nn.Unflatten(2, (2, 2, 4)), nn.BatchNorm3d(4, track_running_stats=False),
+        nn.Conv2d(3, 4, 3),
+        nn.BatchNorm2d(4),
+        nn.ReLU(),
+        nn.Sequential(
+            norms.BatchNorm2d(4, momentum=None), nn.InstanceNorm2d(4), norms.InstanceNorm2d(4)
+        ),
+        nn.Flatten(2, 3),
+        nn.BatchNorm1d(4, affine=False),
+        norms.BatchNorm1d(4, bias=False, eps=1e-3),
+        nn.Unflatten(2, (2, 2, 4)),
+        nn.BatchNorm3d(4, track_running_stats=False),
     )
 
 
@@ -150,11 +168,16 @@ def test_convert_replaces_every_batchnorm_and_keeps_its_state():
     for name, m in converted.named_modules():
         if isinstance(m, norms.SyncBatchNorm):
             old = before[name]
-            assert isinstance(old, (nn.modules.batchnorm._BatchNorm, norms.batchnorm._BatchNorm))
+            assert isinstance(
+                old, (nn.modules.batchnorm._BatchNorm, norms.modules.batchnorm._BatchNorm)
+            )
             assert repr(m).split("(", 1)[1] == repr(old).split("(", 1)[1]
             assert m.training == old.training
             assert m.weight is old.weight and m.bias is old.bias
-            assert m.running_mean is old.running_mean and m.num_batches_tracked is old.num_batches_tracked
+            assert (
+                m.running_mean is old.running_mean
+                and m.num_batches_tracked is old.num_batches_tracked
+            )
     assert converted[3][0].qconfig == "q" and not converted[3][0].training
     assert dict(converted.named_parameters()) == params
     assert converted.state_dict().keys() == state.keys()
@@ -189,8 +212,9 @@ def test_combine_stats_is_the_statistics_of_the_union(sizes):
     x = torch.randn(sum(sizes), 3, dtype=torch.float64, generator=g) * 3 + 2
     parts = torch.split(x, sizes)
     means = torch.stack([p.mean(0) if len(p) else torch.zeros(3, dtype=x.dtype) for p in parts])
-    m2s = torch.stack([((p - p.mean(0)) ** 2).sum(0) if len(p) else torch.zeros(3, dtype=x.dtype)
-                       for p in parts])
+    m2s = torch.stack(
+        [((p - p.mean(0)) ** 2).sum(0) if len(p) else torch.zeros(3, dtype=x.dtype) for p in parts]
+    )
     n, mean, m2 = combine_stats(torch.tensor(sizes, dtype=x.dtype), means, m2s)
     assert int(n) == sum(sizes)
     assert_close(mean, x.mean(0))
@@ -203,9 +227,11 @@ def test_combine_stats_survives_a_large_mean_where_one_pass_fails():
     x = distributed.global_batch(3, sizes, 4, (6, 5), mean=3000.0)  # float32
     truth = x.double().var((0, 2, 3), correction=0)
     parts = torch.split(x, sizes)
-    stats = [norms.syncbatchnorm._local_stats(p) for p in parts]
+    stats = [norms.modules.syncbatchnorm._local_stats(p) for p in parts]
     counts = torch.tensor([p.numel() // 4 for p in parts], dtype=torch.float32)
-    n, _, m2 = combine_stats(counts, torch.stack([s[0] for s in stats]), torch.stack([s[1] for s in stats]))
+    n, _, m2 = combine_stats(
+        counts, torch.stack([s[0] for s in stats]), torch.stack([s[1] for s in stats])
+    )
     chan = m2 / n
     one_pass = (x * x).mean((0, 2, 3)) - x.mean((0, 2, 3)) ** 2
     assert ((chan.double() - truth).abs() / truth).max() < 1e-3
@@ -227,7 +253,10 @@ def test_launch_reports_a_worker_error_and_stops_the_others():
         distributed.launch(W.fail_on_rank_one, 2, timeout=LAUNCH_TIMEOUT)
     results = distributed.launch(W.fail_on_rank_one, 2, timeout=LAUNCH_TIMEOUT, return_errors=True)
     assert results[0] == 0
-    assert results[1][:2] == ("ValueError", "rank one fails on purpose") and "Traceback" in results[1][2]
+    assert (
+        results[1][:2] == ("ValueError", "rank one fails on purpose")
+        and "Traceback" in results[1][2]
+    )
 
 
 # --------------------------------------------------------------------------
@@ -251,16 +280,22 @@ def test_matches_one_batchnorm_on_the_whole_batch(run, case):
     sizes, channels, spatial, mean, kwargs = W.CASES[case]
     sizes = sizes[world]
     mine = [r[case] for r in results]
-    ref = distributed.reference_batchnorm(SEED, sizes, channels, spatial, steps=3, mean=mean,
-                                          layer_kwargs=kwargs)
+    ref = distributed.reference_batchnorm(
+        SEED, sizes, channels, spatial, steps=3, mean=mean, layer_kwargs=kwargs
+    )
     tol = {"atol": 2e-5, "rtol": 1e-5} if mean == 0 else {"atol": 2e-3, "rtol": 1e-4}
     if kwargs.get("dtype") == torch.float64:
         tol = {"atol": 1e-12, "rtol": 1e-12}
     if kwargs.get("dtype") == torch.bfloat16:  # computed in float32, rounded to bfloat16 (8 bits)
         tol = {"atol": 3e-2, "rtol": 2e-2}
     if "dtype" in kwargs:
-        dtypes = {ref["y"].dtype, mine[0]["y"].dtype, mine[0]["dx"].dtype, mine[0]["dweight"].dtype,
-                  mine[0]["running"][-1][1].dtype}
+        dtypes = {
+            ref["y"].dtype,
+            mine[0]["y"].dtype,
+            mine[0]["dx"].dtype,
+            mine[0]["dweight"].dtype,
+            mine[0]["running"][-1][1].dtype,
+        }
         assert dtypes == {kwargs["dtype"]}
     # outputs and input gradients: each process has its rows of the global result
     assert_close(_concat(mine, "y"), ref["y"], **tol)
@@ -285,8 +320,9 @@ def test_large_mean_is_as_accurate_as_single_process_batchnorm(run):
     world, results = run
     sizes, channels, spatial, mean, kwargs = W.CASES["mean-3000"]
     sizes = sizes[world]
-    exact = distributed.reference_batchnorm(SEED, sizes, channels, spatial, steps=3, mean=mean,
-                                            dtype=torch.float64)
+    exact = distributed.reference_batchnorm(
+        SEED, sizes, channels, spatial, steps=3, mean=mean, dtype=torch.float64
+    )
     single = distributed.reference_batchnorm(SEED, sizes, channels, spatial, steps=3, mean=mean)
     ours = _concat([r["mean-3000"] for r in results], "y").double()
     err_ours = (ours - exact["y"]).abs().max().item()
@@ -303,9 +339,9 @@ def test_ddp_with_converted_model_trains_like_one_process(run):
     for step, (grads, params, buffers) in enumerate(ref):
         for r in results:
             g, p, b = r["ddp"]["steps"][step]
-            for mine, want in zip(g, grads):
+            for mine, want in zip(g, grads, strict=True):
                 assert_close(mine, want, atol=1e-5, rtol=1e-4)
-            for mine, want in zip(p, params):
+            for mine, want in zip(p, params, strict=True):
                 assert_close(mine, want, atol=1e-5, rtol=1e-4)
             assert b.keys() == buffers.keys()
             for k in buffers:
@@ -343,7 +379,8 @@ def test_the_group_is_usable_after_the_errors(run):
 
 
 def test_communication_per_step(run):
-    """Training: a shape check and a statistics all-gather forward, one all-reduce backward; eval: nothing."""
+    """Training: a shape check and a statistics all-gather forward, one all-reduce backward; eval:
+    nothing."""
     world, results = run
     for r in results:
         c = r["collectives"]
@@ -371,5 +408,5 @@ def test_process_group_limits_the_synchronization(run):
 def test_docstring_examples_run():
     import doctest
 
-    result = doctest.testmod(norms.syncbatchnorm, optionflags=doctest.ELLIPSIS)
+    result = doctest.testmod(norms.modules.syncbatchnorm, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.testing._internal.common_methods_invocations as cmi  # noqa: E402  (needs expecttest)
+import torch.testing._internal.common_modules as cm  # noqa: E402
 
 import norms
 from norms import functional as NF
-
-import torch.testing._internal.common_methods_invocations as cmi  # noqa: E402  (needs expecttest)
-import torch.testing._internal.common_modules as cm  # noqa: E402
 
 DTYPES = [torch.float32, torch.float64]
 TOL = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float64: dict(atol=1e-10, rtol=1e-10)}
@@ -105,22 +104,32 @@ def test_op_sample_inputs_match_torch(name, dtype):
             y, err = outcome(OPS[name], ours[0], *ours[1], **ours[2])
             if err_ref is not None:
                 assert err is not None and isinstance(err, type(err_ref)), (
-                    f"{where}: torch raises {err_ref!r}, norms gives {err!r}")
+                    f"{where}: torch raises {err_ref!r}, norms gives {err!r}"
+                )
                 continue
             assert err is None, f"{where}: torch works, norms raises {err!r}"
-            torch.testing.assert_close(y, y_ref, **TOL[dtype], msg=lambda m: f"{where}: {m}")
+            torch.testing.assert_close(
+                y, y_ref, **TOL[dtype], msg=lambda m, where=where: f"{where}: {m}"
+            )
             # running statistics (updated in place in training mode) and input gradients
-            for a, b in zip(tensors(ours[1:]), tensors(theirs[1:])):
+            for a, b in zip(tensors(ours[1:]), tensors(theirs[1:]), strict=True):
                 if not a.requires_grad:
-                    torch.testing.assert_close(a, b, **TOL[dtype], msg=lambda m: f"{where}, buffers: {m}")
+                    torch.testing.assert_close(
+                        a, b, **TOL[dtype], msg=lambda m, where=where: f"{where}, buffers: {m}"
+                    )
             if y_ref.requires_grad and y_ref.numel():
                 g = torch.randn_like(y_ref)
                 leaves = [t for t in (ours[0], theirs[0])]
                 (gx,) = torch.autograd.grad(y, leaves[0], g, allow_unused=True)
                 (gx_ref,) = torch.autograd.grad(y_ref, leaves[1], g, allow_unused=True)
                 if gx_ref is not None:
-                    torch.testing.assert_close(gx, gx_ref, atol=100 * TOL[dtype]["atol"],
-                                               rtol=100 * TOL[dtype]["rtol"], msg=lambda m: f"{where}, grad: {m}")
+                    torch.testing.assert_close(
+                        gx,
+                        gx_ref,
+                        atol=100 * TOL[dtype]["atol"],
+                        rtol=100 * TOL[dtype]["rtol"],
+                        msg=lambda m, where=where: f"{where}, grad: {m}",
+                    )
     assert count > 0, f"no sample inputs for {name} in {dtype}"
 
 
@@ -142,9 +151,12 @@ def test_op_error_inputs_raise_like_torch(name):
             with pytest.raises(error.error_type) as theirs:
                 op.op(sample.input, *sample.args, **sample.kwargs)
             with pytest.raises(Exception) as ours:
-                OPS[name](clone_args(sample.input), *clone_args(sample.args), **clone_args(sample.kwargs))
+                OPS[name](
+                    clone_args(sample.input), *clone_args(sample.args), **clone_args(sample.kwargs)
+                )
             assert isinstance(ours.value, type(theirs.value)), (
-                f"{where}: torch raises {theirs.value!r}, norms raises {ours.value!r}")
+                f"{where}: torch raises {theirs.value!r}, norms raises {ours.value!r}"
+            )
     assert count > 0, f"no error inputs for {name}"
 
 
@@ -171,11 +183,15 @@ def build_pair(torch_cls, ctor, dtype):
 def test_module_inputs_match_torch(torch_cls, dtype, training):
     info = module_infos()[torch_cls]
     torch.manual_seed(0)
-    inputs = info.module_inputs_func(info, device="cpu", dtype=dtype, requires_grad=False, training=training)
+    inputs = info.module_inputs_func(
+        info, device="cpu", dtype=dtype, requires_grad=False, training=training
+    )
     assert inputs, f"no module inputs for {torch_cls.__name__}"
     for mi in inputs:
         ctor, fwd = mi.constructor_input, mi.forward_input
-        where = f"{torch_cls.__name__}(*{ctor.args}, **{ctor.kwargs}) on {describe(fwd_sample(fwd))}"
+        where = (
+            f"{torch_cls.__name__}(*{ctor.args}, **{ctor.kwargs}) on {describe(fwd_sample(fwd))}"
+        )
         ref, ours = build_pair(torch_cls, ctor, dtype)
         ref.train(training)
         ours.train(training)
@@ -185,19 +201,28 @@ def test_module_inputs_match_torch(torch_cls, dtype, training):
             y, err = outcome(ours, *args_ours, **fwd.kwargs)
             if err_ref is not None:
                 assert err is not None and isinstance(err, type(err_ref)), (
-                    f"{where}: torch raises {err_ref!r}, norms gives {err!r}")
+                    f"{where}: torch raises {err_ref!r}, norms gives {err!r}"
+                )
                 break
             assert err is None, f"{where}: torch works, norms raises {err!r}"
-            torch.testing.assert_close(y, y_ref, **TOL[dtype], msg=lambda m: f"{where}: {m}")
+            torch.testing.assert_close(
+                y, y_ref, **TOL[dtype], msg=lambda m, where=where: f"{where}: {m}"
+            )
             sd_ref, sd = ref.state_dict(), ours.state_dict()
             assert list(sd) == list(sd_ref), where
             for k in sd_ref:
-                torch.testing.assert_close(sd[k], sd_ref[k], **TOL[dtype], msg=lambda m: f"{where}, {k}: {m}")
+                torch.testing.assert_close(
+                    sd[k],
+                    sd_ref[k],
+                    **TOL[dtype],
+                    msg=lambda m, where=where, k=k: f"{where}, {k}: {m}",
+                )
 
 
 def fwd_sample(fwd):
-    return cmi.SampleInput(fwd.args[0] if fwd.args else torch.empty(0), args=tuple(fwd.args[1:]),
-                           kwargs=fwd.kwargs)
+    return cmi.SampleInput(
+        fwd.args[0] if fwd.args else torch.empty(0), args=tuple(fwd.args[1:]), kwargs=fwd.kwargs
+    )
 
 
 def modules_with_error_inputs():
@@ -208,8 +233,9 @@ def modules_with_error_inputs():
 @pytest.mark.parametrize("torch_cls", modules_with_error_inputs(), ids=lambda c: c.__name__)
 def test_module_error_inputs_raise_like_torch(torch_cls):
     info = module_infos()[torch_cls]
-    errors = info.module_error_inputs_func(info, device="cpu", dtype=torch.float32, requires_grad=False,
-                                           training=True)
+    errors = info.module_error_inputs_func(
+        info, device="cpu", dtype=torch.float32, requires_grad=False, training=True
+    )
     assert errors
     for e in errors:
         mi = e.module_error_input
@@ -228,19 +254,24 @@ def test_module_error_inputs_raise_like_torch(torch_cls):
             with pytest.raises(Exception) as ours:
                 mine(*clone_args(fwd.args), **fwd.kwargs)
         assert isinstance(ours.value, type(theirs.value)), (
-            f"{where}: torch raises {theirs.value!r}, norms raises {ours.value!r}")
+            f"{where}: torch raises {theirs.value!r}, norms raises {ours.value!r}"
+        )
 
 
 def test_empty_1d_batch_norm_returns_empty_like_torch():
     """The two cases the issue found, spelled out (torch's sample inputs include both)."""
     for training in (False, True):
         y = NF.batch_norm(torch.empty(0), torch.empty(0), torch.empty(0), training=training)
-        y_ref = torch.nn.functional.batch_norm(torch.empty(0), torch.empty(0), torch.empty(0), training=training)
+        y_ref = torch.nn.functional.batch_norm(
+            torch.empty(0), torch.empty(0), torch.empty(0), training=training
+        )
         assert y.shape == y_ref.shape == (0,)
         with pytest.raises(IndexError, match=r"\(3,\)"):
             NF.batch_norm(torch.randn(3), torch.empty(0), torch.empty(0), training=training)
         with pytest.raises(IndexError):
-            torch.nn.functional.batch_norm(torch.randn(3), torch.empty(0), torch.empty(0), training=training)
+            torch.nn.functional.batch_norm(
+                torch.randn(3), torch.empty(0), torch.empty(0), training=training
+            )
     with pytest.raises(RuntimeError, match="must be empty"):
         NF.batch_norm(torch.randn(3), torch.zeros(3), torch.ones(3))
     with pytest.raises(RuntimeError):

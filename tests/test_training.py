@@ -1,4 +1,4 @@
-"""norms.training: the data, the model factory and the training loop the training chapters use.
+"""norms.lab.training: the data, the model factory and the training loop the training chapters use.
 
 Each test can fail: the factory must put the requested norm where it promises, the loop
 must give the same numbers for the same seed and different ones for another seed, and
@@ -13,8 +13,16 @@ import torch
 from torch import nn
 
 import norms
-from norms import training
-from norms.training import CNN, MLP, Block, ResidualMLP, load_digits_data, make_norm, train
+from norms.lab import training
+from norms.lab.training import (
+    CNN,
+    Block,
+    DigitsMLP,
+    ResidualMLP,
+    load_digits_data,
+    make_norm,
+    train,
+)
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +59,18 @@ def test_digits_split_is_disjoint_standardized_and_seeded(data):
         load_digits_data(test_fraction=1.0)
 
 
-@pytest.mark.parametrize("kind, shape, cls", [
-    ("none", (16,), nn.Identity), ("batch", (16,), norms.BatchNorm1d), ("batch", (16, 4, 4), norms.BatchNorm2d),
-    ("layer", (16,), norms.LayerNorm), ("layer", (16, 4, 4), norms.LayerNorm), ("group", (16, 4, 4), norms.GroupNorm),
-    ("rms", (16,), norms.RMSNorm),
-])
+@pytest.mark.parametrize(
+    "kind, shape, cls",
+    [
+        ("none", (16,), nn.Identity),
+        ("batch", (16,), norms.BatchNorm1d),
+        ("batch", (16, 4, 4), norms.BatchNorm2d),
+        ("layer", (16,), norms.LayerNorm),
+        ("layer", (16, 4, 4), norms.LayerNorm),
+        ("group", (16, 4, 4), norms.GroupNorm),
+        ("rms", (16,), norms.RMSNorm),
+    ],
+)
 def test_make_norm_gives_the_layer_and_statistics_asked_for(kind, shape, cls):
     layer = make_norm(kind, shape, groups=4)
     assert type(layer) is cls
@@ -82,7 +97,7 @@ def test_make_norm_rejects_unknown_names_and_shapes():
 
 @pytest.mark.parametrize("kind", training.NORM_KINDS)
 def test_mlp_puts_the_norm_between_every_linear_layer_and_relu(kind):
-    model = MLP(kind, width=32, depth=3, groups=8)
+    model = DigitsMLP(kind, width=32, depth=3, groups=8)
     want = type(make_norm(kind, (32,), 8))
     assert [type(n) for n in model.norm_layers()] == [want] * 3
     for block in model.blocks:
@@ -101,7 +116,10 @@ def test_mlp_puts_the_norm_between_every_linear_layer_and_relu(kind):
 def test_cnn_norms_see_the_promised_feature_maps(kind):
     model = CNN(kind, channels=8, groups=4)
     seen = []
-    hooks = [n.register_forward_hook(lambda m, i, o: seen.append(tuple(i[0].shape))) for n in model.norm_layers()]
+    hooks = [
+        n.register_forward_hook(lambda m, i, o: seen.append(tuple(i[0].shape)))
+        for n in model.norm_layers()
+    ]
     assert model(torch.randn(5, 1, 8, 8)).shape == (5, 10)
     for h in hooks:
         h.remove()
@@ -109,7 +127,11 @@ def test_cnn_norms_see_the_promised_feature_maps(kind):
     if kind == "batch":
         assert all(isinstance(n, norms.BatchNorm2d) for n in model.norm_layers())
     if kind == "layer":
-        assert [tuple(n.normalized_shape) for n in model.norm_layers()] == [(8, 8, 8), (16, 4, 4), (16, 2, 2)]
+        assert [tuple(n.normalized_shape) for n in model.norm_layers()] == [
+            (8, 8, 8),
+            (16, 4, 4),
+            (16, 2, 2),
+        ]
     with pytest.raises(ValueError, match=r"\(N, 1, 8, 8\), got \(5, 64\)"):
         model(torch.randn(5, 64))
 
@@ -117,14 +139,14 @@ def test_cnn_norms_see_the_promised_feature_maps(kind):
 def test_models_are_initialized_from_their_seed_without_touching_the_global_generator():
     torch.manual_seed(123)
     state = torch.get_rng_state()
-    a, b, c = MLP("batch", seed=0), MLP("batch", seed=0), MLP("batch", seed=1)
+    a, b, c = DigitsMLP("batch", seed=0), DigitsMLP("batch", seed=0), DigitsMLP("batch", seed=1)
     assert torch.equal(torch.get_rng_state(), state)
     assert torch.equal(a.blocks[0].layer.weight, b.blocks[0].layer.weight)
     assert not torch.equal(a.blocks[0].layer.weight, c.blocks[0].layer.weight)
 
 
 def test_norm_after_activation_moves_the_norm_behind_relu():
-    model = MLP("batch", width=16, depth=1, norm_after_activation=True)
+    model = DigitsMLP("batch", width=16, depth=1, norm_after_activation=True)
     block = model.blocks[0]
     x = torch.randn(32, 64)
     h = torch.relu(block.layer(x))
@@ -145,8 +167,14 @@ def test_residual_mlp_zero_init_starts_every_block_as_identity():
 
 def test_training_is_deterministic_under_a_seed_and_depends_on_it(small):
     def run(seed, model_seed=0):
-        return train(MLP("batch", width=32, depth=2, dropout=0.1, seed=model_seed), small, lr=0.05, epochs=2,
-                     batch_size=32, seed=seed)
+        return train(
+            DigitsMLP("batch", width=32, depth=2, dropout=0.1, seed=model_seed),
+            small,
+            lr=0.05,
+            epochs=2,
+            batch_size=32,
+            seed=seed,
+        )
 
     a, b, c = run(0), run(0), run(1)
     assert torch.equal(a.loss, b.loss) and torch.equal(a.test_acc, b.test_acc)
@@ -158,12 +186,20 @@ def test_training_is_deterministic_under_a_seed_and_depends_on_it(small):
 def test_training_leaves_the_global_generator_alone(small):
     torch.manual_seed(5)
     state = torch.get_rng_state()
-    train(MLP("none", width=16, depth=1, dropout=0.2), small, lr=0.05, epochs=1)
+    train(DigitsMLP("none", width=16, depth=1, dropout=0.2), small, lr=0.05, epochs=1)
     assert torch.equal(torch.get_rng_state(), state)
 
 
 def test_records_have_the_shapes_the_figures_read(small):
-    log = train(CNN("group", channels=8), small, lr=0.05, epochs=3, batch_size=16, record_every=5, sample_size=64)
+    log = train(
+        CNN("group", channels=8),
+        small,
+        lr=0.05,
+        epochs=3,
+        batch_size=16,
+        record_every=5,
+        sample_size=64,
+    )
     steps = 3 * (256 // 16)
     assert log.loss.shape == (steps,)
     assert log.test_acc.shape == log.train_acc.shape == log.test_acc_batch_stats.shape == (3,)
@@ -181,33 +217,42 @@ def test_records_have_the_shapes_the_figures_read(small):
 def test_records_describe_the_pre_activation(small):
     """act_mean/std are those of the block's norm output: with fresh BatchNorm (γ = 1, β = 0) the
     first record has per-layer std 1 and mean 0."""
-    log = train(MLP("batch", width=32, depth=3), small, lr=0.05, epochs=1, batch_size=64)
+    log = train(DigitsMLP("batch", width=32, depth=3), small, lr=0.05, epochs=1, batch_size=64)
     assert log.act_mean[0].abs().max() < 1e-5
     torch.testing.assert_close(log.act_std[0], torch.ones(3), rtol=0, atol=0.01)
-    plain = train(MLP("none", width=32, depth=3), small, lr=0.05, epochs=1, batch_size=64)
+    plain = train(DigitsMLP("none", width=32, depth=3), small, lr=0.05, epochs=1, batch_size=64)
     assert (plain.act_std[0] - 1).abs().max() > 0.2
 
 
 def test_training_learns_the_digits(data):
-    log = train(MLP("batch", width=32, depth=2), data, lr=0.1, epochs=2, batch_size=64, eval_batch_stats=False)
+    log = train(
+        DigitsMLP("batch", width=32, depth=2),
+        data,
+        lr=0.1,
+        epochs=2,
+        batch_size=64,
+        eval_batch_stats=False,
+    )
     assert log.final_test_acc > 0.85
     assert log.loss[-20:].mean() < log.loss[:20].mean() / 3
 
 
 def test_divergence_is_detected_and_stops_training(small):
-    log = train(MLP("none", width=32, depth=3), small, lr=1e4, epochs=2, batch_size=32)
+    log = train(DigitsMLP("none", width=32, depth=3), small, lr=1e4, epochs=2, batch_size=32)
     assert log.diverged_at is not None and len(log.loss) == log.diverged_at
     assert log.final_test_acc == 0.1 and math.isnan(log.final_loss())
     assert "diverged at step" in training.summary(log)
 
 
 def test_evaluate_with_batch_stats_leaves_running_statistics_alone(small):
-    model = MLP("batch", width=16, depth=2)
+    model = DigitsMLP("batch", width=16, depth=2)
     train(model, small, lr=0.05, epochs=1)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     model.train()
     _, acc_running = training.evaluate(model, small.x_test, small.y_test)
-    _, acc_batch = training.evaluate(model, small.x_test, small.y_test, batch_size=2, batch_stats=True)
+    _, acc_batch = training.evaluate(
+        model, small.x_test, small.y_test, batch_size=2, batch_stats=True
+    )
     assert model.training  # the mode is restored
     for k, v in model.state_dict().items():
         assert torch.equal(v, before[k]), k
@@ -216,7 +261,7 @@ def test_evaluate_with_batch_stats_leaves_running_statistics_alone(small):
 
 def test_train_rejects_a_batch_larger_than_the_data(small):
     with pytest.raises(ValueError, match="batch_size 1000 is larger than the training set"):
-        train(MLP("none"), small, lr=0.1, batch_size=1000)
+        train(DigitsMLP("none"), small, lr=0.1, batch_size=1000)
 
 
 def test_block_capture_keeps_the_activation_input_and_its_gradient():
@@ -232,14 +277,23 @@ def test_plots_draw_one_line_per_run_and_per_layer(small):
     import matplotlib
 
     matplotlib.use("Agg")
-    from norms import training_plots as tp
-    from norms.figure import BookFigure
+    from norms.plots import training as tp
+    from norms.plots.style import BookFigure
 
-    logs = {"MLP no norm": train(MLP("none", width=16, depth=2), small, lr=0.05, epochs=2, batch_size=32),
-            "MLP BatchNorm": train(MLP("batch", width=16, depth=2), small, lr=0.05, epochs=2, batch_size=32)}
+    logs = {
+        "MLP no norm": train(
+            DigitsMLP("none", width=16, depth=2), small, lr=0.05, epochs=2, batch_size=32
+        ),
+        "MLP BatchNorm": train(
+            DigitsMLP("batch", width=16, depth=2), small, lr=0.05, epochs=2, batch_size=32
+        ),
+    }
     fig = tp.plot_curves(logs)
     assert isinstance(fig, BookFigure) and len(fig.axes) == 2
-    assert [line.get_color() for line in fig.axes[1].lines] == [tp.NORM_COLORS["no norm"], tp.NORM_COLORS["BatchNorm"]]
+    assert [line.get_color() for line in fig.axes[1].lines] == [
+        tp.NORM_COLORS["no norm"],
+        tp.NORM_COLORS["BatchNorm"],
+    ]
     fig = tp.plot_curves(logs, colors={"MLP no norm": "#123456"})
     assert fig.axes[0].lines[0].get_color() == "#123456"
     fig = tp.plot_layer_histograms(logs, which="grad", record=-1)
@@ -251,14 +305,16 @@ def test_plots_draw_one_line_per_run_and_per_layer(small):
         tp.plot_layer_stats(logs, "loss")
     fig = tp.plot_lr_sweep([0.01, 0.1], {"BatchNorm": [0.5, 0.9]}, threshold=0.8)
     assert fig.axes[0].lines[0].get_ydata().tolist() == [50.0, 90.0]
-    fig = tp.plot_batch_size_sweep([32, 2], {"GroupNorm": [0.05, 0.06]}, dashed={"BatchNorm": [0.04, 0.3]})
+    fig = tp.plot_batch_size_sweep(
+        [32, 2], {"GroupNorm": [0.05, 0.06]}, dashed={"BatchNorm": [0.04, 0.3]}
+    )
     assert fig.axes[0].xaxis_inverted() and fig.axes[0].lines[1].get_linestyle() == "--"
     digits = tp.plot_digits(small)
     assert digits._repr_png_()[:4] == b"\x89PNG" and len(digits.axes[0].get_xticks()) == 10
 
 
 def test_recalibrate_batchnorm_sets_the_population_statistics_and_nothing_else(small):
-    model = MLP("batch", width=16, depth=2, dropout=0.5)
+    model = DigitsMLP("batch", width=16, depth=2, dropout=0.5)
     train(model, small, lr=0.05, epochs=1, batch_size=8)
     params = {k: v.clone() for k, v in model.named_parameters()}
     model.eval()
@@ -274,14 +330,19 @@ def test_recalibrate_batchnorm_sets_the_population_statistics_and_nothing_else(s
         assert torch.equal(v, params[k]), k
     # in batches: the plain average of the batch means
     training.recalibrate_batchnorm(model, small.x_train[:64], batch_size=16)
-    means = torch.stack([model.blocks[0].layer(small.x_train[i:i + 16].flatten(1)).mean(0) for i in range(0, 64, 16)])
+    means = torch.stack(
+        [
+            model.blocks[0].layer(small.x_train[i : i + 16].flatten(1)).mean(0)
+            for i in range(0, 64, 16)
+        ]
+    )
     torch.testing.assert_close(bn.running_mean, means.mean(0).detach())
     with pytest.raises(ValueError, match="no BatchNorm"):
-        training.recalibrate_batchnorm(MLP("layer"), small.x_train)
+        training.recalibrate_batchnorm(DigitsMLP("layer"), small.x_train)
 
 
 def test_a_frozen_backbone_records_nan_gradients_and_zero_updates(small):
-    model = MLP("batch", width=16, depth=2)
+    model = DigitsMLP("batch", width=16, depth=2)
     for name, p in model.named_parameters():
         p.requires_grad_(name.startswith("head"))
     opt = lambda m: torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=0.05)  # noqa: E731

@@ -27,7 +27,11 @@ TOL = {torch.float64: dict(atol=1e-10, rtol=1e-10), torch.float32: dict(atol=1e-
 FAST_TOL = dict(atol=1e-4, rtol=1e-4)  # torch's fused inference kernel sums in another order
 
 ACTIVATIONS = {
-    "relu": "relu", "gelu": "gelu", "F.relu": F.relu, "F.gelu": F.gelu, "torch.tanh": torch.tanh,
+    "relu": "relu",
+    "gelu": "gelu",
+    "F.relu": F.relu,
+    "F.gelu": F.gelu,
+    "torch.tanh": torch.tanh,
     "nn.GELU(tanh)": tnn.GELU(approximate="tanh"),
 }
 
@@ -37,10 +41,15 @@ def configs(draw, decoder=False):
     nhead = draw(st.sampled_from([1, 2, 4]))
     d_model = nhead * draw(st.sampled_from([2, 3, 5]))
     cfg = dict(
-        d_model=d_model, nhead=nhead, dim_feedforward=draw(st.sampled_from([7, 11])),
-        dropout=0.0, activation=ACTIVATIONS[draw(st.sampled_from(sorted(ACTIVATIONS)))],
-        layer_norm_eps=draw(st.sampled_from([1e-5, 1e-2])), batch_first=draw(st.booleans()),
-        norm_first=draw(st.booleans()), bias=draw(st.booleans()),
+        d_model=d_model,
+        nhead=nhead,
+        dim_feedforward=draw(st.sampled_from([7, 11])),
+        dropout=0.0,
+        activation=ACTIVATIONS[draw(st.sampled_from(sorted(ACTIVATIONS)))],
+        layer_norm_eps=draw(st.sampled_from([1e-5, 1e-2])),
+        batch_first=draw(st.booleans()),
+        norm_first=draw(st.booleans()),
+        bias=draw(st.booleans()),
         dtype=draw(st.sampled_from([torch.float64, torch.float32])),
     )
     B, T = draw(st.sampled_from([2, 3])), draw(st.sampled_from([4, 6]))
@@ -53,7 +62,7 @@ def configs(draw, decoder=False):
         mem_attn=draw(st.sampled_from([None, "random", "random3d"])) if decoder else None,
         mem_padding=draw(st.booleans()) if decoder else False,
     )
-    return cfg, (B, T, S, batched), masks, draw(st.integers(0, 2 ** 16))
+    return cfg, (B, T, S, batched), masks, draw(st.integers(0, 2**16))
 
 
 def _attn_mask(how, kind, L, S, B, nhead, gen, batched):
@@ -105,9 +114,15 @@ def _inputs(cfg, dims, masks, seed, decoder):
         kwargs = dict(src_mask=attn, src_key_padding_mask=pad, is_causal=masks["attn"] == "causal")
         return (x,), kwargs
     mem = seq(S)
-    kwargs = dict(tgt_mask=attn, tgt_key_padding_mask=pad, tgt_is_causal=masks["attn"] == "causal",
-                  memory_mask=cast(_attn_mask(masks["mem_attn"], masks["kind"], T, S, B, H, gen, batched)),
-                  memory_key_padding_mask=cast(_padding(masks["mem_padding"], masks["kind"], B, S, gen, batched)))
+    kwargs = dict(
+        tgt_mask=attn,
+        tgt_key_padding_mask=pad,
+        tgt_is_causal=masks["attn"] == "causal",
+        memory_mask=cast(_attn_mask(masks["mem_attn"], masks["kind"], T, S, B, H, gen, batched)),
+        memory_key_padding_mask=cast(
+            _padding(masks["mem_padding"], masks["kind"], B, S, gen, batched)
+        ),
+    )
     return (x, mem), kwargs
 
 
@@ -118,8 +133,10 @@ def _pair(cfg, seed, decoder):
     theirs = Theirs(**cfg)
     # non-trivial gamma/beta (and biases) so that a swapped or skipped parameter shows
     gen = torch.Generator().manual_seed(seed + 1)
-    state = {k: v + 0.3 * torch.randn(v.shape, generator=gen, dtype=torch.float64).to(v.dtype)
-             for k, v in theirs.state_dict().items()}
+    state = {
+        k: v + 0.3 * torch.randn(v.shape, generator=gen, dtype=torch.float64).to(v.dtype)
+        for k, v in theirs.state_dict().items()
+    }
     theirs.load_state_dict(state, strict=True)
     ours = Ours(**cfg)
     ours.load_state_dict(theirs.state_dict(), strict=True)
@@ -133,11 +150,15 @@ def _pair(cfg, seed, decoder):
 def _run(layer, args, kwargs, grad=True):
     args = [a.clone().requires_grad_(grad) for a in args]
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # e.g. torch's "mismatched key_padding_mask and attn_mask" deprecation
+        warnings.simplefilter(
+            "ignore"
+        )  # e.g. torch's "mismatched key_padding_mask and attn_mask" deprecation
         y = layer(*args, **kwargs)
     if not grad:
         return y, []
-    dy = torch.randn(y.shape, generator=torch.Generator().manual_seed(7), dtype=torch.float64).to(y.dtype)
+    dy = torch.randn(y.shape, generator=torch.Generator().manual_seed(7), dtype=torch.float64).to(
+        y.dtype
+    )
     y.backward(dy)
     return y, [a.grad for a in args] + [p.grad for _, p in sorted(layer.named_parameters())]
 
@@ -155,10 +176,13 @@ def _compare(cfg, dims, masks, seed, decoder):
         y1, g1 = _run(theirs, args, kwargs)
         torch.testing.assert_close(y0, y1, **tol)
         assert len(g0) == len(g1)
-        for a, b in zip(g0, g1):
-            # float32 parameter gradients are sums over B·T tokens taken in another order than torch's
-            # fused kernels: relative differences of ~1e-4 are rounding (float64 is compared tightly)
-            torch.testing.assert_close(a, b, **(tol if cfg["dtype"] == torch.float64 else dict(atol=1e-4, rtol=1e-3)))
+        for a, b in zip(g0, g1, strict=True):
+            # float32 parameter gradients are sums over B·T tokens taken in another order than
+            # torch's fused kernels: relative differences of ~1e-4 are rounding (float64 is compared
+            # tightly)
+            torch.testing.assert_close(
+                a, b, **(tol if cfg["dtype"] == torch.float64 else dict(atol=1e-4, rtol=1e-3))
+            )
     # eval under no_grad: torch's fused fast path when its conditions hold. That path computes any
     # nn.GELU as the exact GELU, also nn.GELU(approximate="tanh") (torch 2.13); ours computes the
     # activation it was given, so that case is compared with torch's documented (slow) path only.
@@ -185,25 +209,29 @@ def test_decoder_layer_matches_torch(case):
 
 
 def test_torch_fast_path_ignores_gelu_approximation():
-    """Why the tanh-GELU case skips the fast-path comparison: torch's fused kernel computes the exact
+    """Why the tanh-GELU case skips the fast-path comparison: torch's fused kernel computes the
+    exact
     GELU. If a torch release fixes this, the test fails and the skip can go."""
     torch.manual_seed(0)
-    layer = tnn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True,
-                                        activation=tnn.GELU(approximate="tanh")).eval()
+    layer = tnn.TransformerEncoderLayer(
+        8, 2, 16, dropout=0.0, batch_first=True, activation=tnn.GELU(approximate="tanh")
+    ).eval()
     x = torch.randn(2, 5, 8) * 3
     with torch.no_grad():
         fast = layer(x)
     slow = layer(x)  # parameters require grad: the documented path
     assert (fast - slow).abs().max() > 1e-5
-    ours = norms.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True,
-                                         activation=tnn.GELU(approximate="tanh")).eval()
+    ours = norms.TransformerEncoderLayer(
+        8, 2, 16, dropout=0.0, batch_first=True, activation=tnn.GELU(approximate="tanh")
+    ).eval()
     ours.load_state_dict(layer.state_dict())
     with torch.no_grad():
         torch.testing.assert_close(ours(x), slow.detach())
 
 
 def test_fast_path_is_compared():
-    """The no_grad eval comparison above does reach torch's fused kernel (the case worth checking)."""
+    """The no_grad eval comparison above does reach torch's fused kernel (the case worth
+    checking)."""
     layer = tnn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).eval()
     calls = []
     real = torch._transformer_encoder_layer_fwd
@@ -226,11 +254,23 @@ def test_fast_path_is_compared():
 def test_dropout_draws_the_same_masks(decoder, norm_first):
     """With dropout > 0 in training mode, the same seed gives the same output: the layers apply the
     same dropouts in the same order."""
-    cfg = dict(d_model=12, nhead=3, dim_feedforward=10, dropout=0.3, norm_first=norm_first, batch_first=False,
-               dtype=torch.float64)
+    cfg = dict(
+        d_model=12,
+        nhead=3,
+        dim_feedforward=10,
+        dropout=0.3,
+        norm_first=norm_first,
+        batch_first=False,
+        dtype=torch.float64,
+    )
     ours, theirs = _pair(cfg, 3, decoder)
-    args, _ = _inputs(cfg, (2, 5, 4, True), dict(kind="bool", attn=None, padding=False, mem_attn=None,
-                                                 mem_padding=False), 3, decoder)
+    args, _ = _inputs(
+        cfg,
+        (2, 5, 4, True),
+        dict(kind="bool", attn=None, padding=False, mem_attn=None, mem_padding=False),
+        3,
+        decoder,
+    )
     outs = []
     for layer in (ours, theirs):
         torch.manual_seed(11)
@@ -246,15 +286,32 @@ def test_names_and_defaults(decoder, bias):
     Theirs = tnn.TransformerDecoderLayer if decoder else tnn.TransformerEncoderLayer
     Ours = norms.TransformerDecoderLayer if decoder else norms.TransformerEncoderLayer
     ours, theirs = Ours(16, 4, bias=bias), Theirs(16, 4, bias=bias)
-    assert [n for n, _ in ours.named_modules()] == [n for n, _ in theirs.named_modules()]
-    assert [(n, p.shape) for n, p in ours.named_parameters()] == [(n, p.shape) for n, p in theirs.named_parameters()]
+
+    # The feed-forward block is the registered submodule `mlp`: torch's linear1, dropout and
+    # linear2 are its children. Without that prefix the names and their order are torch's,
+    # and the state_dict keys are torch's as they are.
+    def torch_name(n):
+        return n.removeprefix("mlp.") if n != "mlp" else None
+
+    ours_modules = [torch_name(n) for n, _ in ours.named_modules() if torch_name(n) is not None]
+    assert ours_modules == [n for n, _ in theirs.named_modules()]
+    assert [(torch_name(n), p.shape) for n, p in ours.named_parameters()] == [
+        (n, p.shape) for n, p in theirs.named_parameters()
+    ]
+    assert "mlp" in dict(ours.named_children())
     assert list(ours.state_dict()) == list(theirs.state_dict())
     for name in ("norm1", "norm2") + (("norm3",) if decoder else ()):
         norm = getattr(ours, name)
-        assert type(norm) is norms.LayerNorm and norm.normalized_shape == (16,) and norm.weight.shape == (16,)
+        assert (
+            type(norm) is norms.LayerNorm
+            and norm.normalized_shape == (16,)
+            and norm.weight.shape == (16,)
+        )
         assert (norm.bias is None) == (not bias)
     assert ours.linear1.out_features == 2048 and ours.dropout.p == 0.1 and ours.activation is F.relu
-    assert ours.norm1.eps == 1e-5 and ours.norm_first is False and ours.self_attn.batch_first is False
+    assert (
+        ours.norm1.eps == 1e-5 and ours.norm_first is False and ours.self_attn.batch_first is False
+    )
     assert ours.mlp.linear1 is ours.linear1 and ours.mlp.linear2 is ours.linear2
     if not decoder:
         assert ours.activation_relu_or_gelu == theirs.activation_relu_or_gelu == 1
@@ -264,21 +321,33 @@ def test_names_and_defaults(decoder, bias):
 def test_signatures_match_torch():
     import inspect
 
-    for ours, theirs in [(norms.TransformerEncoderLayer, tnn.TransformerEncoderLayer),
-                         (norms.TransformerDecoderLayer, tnn.TransformerDecoderLayer)]:
+    for ours, theirs in [
+        (norms.TransformerEncoderLayer, tnn.TransformerEncoderLayer),
+        (norms.TransformerDecoderLayer, tnn.TransformerDecoderLayer),
+    ]:
         for fn in ("__init__", "forward"):
             a, b = inspect.signature(getattr(ours, fn)), inspect.signature(getattr(theirs, fn))
-            assert [(p.name, p.default) for p in a.parameters.values()] == \
-                   [(p.name, p.default) for p in b.parameters.values()], (ours, fn)
+            assert [(p.name, p.default) for p in a.parameters.values()] == [
+                (p.name, p.default) for p in b.parameters.values()
+            ], (ours, fn)
 
 
 def test_mlp_block():
     torch.manual_seed(0)
     mlp = norms.MLP(6, 10, dropout=0.0, activation="gelu").double()
     x = torch.randn(2, 3, 6, dtype=torch.float64)
-    want = F.linear(F.gelu(F.linear(x, mlp.linear1.weight, mlp.linear1.bias)), mlp.linear2.weight, mlp.linear2.bias)
+    want = F.linear(
+        F.gelu(F.linear(x, mlp.linear1.weight, mlp.linear1.bias)),
+        mlp.linear2.weight,
+        mlp.linear2.bias,
+    )
     torch.testing.assert_close(mlp(x), want)
-    assert sorted(mlp.state_dict()) == ["linear1.bias", "linear1.weight", "linear2.bias", "linear2.weight"]
+    assert sorted(mlp.state_dict()) == [
+        "linear1.bias",
+        "linear1.weight",
+        "linear2.bias",
+        "linear2.weight",
+    ]
     assert sorted(norms.MLP(6, 10, bias=False).state_dict()) == ["linear1.weight", "linear2.weight"]
 
 
@@ -299,20 +368,28 @@ def test_copy_pickle_and_to():
 
 
 def test_inside_torch_transformer_encoder():
-    """nn.TransformerEncoder clones our layer (deepcopy) and adds a final norm: same numbers as torch's."""
+    """nn.TransformerEncoder clones our layer (deepcopy) and adds a final norm: same numbers as
+    torch's."""
     torch.manual_seed(0)
-    kw = dict(d_model=8, nhead=2, dim_feedforward=16, dropout=0.0, batch_first=True, norm_first=True)
+    kw = dict(
+        d_model=8, nhead=2, dim_feedforward=16, dropout=0.0, batch_first=True, norm_first=True
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # enable_nested_tensor is ignored for norm_first layers
         theirs = tnn.TransformerEncoder(tnn.TransformerEncoderLayer(**kw), 3, norm=tnn.LayerNorm(8))
-        ours = tnn.TransformerEncoder(norms.TransformerEncoderLayer(**kw), 3, norm=norms.LayerNorm(8))
+        ours = tnn.TransformerEncoder(
+            norms.TransformerEncoderLayer(**kw), 3, norm=norms.LayerNorm(8)
+        )
     ours.load_state_dict(theirs.state_dict(), strict=True)
     x = torch.randn(2, 5, 8)
     causal = tnn.Transformer.generate_square_subsequent_mask(5)
-    torch.testing.assert_close(ours(x, mask=causal, is_causal=True), theirs(x, mask=causal, is_causal=True))
+    torch.testing.assert_close(
+        ours(x, mask=causal, is_causal=True), theirs(x, mask=causal, is_causal=True)
+    )
 
 
-# --- bad input: torch's exception types, messages that name the shapes -------------------------------------
+# --- bad input: torch's exception types, messages that name the shapes ----------------------------
+
 
 @pytest.mark.parametrize("decoder", [False, True])
 def test_d_model_not_divisible_by_nhead(decoder):
@@ -320,7 +397,9 @@ def test_d_model_not_divisible_by_nhead(decoder):
     Ours = norms.TransformerDecoderLayer if decoder else norms.TransformerEncoderLayer
     with pytest.raises(AssertionError):
         Theirs(10, 3)
-    with pytest.raises(AssertionError, match=r"d_model=10 must be divisible by nhead=3.*10 % 3 = 1"):
+    with pytest.raises(
+        AssertionError, match=r"d_model=10 must be divisible by nhead=3.*10 % 3 = 1"
+    ):
         Ours(10, 3)
 
 
@@ -337,10 +416,26 @@ def test_unknown_activation(decoder):
 
 
 BAD_ENCODER = [
-    (dict(src_mask=torch.zeros(4, 4, dtype=torch.bool)), RuntimeError, r"\(4, 4\).*should be \(5, 5\)"),
-    (dict(src_mask=torch.zeros(3, 5, 5, dtype=torch.bool)), RuntimeError, r"\(3, 5, 5\).*should be \(6, 5, 5\)"),
-    (dict(src_key_padding_mask=torch.zeros(3, 4, dtype=torch.bool)), AssertionError, r"\(3, 4\).*should be \(3, 5\)"),
-    (dict(src_key_padding_mask=torch.zeros(5, 3, dtype=torch.bool)), AssertionError, r"\(5, 3\).*should be \(3, 5\)"),
+    (
+        dict(src_mask=torch.zeros(4, 4, dtype=torch.bool)),
+        RuntimeError,
+        r"\(4, 4\).*should be \(5, 5\)",
+    ),
+    (
+        dict(src_mask=torch.zeros(3, 5, 5, dtype=torch.bool)),
+        RuntimeError,
+        r"\(3, 5, 5\).*should be \(6, 5, 5\)",
+    ),
+    (
+        dict(src_key_padding_mask=torch.zeros(3, 4, dtype=torch.bool)),
+        AssertionError,
+        r"\(3, 4\).*should be \(3, 5\)",
+    ),
+    (
+        dict(src_key_padding_mask=torch.zeros(5, 3, dtype=torch.bool)),
+        AssertionError,
+        r"\(5, 3\).*should be \(3, 5\)",
+    ),
 ]
 
 
@@ -348,7 +443,8 @@ BAD_ENCODER = [
 @pytest.mark.parametrize("mode", ["train", "eval", "no_grad"])
 def test_bad_encoder_masks(kwargs, error, message, mode):
     """Same exception type as torch's (training mode; in its no_grad fast path torch raises other
-    errors, e.g. "shape '[1, 1, 5, 5]' is invalid"); ours also names the input's shape, in every mode."""
+    errors, e.g. "shape '[1, 1, 5, 5]' is invalid"); ours also names the input's shape, in every
+    mode."""
     x = torch.randn(3, 5, 8)  # (B, T, D), batch_first
     theirs = tnn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
     with pytest.raises(error):
@@ -360,10 +456,26 @@ def test_bad_encoder_masks(kwargs, error, message, mode):
 
 
 BAD_DECODER = [
-    (dict(tgt_mask=torch.zeros(4, 4, dtype=torch.bool)), RuntimeError, r"\(4, 4\).*should be \(5, 5\)"),
-    (dict(memory_mask=torch.zeros(5, 5, dtype=torch.bool)), RuntimeError, r"\(5, 5\).*should be \(5, 7\)"),
-    (dict(memory_key_padding_mask=torch.zeros(3, 5, dtype=torch.bool)), AssertionError, r"\(3, 5\).*should be \(3, 7\)"),
-    (dict(tgt_key_padding_mask=torch.zeros(3, 7, dtype=torch.bool)), AssertionError, r"\(3, 7\).*should be \(3, 5\)"),
+    (
+        dict(tgt_mask=torch.zeros(4, 4, dtype=torch.bool)),
+        RuntimeError,
+        r"\(4, 4\).*should be \(5, 5\)",
+    ),
+    (
+        dict(memory_mask=torch.zeros(5, 5, dtype=torch.bool)),
+        RuntimeError,
+        r"\(5, 5\).*should be \(5, 7\)",
+    ),
+    (
+        dict(memory_key_padding_mask=torch.zeros(3, 5, dtype=torch.bool)),
+        AssertionError,
+        r"\(3, 5\).*should be \(3, 7\)",
+    ),
+    (
+        dict(tgt_key_padding_mask=torch.zeros(3, 7, dtype=torch.bool)),
+        AssertionError,
+        r"\(3, 7\).*should be \(3, 5\)",
+    ),
 ]
 
 
@@ -390,3 +502,22 @@ def test_nested_tensor_is_refused_clearly():
         norms.TransformerEncoderLayer(8, 2, 16, batch_first=True).eval()(nested)
     with pytest.raises(RuntimeError, match="not nested tensors"):
         norms.TransformerDecoderLayer(8, 2, 16, batch_first=True)(nested, torch.randn(2, 4, 8))
+
+
+@pytest.mark.parametrize("decoder", [False, True])
+def test_feed_forward_block_is_a_registered_submodule(decoder):
+    """modules(), apply() and hooks see the MLP; state dicts still load both ways, strictly."""
+    Ours = norms.TransformerDecoderLayer if decoder else norms.TransformerEncoderLayer
+    Theirs = tnn.TransformerDecoderLayer if decoder else tnn.TransformerEncoderLayer
+    ours, theirs = Ours(8, 2, 16, dropout=0.0), Theirs(8, 2, 16, dropout=0.0)
+    assert any(m is ours.mlp for m in ours.modules())
+    seen = []
+    ours.mlp.register_forward_hook(lambda module, args, out: seen.append(out.shape))
+    x = torch.randn(3, 2, 8)
+    ours(x, x) if decoder else ours(x)
+    assert seen == [torch.Size([3, 2, 8])]
+    ours.load_state_dict(theirs.state_dict(), strict=True)
+    theirs.load_state_dict(ours.state_dict(), strict=True)
+    torch.testing.assert_close(ours.linear1.weight, theirs.linear1.weight)
+    ours.activation = F.gelu  # torch's attribute name still sets the block's activation
+    assert ours.mlp.activation is F.gelu

@@ -1,5 +1,5 @@
-"""norms.llama (the LLaMA-style RMSNorm block), norms.transformer_train (the chapter's tiny training
-runs) and norms.transformer_plots (its figures)."""
+"""norms.modules.llama (the LLaMA-style RMSNorm block), norms.lab.transformer (the chapter's tiny
+training runs) and norms.plots.transformer (its figures)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import torch
 import torch.nn as tnn
 
 import norms
-import norms.llama as llama
-import norms.transformer_plots as tplots
-import norms.transformer_train as ttrain
-from norms.figure import BookFigure
+import norms.lab.transformer as ttrain
+import norms.modules.llama as llama
+import norms.plots.transformer as tplots
+from norms.fast.passes import full_size_ops
+from norms.plots.style import BookFigure
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -21,11 +22,19 @@ def test_attention_from_primitives_matches_torch(causal):
     torch.manual_seed(0)
     attn = llama.Attention(12, 3).double()
     mha = tnn.MultiheadAttention(12, 3, bias=False, batch_first=True).double()
-    mha.load_state_dict({"in_proj_weight": torch.cat([attn.wq.weight, attn.wk.weight, attn.wv.weight]),
-                         "out_proj.weight": attn.wo.weight})
+    mha.load_state_dict(
+        {
+            "in_proj_weight": torch.cat([attn.wq.weight, attn.wk.weight, attn.wv.weight]),
+            "out_proj.weight": attn.wo.weight,
+        }
+    )
     x = torch.randn(2, 5, 12, dtype=torch.float64)
-    mask = tnn.Transformer.generate_square_subsequent_mask(5, dtype=torch.float64) if causal else None
-    torch.testing.assert_close(attn(x, causal=causal), mha(x, x, x, attn_mask=mask, need_weights=False)[0])
+    mask = (
+        tnn.Transformer.generate_square_subsequent_mask(5, dtype=torch.float64) if causal else None
+    )
+    torch.testing.assert_close(
+        attn(x, causal=causal), mha(x, x, x, attn_mask=mask, need_weights=False)[0]
+    )
 
 
 def test_qk_norm_normalizes_each_head():
@@ -46,12 +55,17 @@ def test_qk_norm_normalizes_each_head():
 
 def test_llama_block_structure():
     block = llama.LlamaBlock(16, 4, 40)
-    assert sorted(k for k in block.state_dict() if "norm" in k) == ["attention_norm.weight", "ffn_norm.weight"]
+    assert sorted(k for k in block.state_dict() if "norm" in k) == [
+        "attention_norm.weight",
+        "ffn_norm.weight",
+    ]
     assert all(not n.endswith("bias") for n, _ in block.named_parameters())
     stack = llama.LlamaStack(3, 16, 4, 40)
     assert isinstance(stack.norm, norms.RMSNorm)
     y = stack(torch.randn(2, 5, 16))
-    torch.testing.assert_close(y.pow(2).mean(-1), torch.ones(2, 5), atol=1e-4, rtol=1e-4)  # the final norm
+    torch.testing.assert_close(
+        y.pow(2).mean(-1), torch.ones(2, 5), atol=1e-4, rtol=1e-4
+    )  # the final norm
     # pre-norm: zero sublayer outputs leave the input unchanged
     with torch.no_grad():
         block.attention.wo.weight.zero_()
@@ -60,13 +74,13 @@ def test_llama_block_structure():
         torch.testing.assert_close(block(x), x)
 
 
-def test_pass_counts():
+def test_full_size_ops_counts_passes():
     x = torch.randn(3, 7, 16)
     g, b = torch.ones(16), torch.zeros(16)
-    ln = llama.pass_counts(lambda t: norms.functional.layer_norm(t, [16], g, b), x)
-    rms = llama.pass_counts(lambda t: norms.functional.rms_norm(t, [16], g, 1e-5), x)
+    ln = full_size_ops(lambda t: norms.functional.layer_norm(t, [16], g, b), x)
+    rms = full_size_ops(lambda t: norms.functional.rms_norm(t, [16], g, 1e-5), x)
     assert len(ln) == 6 and len(rms) == 4 and "sub" in ln and "sub" not in rms
-    assert llama.pass_counts(lambda t: t.sum(), x) == ["sum"]
+    assert full_size_ops(lambda t: t.sum(), x) == ["sum"]
 
 
 def test_reverse_batch():
@@ -75,7 +89,12 @@ def test_reverse_batch():
 
 
 def test_tiny_encoder_kinds():
-    for kind, final in [("post", False), ("pre", True), ("pre-nofinal", False), ("deepnorm", False)]:
+    for kind, final in [
+        ("post", False),
+        ("pre", True),
+        ("pre-nofinal", False),
+        ("deepnorm", False),
+    ]:
         model = ttrain.TinyEncoder(kind, 2, vocab=5, length=6)
         assert isinstance(model.norm, norms.LayerNorm) == final
         assert model(torch.zeros(3, 6, dtype=torch.long)).shape == (3, 6, 5)
@@ -85,7 +104,9 @@ def test_tiny_encoder_kinds():
 
 def test_deepnorm_layer():
     torch.manual_seed(0)
-    layer = ttrain.DeepNormEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, alpha=2.0, beta=0.5)
+    layer = ttrain.DeepNormEncoderLayer(
+        8, 2, 16, dropout=0.0, batch_first=True, alpha=2.0, beta=0.5
+    )
     x = torch.randn(2, 3, 8)
     h = layer.norm1(2.0 * x + layer.self_attn(x, x, x, need_weights=False)[0])
     want = layer.norm2(2.0 * h + layer.linear2(torch.relu(layer.linear1(h))))
@@ -95,11 +116,16 @@ def test_deepnorm_layer():
 
 
 def test_train_reverse_and_grad_norms(capsys):
-    run = ttrain.train_reverse("pre", 1, 1e-2, warmup=2, steps=4, batch=4, length=4, vocab=4, log_every=2)
+    run = ttrain.train_reverse(
+        "pre", 1, 1e-2, warmup=2, steps=4, batch=4, length=4, vocab=4, log_every=2
+    )
     assert run.steps == [0, 2, 3] and all(math.isfinite(v) for v in run.losses) and not run.diverged
-    assert capsys.readouterr().out.strip() == run.summary().strip() and run.summary().startswith("pre-LN    1 layers")
-    again = ttrain.train_reverse("pre", 1, 1e-2, warmup=2, steps=4, batch=4, length=4, vocab=4, log_every=2,
-                                 verbose=False)
+    assert capsys.readouterr().out.strip() == run.summary().strip() and run.summary().startswith(
+        "pre-LN    1 layers"
+    )
+    again = ttrain.train_reverse(
+        "pre", 1, 1e-2, warmup=2, steps=4, batch=4, length=4, vocab=4, log_every=2, verbose=False
+    )
     assert again.losses == run.losses  # seeded
     x, y = ttrain.reverse_batch(8, 4, 4, torch.Generator().manual_seed(1))
     g = ttrain.layer_grad_norms(ttrain.TinyEncoder("post", 3, vocab=4, length=4), x, y)
@@ -111,7 +137,10 @@ def test_plots_return_figures():
     assert isinstance(fig, BookFigure) and len(fig.axes) == 3
     fig = tplots.plot_grad_norms({("post", 2): [0.3, 0.2], ("pre", 2): [0.1, 0.1]})
     assert isinstance(fig, BookFigure) and fig.axes[0].get_yscale() == "log"
-    runs = [ttrain.Run("post", 2, 1e-2, 0, [0, 1], [2.0, float("nan")]), ttrain.Run("pre", 2, 1e-2, 0, [0, 1], [2.0, 1.0])]
+    runs = [
+        ttrain.Run("post", 2, 1e-2, 0, [0, 1], [2.0, float("nan")]),
+        ttrain.Run("pre", 2, 1e-2, 0, [0, 1], [2.0, 1.0]),
+    ]
     fig = tplots.plot_loss_curves(runs, title="t")
     assert isinstance(fig, BookFigure) and len(fig.axes[0].get_legend().texts) == 2
     assert runs[0].diverged and not runs[1].diverged

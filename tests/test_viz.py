@@ -1,4 +1,4 @@
-"""norms.viz: the figures mark exactly the elements that share a statistic.
+"""norms.plots: the figures mark exactly the elements that share a statistic.
 
 Every reduction figure is read back from its artists (each cell is a polygon
 whose gid is ``cell-a-b-c`` and whose fill colour is what the reader sees) and
@@ -22,8 +22,13 @@ from matplotlib.colors import to_rgba  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 import norms  # noqa: E402
-from norms import viz  # noqa: E402
-from norms.axes import describe  # noqa: E402
+from norms import plots  # noqa: E402
+from norms.axes import (
+    describe,  # noqa: E402
+    module_label,  # noqa: E402
+)
+from norms.lab import simulations  # noqa: E402
+from norms.plots import reductions  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -85,14 +90,12 @@ def test_highlighted_cells_are_exactly_one_statistic(make, shape, layout, folded
     module = make()
     reduction = describe(module, shape)
     for sid in statistic_ids_to_check(reduction.num_statistics):
-        fig = viz.plot_reduction(module, shape, highlight=sid, layout=layout)
+        fig = reductions.plot_reduction(module, shape, highlight=sid, layout=layout)
         assert isinstance(fig, Figure)
-        cells = viz.drawn_cells(fig)
+        cells = reductions.drawn_cells(fig)
         assert len(cells) == math.prod(shape)  # every element has its cell
-        assert {c for c in cells} == {
-            tuple(int(i) for i in c) for c in np.ndindex(*folded)
-        }
-        assert viz.highlighted_cells(fig) == expected_cells(
+        assert {c for c in cells} == {tuple(int(i) for i in c) for c in np.ndindex(*folded)}
+        assert reductions.highlighted_cells(fig) == expected_cells(
             reduction.statistic_index, folded, sid
         )
         plt.close(fig)
@@ -105,8 +108,10 @@ def test_colours_follow_statistics(make, shape, layout, folded):
     """Cells of one statistic share a colour; neighbouring statistics never do."""
     module = make()
     grid = describe(module, shape).statistic_index.reshape(folded).numpy()
-    cells = viz.drawn_cells(viz.plot_reduction(module, shape, highlight=None, layout=layout))
-    highlight = to_rgba(viz.HIGHLIGHT_COLOR)
+    cells = reductions.drawn_cells(
+        reductions.plot_reduction(module, shape, highlight=None, layout=layout)
+    )
+    highlight = to_rgba(plots.HIGHLIGHT_COLOR)
     colour_of = {}
     for coords, rgba in cells.items():
         assert not np.allclose(rgba, highlight)  # highlight=None highlights nothing
@@ -121,12 +126,12 @@ def test_colours_follow_statistics(make, shape, layout, folded):
 
 
 @pytest.mark.parametrize(
-    "make, shape", [(c[1], c[2]) for c in CASES[:: 3]], ids=[c[0] for c in CASES[:: 3]]
+    "make, shape", [(c[1], c[2]) for c in CASES[::3]], ids=[c[0] for c in CASES[::3]]
 )
 def test_title_states_the_numbers_from_describe(make, shape):
     module = make()
     reduction = describe(module, shape)
-    title = viz.plot_reduction(module, shape).axes[0].get_title()
+    title = reductions.plot_reduction(module, shape).axes[0].get_title()
     assert type(module).__name__ in title
     assert str(tuple(shape)) in title
     assert str(tuple(reduction.reduced_dims)) in title
@@ -140,12 +145,12 @@ def test_title_states_the_numbers_from_describe(make, shape):
 
 
 def test_rmsnorm_title_says_rms_not_means():
-    title = viz.plot_reduction(norms.RMSNorm(8), (2, 4, 8)).axes[0].get_title()
+    title = reductions.plot_reduction(norms.RMSNorm(8), (2, 4, 8)).axes[0].get_title()
     assert "8 RMS values" in title and "mean" not in title and "γ: (8,)" in title
 
 
 def test_block_has_visible_top_and_side_faces_for_surface_cells():
-    fig = viz.plot_reduction(norms.GroupNorm(2, 6), (4, 6, 2, 2))
+    fig = reductions.plot_reduction(norms.GroupNorm(2, 6), (4, 6, 2, 2))
     gids = [p.get_gid() for p in fig.axes[0].patches]
     tops = [g for g in gids if g.endswith("-top")]
     sides = [g for g in gids if g.endswith("-side")]
@@ -157,20 +162,22 @@ def test_block_has_visible_top_and_side_faces_for_surface_cells():
 def test_permute_shows_batchnorm_over_the_features_of_a_sequence():
     # BatchNorm1d(D) on x.transpose(1, 2): feature d is shared by all b and t.
     shape = (2, 3, 4)
-    fig = viz.plot_reduction(norms.BatchNorm1d(4), shape, layout="sequence", permute=(0, 2, 1))
-    assert viz.highlighted_cells(fig) == {(b, t, 0) for b in range(2) for t in range(3)}
+    fig = reductions.plot_reduction(
+        norms.BatchNorm1d(4), shape, layout="sequence", permute=(0, 2, 1)
+    )
+    assert reductions.highlighted_cells(fig) == {(b, t, 0) for b in range(2) for t in range(3)}
     title = fig.axes[0].get_title()
     assert "x.transpose(1, 2)" in title and "(0, 1)" in title and "4 means" in title
 
 
 def test_labels_name_the_axes():
-    block = viz.plot_reduction(norms.BatchNorm2d(3), (2, 3, 2, 2)).axes[0]
+    block = reductions.plot_reduction(norms.BatchNorm2d(3), (2, 3, 2, 2)).axes[0]
     texts = {t.get_text() for t in block.texts}
     assert {"C = 3", "H·W = 4", "N = 2"} <= texts
-    panels = viz.plot_reduction(norms.LayerNorm(8), (3, 5, 8)).axes[0]
+    panels = reductions.plot_reduction(norms.LayerNorm(8), (3, 5, 8)).axes[0]
     texts = {t.get_text() for t in panels.texts}
     assert {"D = 8", "T = 5", "b = 0", "b = 2"} <= texts
-    volume = viz.plot_reduction(norms.InstanceNorm3d(2), (2, 2, 2, 2, 3)).axes[0]
+    volume = reductions.plot_reduction(norms.InstanceNorm3d(2), (2, 2, 2, 2, 3)).axes[0]
     assert "D·H·W = 12" in {t.get_text() for t in volume.texts}
 
 
@@ -195,15 +202,15 @@ BAD_ARGUMENTS = [
 )
 def test_bad_arguments_raise_clear_value_errors(module, shape, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        viz.plot_reduction(module, shape, **kwargs)
+        reductions.plot_reduction(module, shape, **kwargs)
     assert plt.get_fignums() == []  # nothing half-drawn is left behind
 
 
 def test_draws_on_given_axes_and_leaves_global_style_alone():
     before = dict(matplotlib.rcParams)
     fig, ax = plt.subplots()
-    assert viz.plot_reduction(norms.GroupNorm(2, 4), (2, 4, 3), ax=ax) is fig
-    assert viz.drawn_cells(ax)
+    assert reductions.plot_reduction(norms.GroupNorm(2, 4), (2, 4, 3), ax=ax) is fig
+    assert reductions.drawn_cells(ax)
     assert dict(matplotlib.rcParams) == before
 
 
@@ -211,67 +218,51 @@ def test_draws_on_given_axes_and_leaves_global_style_alone():
     "shape, groups", [((4, 6, 2, 2), None), ((2, 4, 3), 4), ((2, 2, 2, 2, 2), 1)]
 )
 def test_comparison_panels_each_highlight_their_statistic(shape, groups):
-    fig = viz.plot_comparison(shape, groups=groups)
-    modules = viz.comparison_modules(shape, groups)
+    fig = plots.plot_comparison(shape, groups=groups)
+    modules = plots.comparison_modules(shape, groups)
     panels = [ax for ax in fig.axes if ax.patches]
     assert [type(m).__name__ for m in modules] == [
-        f"BatchNorm{len(shape) - 2}d", "LayerNorm", f"InstanceNorm{len(shape) - 2}d",
-        "GroupNorm", "RMSNorm",
+        f"BatchNorm{len(shape) - 2}d",
+        "LayerNorm",
+        f"InstanceNorm{len(shape) - 2}d",
+        "GroupNorm",
+        "RMSNorm",
     ]
     assert len(panels) == 5
     folded = (shape[0], shape[1], math.prod(shape[2:]))
-    for module, ax in zip(modules, panels):
+    for module, ax in zip(modules, panels, strict=True):
         reduction = describe(module, shape)
-        assert viz.highlighted_cells(ax) == expected_cells(reduction.statistic_index, folded, 0)
+        assert reductions.highlighted_cells(ax) == expected_cells(
+            reduction.statistic_index, folded, 0
+        )
         title = ax.get_title()
         assert str(reduction.num_statistics) in title and str(reduction.reduced_dims) in title
     with pytest.raises(ValueError, match="not exactly one"):
-        viz.highlighted_cells(fig)
+        reductions.highlighted_cells(fig)
 
 
 def test_comparison_rejects_non_image_shapes():
     with pytest.raises(ValueError, match=r"\(N, C, H, W\)"):
-        viz.plot_comparison((4, 6))
+        plots.plot_comparison((4, 6))
 
 
 def test_sequence_comparison():
     shape = (2, 3, 4)
-    fig = viz.plot_sequence_comparison(shape)
+    fig = plots.plot_sequence_comparison(shape)
     bn, ln, rms = [ax for ax in fig.axes if ax.patches]
     everywhere = {(b, t) for b in range(2) for t in range(3)}
-    assert viz.highlighted_cells(bn) == {(b, t, 0) for b, t in everywhere}
-    assert viz.highlighted_cells(ln) == {(0, 0, d) for d in range(4)}
-    assert viz.highlighted_cells(rms) == {(0, 0, d) for d in range(4)}
+    assert reductions.highlighted_cells(bn) == {(b, t, 0) for b, t in everywhere}
+    assert reductions.highlighted_cells(ln) == {(0, 0, d) for d in range(4)}
+    assert reductions.highlighted_cells(rms) == {(0, 0, d) for d in range(4)}
     assert "BatchNorm1d(4) on x.transpose(1, 2)" in bn.get_title()
     assert "6 means" in ln.get_title() and "6 RMS values" in rms.get_title()
 
 
-def test_reduction_grid_defaults_to_every_groupnorm():
-    shape = (2, 6, 2, 2)
-    fig = viz.plot_reduction_grid(input_shape=shape)
-    panels = [ax for ax in fig.axes if ax.patches]
-    assert [ax.get_title().splitlines()[0] for ax in panels] == [
-        f"GroupNorm({g}, 6)" for g in (1, 2, 3, 6)
-    ]
-    for g, ax in zip((1, 2, 3, 6), panels):
-        # statistic 0 is sample 0, the first 6 // g channels
-        assert viz.highlighted_cells(ax) == {(0, c, s) for c in range(6 // g) for s in range(4)}
-
-
-def test_reduction_grid_with_given_modules_and_axes():
-    fig = Figure()
-    axes = fig.subplots(1, 2)
-    modules = [norms.LayerNorm(5), norms.RMSNorm(5)]
-    assert viz.plot_reduction_grid(modules, (2, 3, 5), axes=axes, highlight=4) is fig
-    for ax in axes:
-        assert viz.highlighted_cells(ax) == {(1, 1, d) for d in range(5)}
-
-
 def test_module_label():
-    assert viz.module_label(norms.BatchNorm2d(6)) == "BatchNorm2d(6)"
-    assert viz.module_label(norms.GroupNorm(2, 6)) == "GroupNorm(2, 6)"
-    assert viz.module_label(norms.LayerNorm([6, 4])) == "LayerNorm([6, 4])"
-    assert viz.module_label(norms.RMSNorm(8)) == "RMSNorm(8)"
+    assert module_label(norms.BatchNorm2d(6)) == "BatchNorm2d(6)"
+    assert module_label(norms.GroupNorm(2, 6)) == "GroupNorm(2, 6)"
+    assert module_label(norms.LayerNorm([6, 4])) == "LayerNorm([6, 4])"
+    assert module_label(norms.RMSNorm(8)) == "RMSNorm(8)"
 
 
 # --------------------------------------------------------------------------
@@ -280,7 +271,7 @@ def test_module_label():
 
 
 def test_running_stats_start_at_zero_and_one_and_approach_the_truth():
-    trace = viz.simulate_running_stats(momentum=0.1, batch_size=64, steps=150)
+    trace = simulations.simulate_running_stats(momentum=0.1, batch_size=64, steps=150)
     assert trace.running_mean.shape == trace.running_var.shape == (151, 2)
     np.testing.assert_array_equal(trace.running_mean[0], [0.0, 0.0])
     np.testing.assert_array_equal(trace.running_var[0], [1.0, 1.0])
@@ -290,10 +281,10 @@ def test_running_stats_start_at_zero_and_one_and_approach_the_truth():
 
 
 def test_small_momentum_is_slow_and_cumulative_average_converges():
-    slow = viz.simulate_running_stats(momentum=0.01, batch_size=32, steps=10)
+    slow = simulations.simulate_running_stats(momentum=0.01, batch_size=32, steps=10)
     assert abs(slow.running_mean[-1, 0] - slow.true_mean[0]) > 1.5  # 1 - 0.99**10 ~ 10% of the way
     assert slow.max_gap > 1.0  # eval mode still uses badly wrong statistics
-    cumulative = viz.simulate_running_stats(momentum=None, batch_size=32, steps=100)
+    cumulative = simulations.simulate_running_stats(momentum=None, batch_size=32, steps=100)
     assert cumulative.momentum is None
     np.testing.assert_allclose(cumulative.running_mean[-1], cumulative.true_mean, atol=0.1)
     # with momentum=None the first step already replaces the initial value entirely
@@ -301,7 +292,7 @@ def test_small_momentum_is_slow_and_cumulative_average_converges():
 
 
 def test_running_stats_train_and_eval_outputs_come_from_the_same_fresh_batch():
-    trace = viz.simulate_running_stats(momentum=0.1, batch_size=8, steps=5)
+    trace = simulations.simulate_running_stats(momentum=0.1, batch_size=8, steps=5)
     # train mode normalizes with the batch's own statistics: mean 0 per feature
     np.testing.assert_allclose(trace.train_output.mean(axis=0), 0.0, atol=1e-5)
     assert trace.max_gap == pytest.approx(np.abs(trace.eval_output - trace.train_output).max())
@@ -309,18 +300,14 @@ def test_running_stats_train_and_eval_outputs_come_from_the_same_fresh_batch():
 
 def test_running_stats_batch_of_one_raises_batchnorms_error():
     with pytest.raises(ValueError, match="more than 1 value"):
-        viz.simulate_running_stats(batch_size=1, steps=2)
+        simulations.simulate_running_stats(batch_size=1, steps=2)
 
 
-def test_plot_running_stats_and_static_counterpart():
-    fig = viz.plot_running_stats(momentum=None, batch_size=8, steps=20)
+def test_plot_running_stats():
+    fig = plots.plot_running_stats(momentum=None, batch_size=8, steps=20)
     assert len(fig.axes) == 3
     assert "momentum=None" in fig.get_suptitle()
     assert "max |eval − train|" in fig.axes[2].get_title()
-    static = viz.static_running_stats(momenta=(0.1, None), steps=20)
-    labels = [t.get_text() for t in static.axes[0].get_legend().get_texts()]
-    assert labels == ["0.1", "None (cumulative)"]
-    assert len(static.axes[0].lines) == 2 + 1  # two momenta and the true value
 
 
 # --------------------------------------------------------------------------
@@ -329,7 +316,7 @@ def test_plot_running_stats_and_static_counterpart():
 
 
 def test_batchnorm_output_is_noisy_at_small_batches_and_the_others_are_not():
-    noise = viz.simulate_batch_noise(batch_sizes=(2, 8, 64), trials=60)
+    noise = simulations.simulate_batch_noise(batch_sizes=(2, 8, 64), trials=60)
     bn = noise.spread("BatchNorm2d")
     assert bn[0] > bn[1] > bn[2] > 0
     assert noise.spread("LayerNorm").max() < 1e-5
@@ -339,30 +326,27 @@ def test_batchnorm_output_is_noisy_at_small_batches_and_the_others_are_not():
 
 def test_batch_noise_rejects_indivisible_groups():
     with pytest.raises(ValueError, match="divisible"):
-        viz.simulate_batch_noise(batch_sizes=(2,), trials=5, channels=4, groups=3)
+        simulations.simulate_batch_noise(batch_sizes=(2,), trials=5, channels=4, groups=3)
 
 
-def test_plot_batch_size_and_static_counterpart():
-    fig = viz.plot_batch_size(batch_size=5, trials=30)
+def test_plot_batch_size():
+    fig = plots.plot_batch_size(batch_size=5, trials=30)
     spread_ax, strip_ax = fig.axes
     assert 5 in [int(t) for t in spread_ax.get_xticks()]
     assert "batch size 5" in strip_ax.get_title()
     assert len(strip_ax.collections) == 3
-    noise = viz.simulate_batch_noise(batch_sizes=(2, 4), trials=10)
+    noise = simulations.simulate_batch_noise(batch_sizes=(2, 4), trials=10)
     with pytest.raises(ValueError, match="not 8"):
-        viz.plot_batch_size(batch_size=8, noise=noise)
-    static = viz.static_batch_size(batch_sizes=(2, 16), trials=30)
-    labels = [t.get_text() for t in static.axes[1].get_xticklabels()]
-    assert labels == ["BN\nb=2", "BN\nb=16", "LN\nany b", "GN\nany b"]
+        plots.plot_batch_size(batch_size=8, noise=noise)
 
 
-def test_static_figures_draw_on_given_axes():
+def test_figures_draw_on_given_axes():
     fig = Figure()
-    assert viz.plot_running_stats(steps=5, axes=fig.subplots(1, 3)) is fig
+    assert plots.plot_running_stats(steps=5, axes=fig.subplots(1, 3)) is fig
     fig = Figure()
-    assert viz.static_batch_size(trials=10, axes=fig.subplots(1, 2)) is fig
-    with pytest.raises(ValueError, match="need 2 axes"):
-        viz.static_running_stats(axes=[Figure().add_subplot()])
+    assert plots.plot_batch_size(trials=10, axes=fig.subplots(1, 2)) is fig
+    with pytest.raises(ValueError, match="need 3 axes"):
+        plots.plot_running_stats(axes=[Figure().add_subplot()])
 
 
 def test_figures_display_as_png_in_a_kernel_that_never_imported_pyplot():
@@ -375,18 +359,21 @@ def test_figures_display_as_png_in_a_kernel_that_never_imported_pyplot():
     code = (
         "import sys\n"
         "from IPython.core.interactiveshell import InteractiveShell\n"
-        "import norms, norms.viz as viz\n"
+        "import norms, norms.plots\n"
         "assert 'matplotlib.pyplot' not in sys.modules\n"
         "shell = InteractiveShell.instance()\n"
-        "fig = viz.plot_reduction(norms.GroupNorm(2, 6), (2, 6, 3, 4))\n"
+        "fig = norms.plots.plot_reduction(norms.GroupNorm(2, 6), (2, 6, 3, 4))\n"
         "data, _ = shell.display_formatter.format(fig)\n"
         "assert data['image/png'][:4] == b'\\x89PNG', sorted(data)\n"
-        "fig = viz.plot_comparison((2, 6, 3, 4))\n"
+        "fig = norms.plots.plot_comparison((2, 6, 3, 4))\n"
         "data, _ = shell.display_formatter.format(fig)\n"
         "assert data['image/png'][:4] == b'\\x89PNG', sorted(data)\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "agg"}
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MPLBACKEND": "agg"},
     )
     assert result.returncode == 0, result.stderr[-2000:]
 
@@ -407,7 +394,7 @@ def test_nothing_is_cut_off_at_the_figure_edges(module, shape):
 
     import matplotlib.image as mpimg
 
-    fig = viz.plot_reduction(module, shape)
+    fig = reductions.plot_reduction(module, shape)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
     buffer.seek(0)
@@ -417,6 +404,6 @@ def test_nothing_is_cut_off_at_the_figure_edges(module, shape):
 
 
 def test_a_permuted_sequence_is_drawn_as_a_sequence():
-    fig = viz.plot_reduction(norms.BatchNorm1d(6), (2, 4, 6), permute=(0, 2, 1))
+    fig = reductions.plot_reduction(norms.BatchNorm1d(6), (2, 4, 6), permute=(0, 2, 1))
     title = fig.axes[0].get_title()
     assert "reduces B, T (0, 1)" in title, title

@@ -1,9 +1,9 @@
-"""The explorers' website version (norms.web) against the kernel version.
+"""The explorers' website version (norms.explore.web) against the kernel version.
 
-The page's script (norms/web/explorer.js) runs under node here, without a page:
+The page's script (norms/explore/web/explorer.js) runs under node here, without a page:
 its statistic ids, numbers and error messages for many reduction-explorer states
-must be those of norms.axes.describe / norms.widgets / norms.viz, and its running
-statistics those of norms.viz.simulate_running_stats. (tests/browser checks the
+must be those of norms.axes.describe / norms.explore.widgets / norms.plots, and its running
+statistics those of norms.lab.simulate_running_stats. (tests/browser checks the
 explorers on the built pages.)
 """
 
@@ -18,10 +18,11 @@ import subprocess
 import numpy as np
 import pytest
 
-import norms.web
-from norms import viz
-from norms.axes import describe
-from norms.widgets import NORM_CHOICES, _stat_html, build_module, parse_shape
+import norms.explore.web
+from norms.axes import NORMS, describe, module_label
+from norms.explore.state import build_module, parse_shape, stat_html
+from norms.lab import simulations
+from norms.plots import reductions
 
 NODE = shutil.which("node")
 pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed (it comes with npm)")
@@ -51,36 +52,57 @@ const out = input.cases.map((c) => {
   }
 });
 process.stdout.write(JSON.stringify(out));
-"""
+"""  # noqa: E501 - JavaScript; a line break would change the string
 
 
 def run_js(tmp_path, data: dict, cases: list[dict]) -> list[dict]:
     script = tmp_path / "explorer.js"
-    script.write_text(norms.web.script())
+    script.write_text(norms.explore.web.script())
     harness = tmp_path / "harness.js"
     harness.write_text(HARNESS)
-    proc = subprocess.run([NODE, str(harness), str(script)], input=json.dumps({"data": data, "cases": cases}),
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [NODE, str(harness), str(script)],
+        input=json.dumps({"data": data, "cases": cases}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
 
 def kernel_state(norm, shape, groups, last_dims, layout) -> dict:
-    """What the kernel explorer computes for these controls (norms.widgets._draw_reduction)."""
+    """What the kernel explorer computes for these controls
+    (norms.explore.widgets.draw_reduction)."""
     try:
         module = build_module(norm, shape, groups, last_dims)
         reduction = describe(module, shape)
-        if math.prod(shape) > viz.MAX_CELLS:  # plot_reduction's first check (tests/browser runs it)
-            raise ValueError(viz.TOO_MANY_ELEMENTS_MESSAGE.format(
-                shape=shape, cells=math.prod(shape), max_cells=viz.MAX_CELLS))
+        if (
+            math.prod(shape) > reductions.MAX_CELLS
+        ):  # plot_reduction's first check (tests/browser runs it)
+            raise ValueError(
+                reductions.TOO_MANY_ELEMENTS_MESSAGE.format(
+                    shape=shape, cells=math.prod(shape), max_cells=reductions.MAX_CELLS
+                )
+            )
         index = reduction.statistic_index.numpy()
-        kind = viz._resolve_layout(layout, norm, len(shape))
-        view = viz._image_view(index, norm) if kind == "image" else viz._sequence_view(index)
-        viz._check_size(view)
+        kind = reductions._resolve_layout(layout, norm, len(shape))
+        view = (
+            reductions._image_view(index, norm)
+            if kind == "image"
+            else reductions._sequence_view(index)
+        )
+        reductions._check_size(view)
     except ValueError as exc:
         return {"error": [type(exc).__name__, str(exc)]}
-    return {"ids": index.ravel().tolist(), "info": _stat_html(reduction, tuple(reduction.reduced_dims)),
-            "grid": list(view.grid.shape), "labels": list(view.labels), "title": viz.module_label(module)}
+    return {
+        "ids": index.ravel().tolist(),
+        "info": stat_html(reduction, tuple(reduction.reduced_dims)),
+        "grid": list(view.grid.shape),
+        "labels": list(view.labels),
+        "title": module_label(module),
+    }
 
 
 def random_states(count: int, seed: int = 0) -> list[dict]:
@@ -89,31 +111,56 @@ def random_states(count: int, seed: int = 0) -> list[dict]:
     for _ in range(count):
         rank = rng.randint(1, 5)
         shape = [rng.randint(1, 8 if d < 2 else 4) for d in range(rank)]
-        states.append({"norm": rng.choice(NORM_CHOICES), "shape": shape, "groups": rng.randint(1, 8),
-                       "last_dims": rng.randint(1, 5), "layout": rng.choice(["auto", "image", "sequence"])})
+        states.append(
+            {
+                "norm": rng.choice(tuple(NORMS)),
+                "shape": shape,
+                "groups": rng.randint(1, 8),
+                "last_dims": rng.randint(1, 5),
+                "layout": rng.choice(["auto", "image", "sequence"]),
+            }
+        )
     return states
 
 
 def every_group_count() -> list[dict]:
-    return [{"norm": "GroupNorm", "shape": [2, c, 2, 3], "groups": g, "last_dims": 1, "layout": "auto"}
-            for c in range(1, 9) for g in range(1, 9)]
+    return [
+        {"norm": "GroupNorm", "shape": [2, c, 2, 3], "groups": g, "last_dims": 1, "layout": "auto"}
+        for c in range(1, 9)
+        for g in range(1, 9)
+    ]
 
 
 def every_norm_and_rank() -> list[dict]:
-    return [{"norm": norm, "shape": [3, 4, 2, 3, 2][:rank], "groups": 2, "last_dims": k, "layout": layout}
-            for norm in NORM_CHOICES for rank in range(1, 6) for k in range(1, 6)
-            for layout in ("auto", "image", "sequence")]
+    return [
+        {
+            "norm": norm,
+            "shape": [3, 4, 2, 3, 2][:rank],
+            "groups": 2,
+            "last_dims": k,
+            "layout": layout,
+        }
+        for norm in tuple(NORMS)
+        for rank in range(1, 6)
+        for k in range(1, 6)
+        for layout in ("auto", "image", "sequence")
+    ]
 
 
 def test_the_page_partitions_as_norms_axes(tmp_path):
     """Statistic ids, numbers, view and messages of the page equal the kernel's, state by state."""
     states = random_states(600) + every_group_count() + every_norm_and_rank()
-    data = norms.web.reduction_payload("GroupNorm", "4, 6, 2, 2", 3, 3, 0, "auto")["data"]
+    data = norms.explore.web.reduction_payload("GroupNorm", "4, 6, 2, 2", 3, 3, 0, "auto")["data"]
     got = run_js(tmp_path, data, [{"op": "reduction", **s} for s in states])
     errors = 0
-    for state, js in zip(states, got):
-        want = kernel_state(state["norm"], tuple(state["shape"]), state["groups"], state["last_dims"],
-                            state["layout"])
+    for state, js in zip(states, got, strict=True):
+        want = kernel_state(
+            state["norm"],
+            tuple(state["shape"]),
+            state["groups"],
+            state["last_dims"],
+            state["layout"],
+        )
         if "error" in want:
             errors += 1
             assert js == want, state
@@ -125,9 +172,20 @@ def test_the_page_partitions_as_norms_axes(tmp_path):
 
 
 def test_the_page_reads_shapes_as_parse_shape(tmp_path):
-    texts = ["4, 6, 2, 2", "(4,6,2,2)", "4x6x2x2", "[2, 3]", "  7 ", "", "4, 0, 2", "four", "2;3", "1 × 2 * 3"]
+    texts = [
+        "4, 6, 2, 2",
+        "(4,6,2,2)",
+        "4x6x2x2",
+        "[2, 3]",
+        "  7 ",
+        "",
+        "4, 0, 2",
+        "four",
+        "2;3",
+        "1 × 2 * 3",
+    ]
     got = run_js(tmp_path, {}, [{"op": "parse", "text": t} for t in texts])
-    for text, js in zip(texts, got):
+    for text, js in zip(texts, got, strict=True):
         try:
             want = {"shape": list(parse_shape(text))}
         except ValueError as exc:
@@ -137,14 +195,18 @@ def test_the_page_reads_shapes_as_parse_shape(tmp_path):
 
 @pytest.mark.parametrize("momentum", [0.1, 0.01, 0.5, 1.0, None])
 def test_the_page_running_statistics_are_batchnorms(tmp_path, momentum):
-    payload = norms.web.running_stats_payload(0.1, False, 16, 100, 0)
+    payload = norms.explore.web.running_stats_payload(0.1, False, 16, 100, 0)
     data = payload["data"]
-    cases = [{"op": "running", "run": f"{b}|{s}", "momentum": momentum, "steps": steps, "batch_size": b}
-             for b in (2, 16, 256) for s in (0, 1) for steps in (10, 100, 500)]
+    cases = [
+        {"op": "running", "run": f"{b}|{s}", "momentum": momentum, "steps": steps, "batch_size": b}
+        for b in (2, 16, 256)
+        for s in (0, 1)
+        for steps in (10, 100, 500)
+    ]
     got = run_js(tmp_path, data, cases)
-    for case, js in zip(cases, got):
+    for case, js in zip(cases, got, strict=True):
         b, s = (int(v) for v in case["run"].split("|"))
-        trace = viz.simulate_running_stats(momentum, b, case["steps"], s)
+        trace = simulations.simulate_running_stats(momentum, b, case["steps"], s)
         np.testing.assert_allclose(js["rm"], trace.running_mean[-1], rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(js["rv"], trace.running_var[-1], rtol=1e-5, atol=1e-6)
         assert js["gap"] == pytest.approx(trace.max_gap, abs=2e-4), case
@@ -152,11 +214,13 @@ def test_the_page_running_statistics_are_batchnorms(tmp_path, momentum):
 
 def test_batch_size_page_data_is_the_simulation():
     """GroupNorm's value from one trial and the stored spreads equal the full simulation's."""
-    payload = norms.web.batch_size_payload(4, 50, 4, 2, 0)
+    payload = norms.explore.web.batch_size_payload(4, 50, 4, 2, 0)
     sims = payload["data"]["sims"]
     for channels, groups in [(4, 2), (6, 3), (8, 8), (5, 1)]:
         sim = sims[f"{channels}|50|0"]
-        noise = viz.simulate_batch_noise(payload["data"]["sizes"], 50, channels, groups, seed=0)
+        noise = simulations.simulate_batch_noise(
+            payload["data"]["sizes"], 50, channels, groups, seed=0
+        )
         gn = sim["groups"][str(groups)]
         assert gn["value"] == float(noise.values["GroupNorm"][0, 0])
         assert np.all(noise.values["GroupNorm"] == noise.values["GroupNorm"][0, 0])  # never moves
@@ -168,24 +232,32 @@ def test_batch_size_page_data_is_the_simulation():
 
 
 def test_explorer_output_has_the_widget_and_the_page_version():
-    from norms.widgets import reduction_explorer
+    from norms.explore.explorers import reduction_explorer
 
     bundle = reduction_explorer()._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     html = bundle["text/html"]
     assert 'class="norms-explorer"' in html and "NormsExplorer" in html
-    no_namespace = html.replace("http://www.w3.org/2000/svg", "")  # SVG's namespace name, not a load
-    assert "http://" not in no_namespace and "https://" not in no_namespace, "the page version loads nothing"
-    assert html == reduction_explorer()._repr_mimebundle_()["text/html"], "the output must be deterministic"
+    no_namespace = html.replace(
+        "http://www.w3.org/2000/svg", ""
+    )  # SVG's namespace name, not a load
+    assert "http://" not in no_namespace and "https://" not in no_namespace, (
+        "the page version loads nothing"
+    )
+    assert html == reduction_explorer()._repr_mimebundle_()["text/html"], (
+        "the output must be deterministic"
+    )
 
 
 def test_any_explorer_gets_a_page_version_from_its_own_draw():
-    """norms.web.precomputed: every state of the grid drawn by the explorer's draw, errors as shown
+    """norms.explore.web.precomputed: every state of the grid drawn by the explorer's draw, errors
+    as shown
     by the kernel version, and the widget left as it was."""
     import ipywidgets as widgets
 
-    from norms.figure import BookFigure
-    from norms.widgets import Explorer, _error_html
+    from norms.explore.state import error_html
+    from norms.explore.widgets import Explorer
+    from norms.plots.style import BookFigure
 
     def draw(explorer):
         n = explorer.controls["n"].value
@@ -195,8 +267,11 @@ def test_any_explorer_gets_a_page_version_from_its_own_draw():
         fig.subplots().plot(range(n + 1))
         return fig, f"<b>{n}</b> points"
 
-    explorer = Explorer({"n": widgets.IntSlider(value=5, min=1, max=9)}, draw,
-                        web=norms.web.precomputed({"n": [1, 2, 3]}))
+    explorer = Explorer(
+        {"n": widgets.IntSlider(value=5, min=1, max=9)},
+        draw,
+        web=norms.explore.web.precomputed({"n": [1, 2, 3]}),
+    )
     html = explorer._repr_mimebundle_()["text/html"]
     payload = json.loads(html.split('<script type="application/json">')[1].split("</script>")[0])
     assert payload["kind"] == "states" and payload["data"]["order"] == ["n"]
@@ -204,5 +279,5 @@ def test_any_explorer_gets_a_page_version_from_its_own_draw():
     states = payload["data"]["states"]
     assert states["0"]["info"] == "<b>1</b> points" and states["3"]["info"] == "<b>5</b> points"
     assert states["0"]["png"] != states["1"]["png"]
-    assert states["2"] == {"error": _error_html(ValueError("three is not allowed"))}
+    assert states["2"] == {"error": error_html(ValueError("three is not allowed"))}
     assert explorer.controls["n"].value == 5 and explorer.info.value == "<b>5</b> points"

@@ -1,4 +1,5 @@
-"""norms.widgets: explorers construct, redraw on every control, and show errors, never raise."""
+"""norms.explore.widgets: explorers construct, redraw on every control, and show errors, never
+raise."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import ipywidgets  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from norms import widgets  # noqa: E402
+from norms.explore import explorers  # noqa: E402
+from norms.explore.state import parse_shape  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,9 +57,8 @@ def _no_pyplot_figures():
 
 
 def test_importing_widgets_displays_nothing():
-    code = "import norms.widgets, norms.viz"
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                            text=True)
+    code = "import norms.explore.widgets, norms.plots"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
 
@@ -68,7 +69,7 @@ def test_importing_widgets_displays_nothing():
 
 
 def test_reduction_explorer_initial_state():
-    explorer = widgets.reduction_explorer()
+    explorer = explorers.reduction_explorer()
     assert_ok(explorer)
     assert set(explorer.controls) == {"norm", "shape", "layout", "groups", "last_dims", "highlight"}
     info = explorer.info.value
@@ -81,7 +82,7 @@ def test_reduction_explorer_initial_state():
 
 
 def test_reduction_explorer_every_control_redraws():
-    explorer = widgets.reduction_explorer()
+    explorer = explorers.reduction_explorer()
     change(explorer, "groups", 3)
     assert "<b>12</b> means" in explorer.info.value
     change(explorer, "highlight", 5)
@@ -100,7 +101,7 @@ def test_reduction_explorer_every_control_redraws():
 
 
 def test_reduction_explorer_layout_and_rms():
-    explorer = widgets.reduction_explorer(norm="RMSNorm", input_shape=(2, 3, 4), last_dims=1)
+    explorer = explorers.reduction_explorer(norm="RMSNorm", input_shape=(2, 3, 4), last_dims=1)
     assert "<b>6</b> RMS values" in explorer.info.value
     change(explorer, "layout", "image")
     change(explorer, "norm", "InstanceNorm1d")
@@ -108,7 +109,7 @@ def test_reduction_explorer_layout_and_rms():
 
 
 def test_reduction_explorer_highlight_is_clamped_to_the_statistics():
-    explorer = widgets.reduction_explorer(norm="InstanceNorm2d", input_shape=(2, 3, 2, 2))
+    explorer = explorers.reduction_explorer(norm="InstanceNorm2d", input_shape=(2, 3, 2, 2))
     explorer.controls["highlight"].value = 5
     explorer.controls["norm"].value = "BatchNorm2d"  # 3 statistics
     assert_ok(explorer)
@@ -130,7 +131,7 @@ def test_reduction_explorer_highlight_is_clamped_to_the_statistics():
     ids=["groups", "rank", "instance-rank", "last-dims", "text", "empty", "huge"],
 )
 def test_reduction_explorer_shows_errors_and_recovers(settings, fragment):
-    explorer = widgets.reduction_explorer()
+    explorer = explorers.reduction_explorer()
     for name, value in settings.items():
         explorer.controls[name].value = value
     assert_error(explorer, fragment)
@@ -141,12 +142,12 @@ def test_reduction_explorer_shows_errors_and_recovers(settings, fragment):
 
 
 def test_parse_shape():
-    assert widgets.parse_shape("4, 6, 2, 2") == (4, 6, 2, 2)
-    assert widgets.parse_shape("(2,3)") == (2, 3)
-    assert widgets.parse_shape("2x3×4") == (2, 3, 4)
+    assert parse_shape("4, 6, 2, 2") == (4, 6, 2, 2)
+    assert parse_shape("(2,3)") == (2, 3)
+    assert parse_shape("2x3×4") == (2, 3, 4)
     for bad in ("", "a", "2, 0", "2.5"):
         with pytest.raises(ValueError):
-            widgets.parse_shape(bad)
+            parse_shape(bad)
 
 
 # --------------------------------------------------------------------------
@@ -155,7 +156,7 @@ def test_parse_shape():
 
 
 def test_running_stats_explorer_every_control_redraws():
-    explorer = widgets.running_stats_explorer(steps=20)
+    explorer = explorers.running_stats_explorer(steps=20)
     assert_ok(explorer)
     assert "after <b>20</b> steps" in explorer.info.value
     assert set(explorer.controls) == {"momentum", "cumulative", "batch_size", "steps", "seed"}
@@ -170,7 +171,7 @@ def test_running_stats_explorer_every_control_redraws():
 
 
 def test_running_stats_explorer_reports_the_train_eval_gap():
-    explorer = widgets.running_stats_explorer(momentum=0.01, steps=5)
+    explorer = explorers.running_stats_explorer(momentum=0.01, steps=5)
     assert "differ by up to <b>" in explorer.info.value
     gap_slow = float(explorer.info.value.rsplit("<b>", 1)[1].split("<")[0])
     explorer.controls["momentum"].value = 0.5
@@ -181,7 +182,7 @@ def test_running_stats_explorer_reports_the_train_eval_gap():
 
 
 def test_running_stats_explorer_batch_of_one_shows_the_error():
-    explorer = widgets.running_stats_explorer(steps=5)
+    explorer = explorers.running_stats_explorer(steps=5)
     explorer.controls["batch_size"].value = 1
     assert_error(explorer, "more than 1 value per channel")
     explorer.controls["batch_size"].value = 2
@@ -194,7 +195,7 @@ def test_running_stats_explorer_batch_of_one_shows_the_error():
 
 
 def test_batch_size_explorer_every_control_redraws():
-    explorer = widgets.batch_size_explorer(trials=20, channels=2, groups=1)
+    explorer = explorers.batch_size_explorer(trials=20, channels=2, groups=1)
     assert_ok(explorer)
     assert set(explorer.controls) == {"batch_size", "trials", "seed", "channels", "groups"}
     assert "batch size <b>4</b>" in explorer.info.value
@@ -212,7 +213,7 @@ def test_batch_size_explorer_every_control_redraws():
 
 
 def test_batch_size_explorer_indivisible_groups_show_the_error():
-    explorer = widgets.batch_size_explorer(trials=20, channels=4, groups=2)
+    explorer = explorers.batch_size_explorer(trials=20, channels=4, groups=2)
     explorer.controls["groups"].value = 3
     assert_error(explorer, "divisible")
     explorer.controls["channels"].value = 6

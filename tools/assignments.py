@@ -47,9 +47,12 @@ class MasterError(ValueError):
 
 def check_master(nb, path="master") -> list[str]:
     """Check a master notebook; return its question names. Raises MasterError."""
-    if not nb.cells or not (nb.cells[0].cell_type == "raw" and nb.cells[0].source.lstrip().startswith("# ASSIGNMENT CONFIG")):
+    if not nb.cells or not (
+        nb.cells[0].cell_type == "raw"
+        and nb.cells[0].source.lstrip().startswith("# ASSIGNMENT CONFIG")
+    ):
         raise MasterError(f"{path} cell 0: the first cell must be a raw cell '# ASSIGNMENT CONFIG'")
-    stack: list[tuple[str, int]] = []     # open raw blocks: (kind, cell)
+    stack: list[tuple[str, int]] = []  # open raw blocks: (kind, cell)
     questions: list[str] = []
     question: dict | None = None
     any_solution = False
@@ -63,26 +66,39 @@ def check_master(nb, path="master") -> list[str]:
             if edge == "BEGIN":
                 if kind == "QUESTION":
                     if stack:
-                        raise MasterError(f"{where}: BEGIN QUESTION inside {stack[-1][0]} opened at cell {stack[-1][1]}")
+                        raise MasterError(
+                            f"{where}: BEGIN QUESTION inside {stack[-1][0]} opened at cell "
+                            f"{stack[-1][1]}"
+                        )
                     name = re.search(r"^name:\s*(\S+)", cell.source, re.M)
-                    question = {"name": name.group(1) if name else f"cell {i}", "cell": i, "solution": False,
-                                "tests": 0}
+                    question = {
+                        "name": name.group(1) if name else f"cell {i}",
+                        "cell": i,
+                        "solution": False,
+                        "tests": 0,
+                    }
                     questions.append(question["name"])
                 elif not stack or stack[-1][0] != "QUESTION":
                     raise MasterError(f"{where}: BEGIN {kind} outside a question")
                 stack.append((kind, i))
             else:
                 if not stack or stack[-1][0] != kind:
-                    opened = f"{stack[-1][0]} opened at cell {stack[-1][1]}" if stack else "nothing open"
+                    opened = (
+                        f"{stack[-1][0]} opened at cell {stack[-1][1]}" if stack else "nothing open"
+                    )
                     raise MasterError(f"{where}: END {kind} does not close anything ({opened})")
                 stack.pop()
                 if kind == "QUESTION":
                     if not question["solution"] and not question["tests"]:
-                        raise MasterError(f"{path} cell {question['cell']}: question {question['name']!r} has "
-                                          "neither a solution nor tests")
+                        raise MasterError(
+                            f"{path} cell {question['cell']}: question {question['name']!r} has "
+                            "neither a solution nor tests"
+                        )
                     if question["tests"] and not any_solution:
-                        raise MasterError(f"{path} cell {question['cell']}: question {question['name']!r} has tests "
-                                          "but no solution above it to grade")
+                        raise MasterError(
+                            f"{path} cell {question['cell']}: question {question['name']!r} has "
+                            "tests but no solution above it to grade"
+                        )
                     question = None
             continue
         if cell.cell_type != "code":
@@ -95,7 +111,9 @@ def check_master(nb, path="master") -> list[str]:
                 m = _LINE.match(line)
                 if m and m.group(1).upper() == "BEGIN":
                     if depth:
-                        raise MasterError(f"{where} line {n}: BEGIN SOLUTION inside another BEGIN SOLUTION")
+                        raise MasterError(
+                            f"{where} line {n}: BEGIN SOLUTION inside another BEGIN SOLUTION"
+                        )
                     depth, marked = 1, True
                 elif m:
                     if not depth:
@@ -106,13 +124,19 @@ def check_master(nb, path="master") -> list[str]:
             if depth:
                 raise MasterError(f"{where}: BEGIN SOLUTION without END SOLUTION")
             if not marked:
-                raise MasterError(f"{where}: a solution cell without '# BEGIN SOLUTION' ... '# END SOLUTION' "
-                                  "(students would get the whole solution)")
+                raise MasterError(
+                    f"{where}: a solution cell without '# BEGIN SOLUTION' ... '# END SOLUTION' "
+                    "(students would get the whole solution)"
+                )
         elif inside == "TESTS":
             question["tests"] += 1
-        elif _LINE.match(cell.source) or re.search(r"^\s*#\s*(BEGIN|END)\s+SOLUTION", cell.source, re.M | re.I):
-            raise MasterError(f"{where}: a solution marker outside a raw '# BEGIN SOLUTION' ... '# END SOLUTION' "
-                              "block (otter would leave it in the student notebook)")
+        elif _LINE.match(cell.source) or re.search(
+            r"^\s*#\s*(BEGIN|END)\s+SOLUTION", cell.source, re.M | re.I
+        ):
+            raise MasterError(
+                f"{where}: a solution marker outside a raw '# BEGIN SOLUTION' ... '# END SOLUTION' "
+                "block (otter would leave it in the student notebook)"
+            )
     if stack:
         raise MasterError(f"{path} cell {stack[-1][1]}: BEGIN {stack[-1][0]} is never ended")
     if not questions:
@@ -127,9 +151,13 @@ def build(args) -> str:
     dest = out / master.stem
     shutil.rmtree(dest, ignore_errors=True)
     otter = Path(sys.executable).with_name("otter")
-    run = subprocess.run([str(otter), "assign", str(master), str(dest)], capture_output=True, text=True)
+    run = subprocess.run(
+        [str(otter), "assign", str(master), str(dest)], capture_output=True, text=True
+    )
     if run.returncode != 0:
-        raise RuntimeError(f"otter assign failed on {shown}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
+        raise RuntimeError(
+            f"otter assign failed on {shown}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+        )
     return str(shown)
 
 
@@ -152,7 +180,10 @@ def main(argv) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     with ProcessPoolExecutor(max_workers=2) as pool:
         for shown in pool.map(build, [(m, args.out) for m in masters]):
-            print(f"assignment built: {shown} -> {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+            print(
+                f"assignment built: {shown} -> "
+                f"{args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}"
+            )
     return 0
 
 

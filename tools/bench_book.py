@@ -37,7 +37,10 @@ TIMEOUT = 600  # seconds per cell: only against a hang
 def seconds(cell) -> float | None:
     """Wall time of one executed cell, from the timestamps nbclient records."""
     t = cell.get("metadata", {}).get("execution", {})
-    start, end = t.get("iopub.execute_input") or t.get("shell.execute_request"), t.get("shell.execute_reply")
+    start, end = (
+        t.get("iopub.execute_input") or t.get("shell.execute_request"),
+        t.get("shell.execute_reply"),
+    )
     if not (start and end):
         return None
     parse = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))  # noqa: E731
@@ -50,8 +53,13 @@ def bench(path: Path) -> dict:
     start = time.perf_counter()
     error = None
     try:
-        NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3", record_timing=True,
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        NotebookClient(
+            nb,
+            timeout=TIMEOUT,
+            kernel_name="python3",
+            record_timing=True,
+            resources={"metadata": {"path": str(path.parent)}},
+        ).execute()
     except CellExecutionError as exc:
         error = str(exc).strip().splitlines()[-1][:200]
     wall = time.perf_counter() - start
@@ -61,40 +69,65 @@ def bench(path: Path) -> dict:
         if s is not None:
             first = next((line for line in cell.source.splitlines() if line.strip()), "")
             cells.append({"index": i, "seconds": round(s, 3), "first_line": first[:70]})
-    return {"notebook": str(path.relative_to(ROOT)), "wall_seconds": round(wall, 2),
-            "budget_seconds": budget, "over_budget": wall > budget,
-            "cells_over_budget": [c for c in cells if c["seconds"] > CELL_BUDGET],
-            "slowest_cells": sorted(cells, key=lambda c: -c["seconds"])[:3], "error": error}
+    return {
+        "notebook": str(path.relative_to(ROOT)),
+        "wall_seconds": round(wall, 2),
+        "budget_seconds": budget,
+        "over_budget": wall > budget,
+        "cells_over_budget": [c for c in cells if c["seconds"] > CELL_BUDGET],
+        "slowest_cells": sorted(cells, key=lambda c: -c["seconds"])[:3],
+        "error": error,
+    }
 
 
 def main(argv: list[str]) -> int:
     paths = [Path(a).resolve() for a in argv] or sorted(
-        p for p in (ROOT / "book").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+        p for p in (ROOT / "book").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
+    )
     load_before = os.getloadavg()
     results = []
-    print(f"bench-book: {len(paths)} notebooks, one at a time; cell budget {CELL_BUDGET:g} s; "
-          f"load average {load_before[0]:.2f} on {os.cpu_count()} cores\n")
+    print(
+        f"bench-book: {len(paths)} notebooks, one at a time; cell budget {CELL_BUDGET:g} s; "
+        f"load average {load_before[0]:.2f} on {os.cpu_count()} cores\n"
+    )
     print(f"{'notebook':34} {'wall s':>7} {'budget':>7}  slowest cells (index: seconds)")
     for path in paths:
         r = bench(path)
         results.append(r)
         flag = "OVER" if r["over_budget"] else "ok"
         slow = ", ".join(f"{c['index']}: {c['seconds']:.1f}" for c in r["slowest_cells"])
-        print(f"{r['notebook']:34} {r['wall_seconds']:7.1f} {r['budget_seconds']:6.0f} {flag:4}  {slow}")
+        print(
+            f"{r['notebook']:34} {r['wall_seconds']:7.1f} {r['budget_seconds']:6.0f} {flag:4}  "
+            f"{slow}"
+        )
         for c in r["cells_over_budget"]:
-            print(f"    cell {c['index']} took {c['seconds']:.1f} s (> {CELL_BUDGET:g} s): {c['first_line']}")
+            print(
+                f"    cell {c['index']} took {c['seconds']:.1f} s (> {CELL_BUDGET:g} s): "
+                f"{c['first_line']}"
+            )
         if r["error"]:
             print(f"    ERROR: {r['error']}")
     load_after = os.getloadavg()
     total = sum(r["wall_seconds"] for r in results)
-    print(f"\ntotal {total:.1f} s; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after "
-          "(a load above the core count inflates every wall time)")
+    print(
+        f"\ntotal {total:.1f} s; load average {load_before[0]:.2f} before, {load_after[0]:.2f} "
+        "after (a load above the core count inflates every wall time)"
+    )
     over = [r["notebook"] for r in results if r["over_budget"] or r["cells_over_budget"]]
     print("over a budget: " + (", ".join(over) if over else "none") + " (a report, not a test)")
     out = ROOT / "_build" / "bench-book.json"
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"cell_budget_seconds": CELL_BUDGET, "load_before": load_before,
-                               "load_after": load_after, "notebooks": results}, indent=1))
+    out.write_text(
+        json.dumps(
+            {
+                "cell_budget_seconds": CELL_BUDGET,
+                "load_before": load_before,
+                "load_after": load_after,
+                "notebooks": results,
+            },
+            indent=1,
+        )
+    )
     print(f"written to {out.relative_to(ROOT)}")
     return 1 if any(r["error"] for r in results) else 0
 

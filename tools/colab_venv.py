@@ -53,7 +53,9 @@ def setup_cell() -> str:
     source = next(c for c in nb.cells if c.cell_type == "code").source
     remote = SETUP_SPEC.format(url=url)
     if remote not in source:
-        raise SystemExit(f"colab_venv: the setup cell of book/first-look.ipynb does not install {remote!r}")
+        raise SystemExit(
+            f"colab_venv: the setup cell of book/first-look.ipynb does not install {remote!r}"
+        )
     return source.replace(remote, SETUP_SPEC.replace("git+{url}", ROOT.as_uri()))
 
 
@@ -68,40 +70,82 @@ def build(venv: Path, torch_version: str) -> Path:
         shutil.rmtree(venv, ignore_errors=True)
         base = getattr(sys, "_base_executable", sys.executable)
         run([base, "-m", "venv", venv])
-        print(f"colab_venv: installing torch=={torch_version} and {', '.join(COLAB_PACKAGES)} into {venv}")
-        run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-             f"torch=={torch_version}", *map(pinned, COLAB_PACKAGES)])
+        print(
+            f"colab_venv: installing torch=={torch_version} and {', '.join(COLAB_PACKAGES)} into "
+            f"{venv}"
+        )
+        run(
+            [
+                python,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                f"torch=={torch_version}",
+                *map(pinned, COLAB_PACKAGES),
+            ]
+        )
         stamp.write_text(torch_version)
     # norms comes only from the setup cell, every time
     run([python, "-m", "pip", "uninstall", "-q", "-y", "norms"], capture_output=True)
-    with tempfile.TemporaryDirectory() as away:  # not the checkout: there `import norms` finds ./norms
+    with (
+        tempfile.TemporaryDirectory() as away
+    ):  # not the checkout: there `import norms` finds ./norms
         missing = subprocess.run([python, "-c", "import norms"], cwd=away, capture_output=True)
         if missing.returncode == 0:
             raise SystemExit("colab_venv: the venv still has norms before the setup cell ran")
         # torch stays the one Colab has (the setup cell must not replace it), and the extras get
         # the versions requirements.txt pins, so the notebooks' stored outputs still apply
         constraint = Path(away) / "colab-constraints.txt"
-        pins = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
+        pins = [
+            line.split("#")[0].strip()
+            for line in (ROOT / "requirements.txt").read_text().splitlines()
+        ]
         pins = [p for p in pins if "==" in p and p.split("==")[0].strip().lower() != "torch"]
         constraint.write_text("\n".join([f"torch=={torch_version}", *pins]) + "\n")
         env = dict(os.environ, PIP_CONSTRAINT=str(constraint), PIP_DISABLE_PIP_VERSION_CHECK="1")
-        print("colab_venv: running the notebooks' setup cell in the venv (it installs norms[widgets,quiz])")
+        print(
+            "colab_venv: running the notebooks' setup cell in the venv (it installs "
+            "norms[widgets,quiz])"
+        )
         run([python, "-c", setup_cell()], cwd=away, env=env)
-        where = run([python, "-c", "import norms, ipywidgets, jupyterquiz, torch; print(norms.__file__); "
-                     "print(torch.__version__)"], cwd=away, capture_output=True, text=True).stdout.split()
+        where = run(
+            [
+                python,
+                "-c",
+                "import norms, ipywidgets, jupyterquiz, torch; print(norms.__file__); "
+                "print(torch.__version__)",
+            ],
+            cwd=away,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
     if "site-packages" not in where[0]:
-        raise SystemExit(f"colab_venv: the setup cell did not install norms into the venv ({where[0]})")
+        raise SystemExit(
+            f"colab_venv: the setup cell did not install norms into the venv ({where[0]})"
+        )
     if not where[1].startswith(torch_version):
         raise SystemExit(f"colab_venv: the setup cell replaced torch {torch_version} by {where[1]}")
     kernel = venv / "share" / "jupyter" / "kernels" / "colab"
     kernel.mkdir(parents=True, exist_ok=True)
-    (kernel / "kernel.json").write_text(json.dumps({
-        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": f"Colab-like (torch {torch_version})", "language": "python",
-        # NORMS_GLUE_RECORD: norms.glue records glued values as myst-nb would, so nbval compares them
-        "env": {"NORMS_COLAB_TORCH": torch_version, "NORMS_GLUE_RECORD": "1"},
-    }, indent=1))
-    print(f"colab_venv: kernel 'colab' (torch {where[1]}, norms from the setup cell) in {kernel.parent.parent}")
+    (kernel / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": f"Colab-like (torch {torch_version})",
+                "language": "python",
+                # NORMS_GLUE_RECORD: norms.glue records glued values as myst-nb would, so nbval
+                # compares them
+                "env": {"NORMS_COLAB_TORCH": torch_version, "NORMS_GLUE_RECORD": "1"},
+            },
+            indent=1,
+        )
+    )
+    print(
+        f"colab_venv: kernel 'colab' (torch {where[1]}, norms from the setup cell) in "
+        f"{kernel.parent.parent}"
+    )
     return kernel
 
 

@@ -40,12 +40,15 @@ from pathlib import Path
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from exercises import DIFFICULTIES, SOLUTION_TAG, ExerciseError, check, chapter_of, directives  # noqa: E402
+from exercises import DIFFICULTIES, SOLUTION_TAG, ExerciseError, chapter_of, check, directives  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 _TITLE = re.compile(r"^Exercise\s+(?P<n>\d+)\s*(?:[:.\u2014-]\s*(?P<title>.*))?$")
 _DIFFICULTY = re.compile(r"^\s*\*(Warm-up|Core|Challenge)\.\*")
-_HIDDEN = {"hide-cell", "hide-input"}  # how the old convention hid a solution (or it starts "# Solution")
+_HIDDEN = {
+    "hide-cell",
+    "hide-input",
+}  # how the old convention hid a solution (or it starts "# Solution")
 
 
 def _md(source: str, cell_id: str):
@@ -63,14 +66,18 @@ def _convert_cell(source: str, chapter: str, path, i):
             continue
         diff = _DIFFICULTY.match(d.body)
         if diff is None:
-            raise ExerciseError(f"{path} cell {i}: {d.arg!r} does not start with its difficulty "
-                                f"({', '.join(f'*{w}.*' for w in DIFFICULTIES)})")
+            raise ExerciseError(
+                f"{path} cell {i}: {d.arg!r} does not start with its difficulty "
+                f"({', '.join(f'*{w}.*' for w in DIFFICULTIES)})"
+            )
         label = f"ex-{chapter}-{m.group('n')}"
         title = (m.group("title") or "").strip()
         head = f":::{{exercise}} {title}".rstrip()
         opts = "".join(f":{k}: {v}\n" for k, v in d.options.items() if k not in ("class", "label"))
         out.append(source[pos : d.start])
-        out.append(f"{head}\n:label: {label}\n:class: {DIFFICULTIES[diff.group(1)]}\n{opts}\n{d.body}\n:::")
+        out.append(
+            f"{head}\n:label: {label}\n:class: {DIFFICULTIES[diff.group(1)]}\n{opts}\n{d.body}\n:::"
+        )
         labels.append(label)
         pos = d.end
     out.append(source[pos:])
@@ -93,29 +100,51 @@ def convert(nb, path="notebook") -> bool:
             i += 1
             continue
         if len(labels) > 1:
-            raise ExerciseError(f"{path} cell {i}: {len(labels)} exercises in one cell; give each its own "
-                                "cell, followed by its solution")
+            raise ExerciseError(
+                f"{path} cell {i}: {len(labels)} exercises in one cell; give each its own "
+                "cell, followed by its solution"
+            )
         solution = nb.cells[i + 1] if i + 1 < len(nb.cells) else None
-        if solution is None or solution.cell_type != "code" or not (
-                _HIDDEN & set(solution.metadata.get("tags", [])) or solution.source.lstrip().startswith("# Solution")):
-            raise ExerciseError(f"{path} cell {i}: exercise {labels[0]!r} has no solution (a code cell tagged "
-                                "hide-cell right after it)")
+        if (
+            solution is None
+            or solution.cell_type != "code"
+            or not (
+                _HIDDEN & set(solution.metadata.get("tags", []))
+                or solution.source.lstrip().startswith("# Solution")
+            )
+        ):
+            raise ExerciseError(
+                f"{path} cell {i}: exercise {labels[0]!r} has no solution (a code cell tagged "
+                "hide-cell right after it)"
+            )
         cell.source = source
         # the solution: that cell and every hidden code cell right after it
         end = i + 2
-        while end < len(nb.cells) and nb.cells[end].cell_type == "code" and _HIDDEN & set(nb.cells[end].metadata.get("tags", [])):
+        while (
+            end < len(nb.cells)
+            and nb.cells[end].cell_type == "code"
+            and _HIDDEN & set(nb.cells[end].metadata.get("tags", []))
+        ):
             end += 1
         solution = nb.cells[i + 1 : end]
         for code in solution:
             tags = [t for t in code.metadata.get("tags", []) if t not in _HIDDEN]
             code.metadata["tags"] = tags + ([SOLUTION_TAG] if SOLUTION_TAG not in tags else [])
             code.metadata.pop("mystnb", None)  # the prompts of hide-cell's toggle
-            code.metadata["jupyter"] = {"source_hidden": True, "outputs_hidden": True}  # collapsed in Jupyter
-        cells += [cell,
-                  _md(f":::{{solution-start}} {labels[0]}\n:label: {labels[0]}-solution\n:class: dropdown\n:::",
-                      f"{labels[0]}-solution-start"),
-                  *solution,
-                  _md(":::{solution-end}\n:::", f"{labels[0]}-solution-end")]
+            code.metadata["jupyter"] = {
+                "source_hidden": True,
+                "outputs_hidden": True,
+            }  # collapsed in Jupyter
+        cells += [
+            cell,
+            _md(
+                f":::{{solution-start}} {labels[0]}\n:label: {labels[0]}-solution\n"
+                ":class: dropdown\n:::",
+                f"{labels[0]}-solution-start",
+            ),
+            *solution,
+            _md(":::{solution-end}\n:::", f"{labels[0]}-solution-end"),
+        ]
         changed = True
         i = end
     if changed:
@@ -127,9 +156,13 @@ def convert(nb, path="notebook") -> bool:
 def main(argv) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("notebooks", nargs="*", type=Path)
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a notebook would change")
+    parser.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 if a notebook would change"
+    )
     args = parser.parse_args(argv)
-    paths = args.notebooks or sorted(p for p in (ROOT / "book").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    paths = args.notebooks or sorted(
+        p for p in (ROOT / "book").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
+    )
     stale = []
     for path in paths:
         shown = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
@@ -145,7 +178,10 @@ def main(argv) -> int:
                 nbformat.write(nb, path)
                 print(f"converted {shown}")
     if args.check and stale:
-        print("convert_exercises: old-style exercises in " + ", ".join(map(str, stale)), file=sys.stderr)
+        print(
+            "convert_exercises: old-style exercises in " + ", ".join(map(str, stale)),
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -17,7 +17,9 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-CELL_TIMEOUT = 600  # seconds: only against a hang; speed is measured by `make bench-book`, never enforced
+CELL_TIMEOUT = (
+    600  # seconds: only against a hang; speed is measured by `make bench-book`, never enforced
+)
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -37,7 +39,11 @@ def execute(path: Path) -> tuple[Path, float]:
         cell.metadata.pop("execution", None)
     nb.metadata.pop("widgets", None)
     nb.metadata.pop("jupytext", None)
-    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.metadata["kernelspec"] = {
+        "display_name": "Python 3",
+        "language": "python",
+        "name": "python3",
+    }
     nbformat.write(nb, path)
     return path, time.perf_counter() - start
 

@@ -52,8 +52,8 @@ class Directive:
 @dataclass
 class Exercise:
     label: str
-    cell: int                       # index of the exercise's markdown cell
-    difficulty: str | None          # "warm-up", "core", "challenge" or None
+    cell: int  # index of the exercise's markdown cell
+    difficulty: str | None  # "warm-up", "core", "challenge" or None
     solution_cells: list = field(default_factory=list)  # indices of the cells of its solution
     solution_kind: str | None = None  # "gated" or "text"
 
@@ -69,14 +69,18 @@ def directives(source: str) -> list[Directive]:
         close = re.compile(r"^:{%d,}[ \t]*$" % n, re.M)
         c = close.search(source, m.end())
         if c is None:
-            raise ValueError(f"the directive {m.group(0).strip()!r} is never closed (no line {':' * n})")
+            raise ValueError(
+                f"the directive {m.group(0).strip()!r} is never closed (no line {':' * n})"
+            )
         inner = source[m.end() + 1 : c.start()] if c.start() > m.end() else ""
         options, lines = {}, inner.split("\n")
         while lines and re.match(r"^:[\w-]+:", lines[0]):
             key, _, value = lines.pop(0)[1:].partition(":")
             options[key] = value.strip()
         body = "\n".join(lines).strip("\n")
-        found.append(Directive(m.group("name"), m.group("arg").strip(), options, body, m.start(), c.end()))
+        found.append(
+            Directive(m.group("name"), m.group("arg").strip(), options, body, m.start(), c.end())
+        )
         pos = c.end()
 
 
@@ -115,12 +119,16 @@ def exercises(nb, path="notebook") -> list[Exercise]:
                 order.append(ex)
             elif d.name in ("solution", "solution-start"):
                 if open_gate is not None:
-                    raise ExerciseError(f"{_where(path, open_gate[0])}: solution-start of {open_gate[1]!r} "
-                                        f"has no solution-end before the next solution (cell {i})")
+                    raise ExerciseError(
+                        f"{_where(path, open_gate[0])}: solution-start of {open_gate[1]!r} "
+                        f"has no solution-end before the next solution (cell {i})"
+                    )
                 ex = found.get(d.arg)
                 if ex is None:
-                    raise ExerciseError(f"{_where(path, i)}: a solution for {d.arg!r}, which is not an "
-                                        "exercise above it")
+                    raise ExerciseError(
+                        f"{_where(path, i)}: a solution for {d.arg!r}, which is not an "
+                        "exercise above it"
+                    )
                 if ex.solution_kind is not None:
                     raise ExerciseError(f"{_where(path, i)}: a second solution for {d.arg!r}")
                 ex.solution_kind = "text" if d.name == "solution" else "gated"
@@ -135,14 +143,17 @@ def exercises(nb, path="notebook") -> list[Exercise]:
             elif d.name in ("exercise-start", "exercise-end"):
                 raise ExerciseError(f"{_where(path, i)}: use one exercise directive, not {d.name}")
     if open_gate is not None:
-        raise ExerciseError(f"{_where(path, open_gate[0])}: solution-start of {open_gate[1]!r} has no "
-                            "solution-end")
+        raise ExerciseError(
+            f"{_where(path, open_gate[0])}: solution-start of {open_gate[1]!r} has no solution-end"
+        )
     for ex in order:
         if ex.solution_kind is None:
             raise ExerciseError(f"{_where(path, ex.cell)}: exercise {ex.label!r} has no solution")
         if ex.solution_kind == "gated" and len(ex.solution_cells) < 3:
-            raise ExerciseError(f"{_where(path, ex.solution_cells[0])}: the solution of {ex.label!r} has "
-                                "no code cell between solution-start and solution-end")
+            raise ExerciseError(
+                f"{_where(path, ex.solution_cells[0])}: the solution of {ex.label!r} has "
+                "no code cell between solution-start and solution-end"
+            )
     return order
 
 
@@ -151,8 +162,10 @@ def check(nb, path="notebook") -> list[Exercise]:
     found = exercises(nb, path)
     for ex in found:
         if ex.difficulty is None:
-            raise ExerciseError(f"{_where(path, ex.cell)}: exercise {ex.label!r} does not start with its "
-                                f"difficulty ({', '.join(f'*{w}.*' for w in DIFFICULTIES)})")
+            raise ExerciseError(
+                f"{_where(path, ex.cell)}: exercise {ex.label!r} does not start with its "
+                f"difficulty ({', '.join(f'*{w}.*' for w in DIFFICULTIES)})"
+            )
     return found
 
 
@@ -163,8 +176,14 @@ def solution_cells(nb, path="notebook") -> set[int]:
 
 def old_style_exercises(nb) -> list[int]:
     """Cells that still hold an exercise in the old convention (``:::{admonition} Exercise``)."""
-    return [i for i, c in enumerate(nb.cells)
-            if any(d.name == "admonition" and re.match(r"Exercise\b", d.arg) for d in directives(_markdown(c)))]
+    return [
+        i
+        for i, c in enumerate(nb.cells)
+        if any(
+            d.name == "admonition" and re.match(r"Exercise\b", d.arg)
+            for d in directives(_markdown(c))
+        )
+    ]
 
 
 def chapter_of(path) -> str:

@@ -24,11 +24,13 @@ from pathlib import Path
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from exercises import check, chapter_of  # noqa: E402
+from exercises import check  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "_build" / "student"
-CELL_TIMEOUT = 600  # seconds: only against a hang; speed is measured by `make bench-book`, never enforced
+CELL_TIMEOUT = (
+    600  # seconds: only against a hang; speed is measured by `make bench-book`, never enforced
+)
 
 #: what a student finds where a solution was
 YOUR_SOLUTION = "# Your solution to {label}.\n"
@@ -65,16 +67,30 @@ def student_notebook(args) -> tuple[str, float]:
     shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
     nb = strip(nbformat.read(path, as_version=4), shown)
     start = time.perf_counter()
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}},
-                            record_timing=False, store_widget_state=False)
+    client = NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        record_timing=False,
+        store_widget_state=False,
+    )
     try:
         client.execute()
     except CellExecutionError as exc:
-        index = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code" and
-                      any(o.get("output_type") == "error" for o in c.get("outputs", []))), "?")
-        raise RuntimeError(f"student edition of {shown}: cell {index} fails without the solutions "
-                           f"(does it use a solution's variables?):\n{str(exc)[-1500:]}") from None
+        index = next(
+            (
+                i
+                for i, c in enumerate(nb.cells)
+                if c.cell_type == "code"
+                and any(o.get("output_type") == "error" for o in c.get("outputs", []))
+            ),
+            "?",
+        )
+        raise RuntimeError(
+            f"student edition of {shown}: cell {index} fails without the solutions "
+            f"(does it use a solution's variables?):\n{str(exc)[-1500:]}"
+        ) from None
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
     nb.metadata.pop("widgets", None)
@@ -110,14 +126,26 @@ def build_html(out: Path) -> None:
     if out.exists():
         shutil.rmtree(out)
     result = build_sphinx(
-        ROOT, out, noconfig=True, path_config=str(ROOT / "_config.yml"),
-        confoverrides={"external_toc_path": (ROOT / "_toc.yml").as_posix(), "latex_individualpages": False,
-                       "hide_solutions": True},
-        doctreedir=out.parent / ".doctrees", warningiserror=True, keep_going=True, quiet=True,
+        ROOT,
+        out,
+        noconfig=True,
+        path_config=str(ROOT / "_config.yml"),
+        confoverrides={
+            "external_toc_path": (ROOT / "_toc.yml").as_posix(),
+            "latex_individualpages": False,
+            "hide_solutions": True,
+        },
+        doctreedir=out.parent / ".doctrees",
+        warningiserror=True,
+        keep_going=True,
+        quiet=True,
     )
     if result:
         raise SystemExit(f"student site: the build failed ({result})")
-    print(f"student site built: {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}/index.html")
+    print(
+        "student site built: "
+        f"{out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}/index.html"
+    )
 
 
 def main(argv) -> int:

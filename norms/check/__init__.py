@@ -21,7 +21,8 @@ The parts, one module each:
 * :mod:`~norms.check.problems`: every problem code with its title and fix, and the collector;
 * :mod:`~norms.check.report`: the :class:`Report` a reader sees (text and HTML);
 * :mod:`~norms.check.hypotheses`: float64 re-implementations of the usual bugs, to name a mismatch;
-* :mod:`~norms.check.explanations`: from a matching hypothesis (or a crash) to the words of a problem;
+* :mod:`~norms.check.explanations`: from a matching hypothesis (or a crash) to the words of a
+problem;
 * :mod:`~norms.check.inspection`: finding the candidate's eps, scale/shift and running statistics;
 * :mod:`~norms.check.structure`, :mod:`~norms.check.running_stats`, :mod:`~norms.check.diagnosis`:
   the checks, mixed into :class:`~norms.check.grader._Grader`;
@@ -29,6 +30,7 @@ The parts, one module each:
 
 Only torch is needed.
 """
+
 from __future__ import annotations
 
 from .grader import grade

@@ -1,4 +1,5 @@
 """Naming the bug behind a mismatch: outputs, eval mode, gradients, cancellation."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,9 +28,12 @@ class _Diagnosis:
                 self.c.add(code, detail, where)
             return
         err = _maxerr(y, yr)
-        self.c.add("output_mismatch",
-                   f"Output differs from torch's: max abs error {err:.3g} for an input of shape "
-                   f"{tuple(x.shape)}; no single known bug explains it.", where)
+        self.c.add(
+            "output_mismatch",
+            f"Output differs from torch's: max abs error {err:.3g} for an input of shape "
+            f"{tuple(x.shape)}; no single known bug explains it.",
+            where,
+        )
 
     def separate_eps(self, h, x, spec, eps, w, b, probe):
         """eps outside the square root, or no eps at all?  With eps=1e-5 and a spread of 0.01 both
@@ -39,9 +43,15 @@ class _Diagnosis:
         Returns (hypothesis, told_apart)."""
         other = dataclasses.replace(h, eps_mode="none" if h.eps_mode == "outside" else "outside")
         x64 = x.detach().double()
-        args = (spec, eps, w.detach().double() if w is not None else None,
-                b.detach().double() if b is not None else None)
-        if not _close(_hyp_output(h, x64, *args, {}), _hyp_output(other, x64, *args, {}), self.rtol, self.atol):
+        args = (
+            spec,
+            eps,
+            w.detach().double() if w is not None else None,
+            b.detach().double() if b is not None else None,
+        )
+        if not _close(
+            _hyp_output(h, x64, *args, {}), _hyp_output(other, x64, *args, {}), self.rtol, self.atol
+        ):
             return h, True  # this input already tells them apart
         if probe is None:
             return h, False
@@ -70,22 +80,29 @@ class _Diagnosis:
             return
         gen = torch.Generator().manual_seed(self.seed + 7)
         x = torch.randn(shape, generator=gen)
-        try:  # gradients on, as in an ordinary training step (a mode taken from them is another bug)
+        # gradients on, as in an ordinary training step (a mode taken from them is another bug)
+        try:
             with torch.enable_grad():
                 y0 = fn(x.clone())
                 y = fn(x + 3000.0)
         except Exception:
             return  # a crash here says nothing about the variance; the main loop reports crashes
-        if not (isinstance(y, torch.Tensor) and isinstance(y0, torch.Tensor)) or y.shape != y0.shape:
+        if (
+            not (isinstance(y, torch.Tensor) and isinstance(y0, torch.Tensor))
+            or y.shape != y0.shape
+        ):
             return
         if _close(y.double(), y0.double(), 1e-2, 1e-2):
             self.c.checks.append(f"inputs with a large mean, {where}")
             return
         err = "NaN" if torch.isnan(y).any() else f"{_maxerr(y.double(), y0.double()):.3g}"
-        self.c.add("variance_cancellation",
-                   f"Adding 3000 to a float32 input of standard deviation 1 (shape {shape}) changes your "
-                   f"output by up to {err}; subtracting the mean should make the two outputs agree to about "
-                   "1e-4, as torch's do. That is what E[x²] − E[x]² does.", where)
+        self.c.add(
+            "variance_cancellation",
+            f"Adding 3000 to a float32 input of standard deviation 1 (shape {shape}) changes your "
+            f"output by up to {err}; subtracting the mean should make the two outputs agree to "
+            "about 1e-4, as torch's do. That is what E[x²] − E[x]² does.",
+            where,
+        )
 
     def explain_eval_mismatch(self, y, x, spec, eps, w, b, where, yr, m, running, running_kind):
         x64, y64 = x.double(), y.detach().double()
@@ -96,29 +113,58 @@ class _Diagnosis:
                 rm, rv = now["mean"].reshape(view), now["var"].reshape(view)
                 wv = w.double().reshape(view) if w is not None else 1.0
                 bv = b.double().reshape(view) if b is not None else 0.0
-                tries = [("inside", eps, None), ("outside", eps, "eps_outside_sqrt"), ("none", eps, "eps_missing")]
-                tries += [("inside", e, "eps_value") for e in _EPS_GUESSES if not math.isclose(e, eps, rel_tol=0.05)]
+                tries = [
+                    ("inside", eps, None),
+                    ("outside", eps, "eps_outside_sqrt"),
+                    ("none", eps, "eps_missing"),
+                ]
+                tries += [
+                    ("inside", e, "eps_value")
+                    for e in _EPS_GUESSES
+                    if not math.isclose(e, eps, rel_tol=0.05)
+                ]
                 for mode, e, code in tries:
                     out = _scale(x64, rm, rv, e, mode) * wv + bv
                     if _close(y64, out, self.rtol, self.atol):
                         if code == "eps_value":
-                            self.c.add(code, f"In eval mode your output matches eps={e:g} with your running "
-                                             f"statistics, but the layer's eps is {eps:g}.", where)
+                            self.c.add(
+                                code,
+                                f"In eval mode your output matches eps={e:g} with your running "
+                                f"statistics, but the layer's eps is {eps:g}.",
+                                where,
+                            )
                         elif code:
-                            desc = "(x - mean) / (sqrt(var) + eps)" if mode == "outside" else "no eps at all"
-                            self.c.add(code, f"In eval mode your output matches {desc} with your running "
-                                             "statistics.", where)
-                        return  # uses its own running stats correctly: their problems are reported above
+                            desc = (
+                                "(x - mean) / (sqrt(var) + eps)"
+                                if mode == "outside"
+                                else "no eps at all"
+                            )
+                            self.c.add(
+                                code,
+                                f"In eval mode your output matches {desc} with your running "
+                                "statistics.",
+                                where,
+                            )
+                        # uses its own running stats correctly: their problems are reported above
+                        return
         h = _diagnose(y, x, spec, eps, w, b, self.rtol, self.atol, include_exact=running_kind)
         if running_kind and h is not None:
-            self.c.add("eval_uses_batch_stats", "In eval mode your output matches normalizing with the "
-                                                "statistics of the current batch.", where)
+            self.c.add(
+                "eval_uses_batch_stats",
+                "In eval mode your output matches normalizing with the "
+                "statistics of the current batch.",
+                where,
+            )
             for code, detail in _explain(h, spec, tuple(x.shape), eps):
                 self.c.add(code, detail, where)
             return
         if running_kind and not running:
-            self.c.add("running_stats_missing", "In eval mode the output matches no normalization with "
-                                                "batch statistics, and no running statistics were found.", where)
+            self.c.add(
+                "running_stats_missing",
+                "In eval mode the output matches no normalization with "
+                "batch statistics, and no running statistics were found.",
+                where,
+            )
             return
         if h is not None:
             for code, detail in _explain(h, spec, tuple(x.shape), eps):
@@ -126,8 +172,12 @@ class _Diagnosis:
             return
         if not running_kind and self.train_failed:
             return  # no running statistics: the training-mode problems explain this too
-        self.c.add("eval_mismatch", f"Eval-mode output differs from torch's: max abs error "
-                                    f"{_maxerr(y, yr):.3g} for an input of shape {tuple(x.shape)}.", where)
+        self.c.add(
+            "eval_mismatch",
+            f"Eval-mode output differs from torch's: max abs error "
+            f"{_maxerr(y, yr):.3g} for an input of shape {tuple(x.shape)}.",
+            where,
+        )
 
     def check_gradients(self, y, yr, xc, xr, param_pairs, where, gen):
         g = torch.randn(y.shape, generator=gen)
@@ -146,11 +196,12 @@ class _Diagnosis:
             if p.grad is None:
                 bad.append("a parameter gets no gradient")
             elif not _close(p.grad.reshape(r.grad.shape), r.grad, 1e-3, 1e-4):
-                bad.append(f"a parameter gradient differs by up to {_maxerr(p.grad.reshape(r.grad.shape), r.grad):.3g}")
+                bad.append(
+                    "a parameter gradient differs by up to "
+                    f"{_maxerr(p.grad.reshape(r.grad.shape), r.grad):.3g}"
+                )
         if bad:
             text = "; ".join(bad)
             self.c.add("gradient_mismatch", text[:1].upper() + text[1:] + ".", where)
         else:
             self.c.checks.append(f"gradients, {where}")
-
-

@@ -1,61 +1,120 @@
 """From what was observed (a matching hypothesis, a crash) to the words of a problem."""
+
 from __future__ import annotations
 
 import math
+
 
 def _explain(h, spec, shape, eps, told_apart=True):
     """Problems (code, detail) that a matching hypothesis stands for."""
     out = []
     if h.dims == "interleaved":
-        out.append(("wrong_groups", "Your output matches GroupNorm with interleaved groups (channels "
-                                    f"g, g + {spec.groups}, g + {2 * spec.groups}, ... in group g) instead "
-                                    "of adjacent channels."))
+        out.append(
+            (
+                "wrong_groups",
+                "Your output matches GroupNorm with interleaved groups (channels "
+                f"g, g + {spec.groups}, g + {2 * spec.groups}, ... in group g) instead "
+                "of adjacent channels.",
+            )
+        )
     elif h.dims is not None:
-        out.append(("wrong_dims", f"Your output matches statistics over dims {h.dims} of an input of "
-                                  f"shape {shape}; {spec.name} uses {spec.describe_dims(shape)}."))
+        out.append(
+            (
+                "wrong_dims",
+                f"Your output matches statistics over dims {h.dims} of an input of "
+                f"shape {shape}; {spec.name} uses {spec.describe_dims(shape)}.",
+            )
+        )
     if h.center_flip:
         if spec.center:
-            out.append(("no_mean_subtraction", "Your output matches dividing by the root mean square "
-                                               "without subtracting the mean (that is RMSNorm)."))
+            out.append(
+                (
+                    "no_mean_subtraction",
+                    "Your output matches dividing by the root mean square "
+                    "without subtracting the mean (that is RMSNorm).",
+                )
+            )
         else:
-            out.append(("subtracts_mean", "Your output matches LayerNorm-style centering (x - mean); "
-                                          "RMSNorm only rescales."))
+            out.append(
+                (
+                    "subtracts_mean",
+                    "Your output matches LayerNorm-style centering (x - mean); "
+                    "RMSNorm only rescales.",
+                )
+            )
     if h.divisor == "1":
         if spec.center:
-            out.append(("sum_instead_of_mean", "Your output matches dividing by the square root of the sum "
-                                               "of squared deviations instead of their mean (the variance)."))
+            out.append(
+                (
+                    "sum_instead_of_mean",
+                    "Your output matches dividing by the square root of the sum "
+                    "of squared deviations instead of their mean (the variance).",
+                )
+            )
         else:
-            out.append(("sum_instead_of_mean", "Your output matches dividing by the L2 norm sqrt(sum(x²)) "
-                                               "(x.norm(dim=-1)), which is sqrt(n) times the root mean square "
-                                               f"(n = {math.prod(spec.normalized_shape)} here)."))
+            out.append(
+                (
+                    "sum_instead_of_mean",
+                    "Your output matches dividing by the L2 norm sqrt(sum(x²)) "
+                    "(x.norm(dim=-1)), which is sqrt(n) times the root mean square "
+                    f"(n = {math.prod(spec.normalized_shape)} here).",
+                )
+            )
     elif h.divisor == "n-1":
-        out.append(("unbiased_variance", "Your output matches normalizing with the unbiased variance "
-                                         "(divided by n - 1) instead of the biased one (divided by n)."))
+        out.append(
+            (
+                "unbiased_variance",
+                "Your output matches normalizing with the unbiased variance "
+                "(divided by n - 1) instead of the biased one (divided by n).",
+            )
+        )
     small = "a small variance" if spec.center else "small values"
     if h.eps_mode in ("outside", "none") and not told_apart:
         form = "(x - mean) / (sqrt(var) + eps)" if spec.center else "x / (sqrt(mean(x²)) + eps)"
         bare = "sqrt(var)" if spec.center else "sqrt(mean(x²))"
-        out.append(("eps_outside_sqrt" if h.eps_mode == "outside" else "eps_missing",
-                    f"Your output matches both {form} with eps={eps:g} and dividing by {bare} with no eps: "
-                    f"at eps={eps:g} the two cannot be told apart on these inputs (they differ by less than "
-                    "the tolerance). Either way eps belongs inside the square root."))
+        out.append(
+            (
+                "eps_outside_sqrt" if h.eps_mode == "outside" else "eps_missing",
+                f"Your output matches both {form} with eps={eps:g} and dividing by {bare} with no "
+                f"eps: at eps={eps:g} the two cannot be told apart on these inputs (they differ by "
+                "less than the tolerance). Either way eps belongs inside the square root.",
+            )
+        )
     elif h.eps_mode == "outside":
         form = "(x - mean) / (sqrt(var) + eps)" if spec.center else "x / (sqrt(mean(x²)) + eps)"
-        out.append(("eps_outside_sqrt", f"Your output matches {form} with eps={eps:g}; "
-                                        f"the difference shows on inputs with {small}."))
+        out.append(
+            (
+                "eps_outside_sqrt",
+                f"Your output matches {form} with eps={eps:g}; "
+                f"the difference shows on inputs with {small}.",
+            )
+        )
     elif h.eps_mode == "none":
         form = "sqrt(var)" if spec.center else "sqrt(mean(x²))"
         const = "constant inputs" if spec.center else "all-zero inputs"
-        out.append(("eps_missing", f"Your output matches dividing by {form} with no eps; the difference "
-                                   f"shows on inputs with {small} (and it divides by zero on {const})."))
+        out.append(
+            (
+                "eps_missing",
+                f"Your output matches dividing by {form} with no eps; the difference "
+                f"shows on inputs with {small} (and it divides by zero on {const}).",
+            )
+        )
     if h.eps is not None:
-        out.append(("eps_value", f"Your output matches eps={h.eps:g}, but the layer's eps is {eps:g} "
-                                 "(taken from your .eps attribute, or torch's default if there is none)."))
+        out.append(
+            (
+                "eps_value",
+                f"Your output matches eps={h.eps:g}, but the layer's eps is {eps:g} "
+                "(taken from your .eps attribute, or torch's default if there is none).",
+            )
+        )
     if h.affine == "none":
-        out.append(("affine_not_applied", "Your output matches the normalized input without the scale and "
-                                          "shift, although the layer has (non-trivial) parameters."))
+        out.append(
+            (
+                "affine_not_applied",
+                "Your output matches the normalized input without the scale and "
+                "shift, although the layer has (non-trivial) parameters.",
+            )
+        )
     elif h.affine == "swapped":
         out.append(("affine_swapped", "Your output matches x̂·β + γ instead of γ·x̂ + β."))
     return out
-
-

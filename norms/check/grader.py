@@ -1,4 +1,5 @@
 """The grader: runs the candidate and the reference side by side, scenario by scenario."""
+
 from __future__ import annotations
 
 import copy
@@ -21,6 +22,7 @@ from .scenarios import _KIND, _SCENARIOS, _build_reference, _call_str, _data, _r
 from .structure import _StructureChecks
 from .tracing import explain_crash, reductions
 
+
 class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
     def __init__(self, candidate, reference, seed, rtol, atol, num_groups, ref_kw=None):
         self.candidate = candidate
@@ -32,7 +34,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
         self.kind = _KIND[reference]
         self.c = _Collector(self.kind)
         self.train_failed = False  # in the current scenario (read by explain_eval_mismatch)
-        self.passed: list = []   # training input shapes on which the output matched
+        self.passed: list = []  # training input shapes on which the output matched
         self.failed: list = []
 
     def shape_hint(self):
@@ -41,9 +43,11 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
         for code in ("wrong_dims", "wrong_groups", "output_mismatch"):
             p = self.c.problems.get(code)
             if p is not None and "right for" not in p.detail:
-                p.detail += (f" The output was right for input {self.passed[0]} but not for {self.failed[0]}: "
-                             "look for code that is right only for particular shapes (a hard-coded reshape, "
-                             "or a dim index that coincides for that shape).")
+                p.detail += (
+                    f" The output was right for input {self.passed[0]} but not for "
+                    f"{self.failed[0]}: look for code that is right only for particular shapes (a "
+                    "hard-coded reshape, or a dim index that coincides for that shape)."
+                )
 
     # -- calling the reader's code ------------------------------------------------
     def call(self, fn, *args, what, where, trace=None, **kw):
@@ -52,8 +56,11 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
         try:
             return fn(*args, **kw)
         except Exception as exc:  # the reader's code may raise anything
-            code = "constructor_failed" if what == "constructor" else (
-                "backward_failed" if what == "backward" else "forward_failed")
+            code = (
+                "constructor_failed"
+                if what == "constructor"
+                else ("backward_failed" if what == "backward" else "forward_failed")
+            )
             self.c.add(code, f"{what} raised {_fmt_exc(exc)}", where)
             if trace is not None:
                 self.explain_crash(*trace, where)
@@ -61,17 +68,24 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
 
     def explain_crash(self, fn, x, spec, where):
         correct = spec.dims(tuple(x.shape))
-        text = explain_crash(reductions(fn, x.detach().clone()), correct, tuple(x.shape), f"torch.nn.{spec.name}")
+        text = explain_crash(
+            reductions(fn, x.detach().clone()), correct, tuple(x.shape), f"torch.nn.{spec.name}"
+        )
         if text:
             self.c.add("wrong_dims", text, where)
 
     def check_output(self, y, x, where):
         if not isinstance(y, torch.Tensor):
-            self.c.add("wrong_type", f"The output is a {type(y).__name__}, not a torch.Tensor.", where)
+            self.c.add(
+                "wrong_type", f"The output is a {type(y).__name__}, not a torch.Tensor.", where
+            )
             raise _Abort
         if tuple(y.shape) != tuple(x.shape):
-            self.c.add("wrong_shape", f"For an input of shape {tuple(x.shape)} the output has shape "
-                                      f"{tuple(y.shape)}.", where)
+            self.c.add(
+                "wrong_shape",
+                f"For an input of shape {tuple(x.shape)} the output has shape {tuple(y.shape)}.",
+                where,
+            )
             raise _Abort
         if y.dtype != x.dtype:
             self.c.add("wrong_dtype", f"For a {x.dtype} input the output is {y.dtype}.", where)
@@ -80,9 +94,13 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
     def run(self):
         cand = self.candidate
         if isinstance(cand, nn.Module):
-            self.c.note(f"grade() got an instance; grading its class {type(cand).__name__} instead.")
+            self.c.note(
+                f"grade() got an instance; grading its class {type(cand).__name__} instead."
+            )
             cand = self.candidate = type(cand)
-        if inspect.isclass(cand) or (isinstance(cand, functools.partial) and inspect.isclass(cand.func)):
+        if inspect.isclass(cand) or (
+            isinstance(cand, functools.partial) and inspect.isclass(cand.func)
+        ):
             self.cand_name = cand.__name__ if inspect.isclass(cand) else cand.func.__name__
             for sc in _SCENARIOS[self.ref_name]:
                 if sc.optional and self.c.problems:
@@ -100,7 +118,10 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
             self.shape_hint()
         else:
             self.cand_name = repr(cand)[:60]
-            self.c.add("not_gradeable", f"Got {type(cand).__name__}, which is neither a class nor a function.")
+            self.c.add(
+                "not_gradeable",
+                f"Got {type(cand).__name__}, which is neither a class nor a function.",
+            )
 
     def scenario(self, runner, sc):
         """Run one scenario; findings of an optional one (a tuple normalized_shape) become notes."""
@@ -116,8 +137,10 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                 opt, self.c = self.c, main
                 main.checks.extend(opt.checks)
                 for p in opt.problems.values():
-                    main.note(f"With a tuple normalized_shape {sc.args[0]} (torch allows it, the book does not "
-                              f"need it): {p.title.lower()}. {p.detail}")
+                    main.note(
+                        f"With a tuple normalized_shape {sc.args[0]} (torch allows it, the book "
+                        f"does not need it): {p.title.lower()}. {p.detail}"
+                    )
 
     # -- plain functions --------------------------------------------------------------
     def function_args(self, spec):
@@ -127,24 +150,36 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
             params = []
         eps = "missing"
         kw, pos = {}, []
-        required = [p for p in params[1:] if p.default is inspect.Parameter.empty
-                    and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        required = [
+            p
+            for p in params[1:]
+            if p.default is inspect.Parameter.empty
+            and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
         for p in params:
             if p.name.lower() in _EPS_NAMES and _num(p.default):
                 eps = p.default
             elif p.name in ("running_mean", "running_var") and p.default is inspect.Parameter.empty:
-                kw[p.name] = None      # functional APIs like torch.nn.functional.batch_norm
+                kw[p.name] = None  # functional APIs like torch.nn.functional.batch_norm
             elif p.name == "training":
                 kw[p.name] = True
         required = [p for p in required if p.name not in kw]
         if spec.kind == "group":
-            names = [p for p in params if p.name.lower() in ("num_groups", "groups", "g", "n_groups", "num_group")]
+            names = [
+                p
+                for p in params
+                if p.name.lower() in ("num_groups", "groups", "g", "n_groups", "num_group")
+            ]
             if names:
                 kw[names[0].name] = spec.groups
             elif required:
                 pos.append(spec.groups)
         elif spec.kind in ("layer", "rms"):
-            names = [p for p in params if p.name.lower() in ("normalized_shape", "shape", "dim", "dims", "d")]
+            names = [
+                p
+                for p in params
+                if p.name.lower() in ("normalized_shape", "shape", "dim", "dims", "d")
+            ]
             if names:
                 kw[names[0].name] = spec.args[0]
             elif required:
@@ -157,8 +192,15 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
             args = (self.num_groups, sc.args[1])
         spec = _Spec(self.ref_name, args)
         pos, kw, eps = self.function_args(spec)
-        shape_arg = [n for n in kw if n.lower() in ("normalized_shape", "shape", "dim", "dims", "d")]
-        if spec.kind in ("layer", "rms") and not pos and not shape_arg and not isinstance(args[0], int):
+        shape_arg = [
+            n for n in kw if n.lower() in ("normalized_shape", "shape", "dim", "dims", "d")
+        ]
+        if (
+            spec.kind in ("layer", "rms")
+            and not pos
+            and not shape_arg
+            and not isinstance(args[0], int)
+        ):
             return  # f(x) cannot be told to normalize several trailing dims
         if spec.kind in ("layer", "rms") and isinstance(args[0], int) and (pos or shape_arg):
             # int or tuple normalized_shape? use the first the function accepts
@@ -172,7 +214,9 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                     continue
                 pos, kw = p2, k2
                 break
-        ref = _build_reference(self.ref_name, args, affine=False, eps=eps, momentum="missing", track=False)
+        ref = _build_reference(
+            self.ref_name, args, affine=False, eps=eps, momentum="missing", track=False
+        )
         ref.train()
         ref_eps = ref.eps if ref.eps is not None else torch.finfo(torch.float32).eps
         gen = torch.Generator().manual_seed(self.seed)
@@ -182,8 +226,15 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
             xc = x.clone().requires_grad_(True)
             xr = x.clone().requires_grad_(True)
             try:
-                y = self.call(self.candidate, xc, *pos, what="calling the function", where=where,
-                              trace=(lambda x: self.candidate(x, *pos, **kw), x, spec), **kw)
+                y = self.call(
+                    self.candidate,
+                    xc,
+                    *pos,
+                    what="calling the function",
+                    where=where,
+                    trace=(lambda x: self.candidate(x, *pos, **kw), x, spec),
+                    **kw,
+                )
                 self.check_output(y, x, where)
             except _Abort:
                 continue
@@ -195,16 +246,29 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                     self.check_gradients(y, yr, xc, xr, [], where, gen)
             else:
                 self.failed.append(shape)
-                self.explain_mismatch(y, x, spec, ref_eps, None, None, where, yr,
-                                      probe=lambda x: self.candidate(x, *pos, **kw))
+                self.explain_mismatch(
+                    y,
+                    x,
+                    spec,
+                    ref_eps,
+                    None,
+                    None,
+                    where,
+                    yr,
+                    probe=lambda x: self.candidate(x, *pos, **kw),
+                )
         if spec.center:
-            self.check_cancellation(lambda x: self.candidate(x, *pos, **kw), sc.train[0], f"shape {sc.train[0]}")
+            self.check_cancellation(
+                lambda x: self.candidate(x, *pos, **kw), sc.train[0], f"shape {sc.train[0]}"
+            )
 
     # -- classes ----------------------------------------------------------------------
     def build(self, args, where):
         m = self.call(self.candidate, *args, what="constructor", where=where, **self.ref_kw)
         if not isinstance(m, nn.Module):
-            self.c.add("not_a_module", f"{self.cand_name} instances are {type(m).__name__} objects.")
+            self.c.add(
+                "not_a_module", f"{self.cand_name} instances are {type(m).__name__} objects."
+            )
             raise _Abort
         return m
 
@@ -219,11 +283,19 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
         momentum = getattr(m, "momentum", "missing")
         if not (momentum is None or _num(momentum)):
             momentum = "missing"
-        ref_default = _build_reference(self.ref_name, sc.args, affine=True if spec.kind not in ("instance",)
-                                       else False, eps="missing", momentum="missing",
-                                       track=spec.kind == "batch", fixed=self.ref_kw)
+        ref_default = _build_reference(
+            self.ref_name,
+            sc.args,
+            affine=True if spec.kind not in ("instance",) else False,
+            eps="missing",
+            momentum="missing",
+            track=spec.kind == "batch",
+            fixed=self.ref_kw,
+        )
         wants_affine = any(True for _ in ref_default.parameters())
-        self.ref_params = {n for n, _ in ref_default.named_parameters()}  # read by structure_problems
+        self.ref_params = {
+            n for n, _ in ref_default.named_parameters()
+        }  # read by structure_problems
         running_kind = spec.kind == "batch" and ref_default.track_running_stats
         running = {}
         if spec.kind in ("batch", "instance"):
@@ -234,30 +306,59 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                 running = {}
         # probe: a separate instance, one forward without grad, to see what forward changes
         created = self.probe_forward(sc, spec, where0)
-        self.structure_problems(m, spec, sc, scale, shift, wrong, plain, running, running_kind,
-                                    wants_affine, created, where0)
+        self.structure_problems(
+            m,
+            spec,
+            sc,
+            scale,
+            shift,
+            wrong,
+            plain,
+            running,
+            running_kind,
+            wants_affine,
+            created,
+            where0,
+        )
         if spec.kind in ("batch", "instance") and running_kind and not running:
             running = {}
         # -- reference with the same settings and the same non-trivial parameters ---------
         affine = scale is not None or shift is not None
         if spec.kind in ("layer", "rms", "group", "batch"):
             affine = affine or wants_affine
-        ref = _build_reference(self.ref_name, sc.args, affine=affine, eps=eps, momentum=momentum,
-                               track=running_kind, fixed=self.ref_kw)
+        ref = _build_reference(
+            self.ref_name,
+            sc.args,
+            affine=affine,
+            eps=eps,
+            momentum=momentum,
+            track=running_kind,
+            fixed=self.ref_kw,
+        )
         affine = getattr(ref, "weight", None) is not None
         ref_eps = ref.eps if ref.eps is not None else torch.finfo(torch.float32).eps
         gen = torch.Generator().manual_seed(self.seed * 1000 + len(sc.train))
         if getattr(ref, "bias", None) is None and shift is not None:
-            why = ("RMSNorm only rescales: it has a scale γ and no shift β" if spec.kind == "rms"
-                   else f"{_call_str('torch.nn.' + spec.name, sc.args, self.ref_kw)} has no bias")
-            self.c.add("extra_shift", f"{self.cand_name} has a shift parameter {shift!r}; {why}. "
-                                      "It was left at its initial value for the comparison.", call)
+            why = (
+                "RMSNorm only rescales: it has a scale γ and no shift β"
+                if spec.kind == "rms"
+                else f"{_call_str('torch.nn.' + spec.name, sc.args, self.ref_kw)} has no bias"
+            )
+            self.c.add(
+                "extra_shift",
+                f"{self.cand_name} has a shift parameter {shift!r}; {why}. "
+                "It was left at its initial value for the comparison.",
+                call,
+            )
             shift = None
         if not affine and scale is not None:
-            self.c.add("extra_scale", f"{self.cand_name} has a scale parameter {scale!r}; "
-                                      f"{_call_str('torch.nn.' + spec.name, sc.args, self.ref_kw)} has no "
-                                      "learnable parameters. It was left at its initial value for the comparison.",
-                       call)
+            self.c.add(
+                "extra_scale",
+                f"{self.cand_name} has a scale parameter {scale!r}; "
+                f"{_call_str('torch.nn.' + spec.name, sc.args, self.ref_kw)} has no "
+                "learnable parameters. It was left at its initial value for the comparison.",
+                call,
+            )
             scale = None
         w = b = None
         if affine:
@@ -279,9 +380,14 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                     ref.bias.copy_(b)
                 else:
                     b = None
-        pairs = [(n, r) for n, r in ((scale, ref.weight if affine else None),
-                                    (shift, getattr(ref, "bias", None) if affine else None))
-                 if n is not None and r is not None]
+        pairs = [
+            (n, r)
+            for n, r in (
+                (scale, ref.weight if affine else None),
+                (shift, getattr(ref, "bias", None) if affine else None),
+            )
+            if n is not None and r is not None
+        ]
         mom = ref.momentum if spec.kind in ("batch", "instance") else None
         if running_kind and running:
             self.check_running_init(m, ref, running, call)
@@ -293,13 +399,22 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
             where = f"training, {call}, input {shape}"
             x = _data(gen, shape, step)
             prev = self.read_running(m, running)
-            prev_ref = ({"mean": ref.running_mean.double().clone(), "var": ref.running_var.double().clone()}
-                        if running_kind and running else None)
+            prev_ref = (
+                {"mean": ref.running_mean.double().clone(), "var": ref.running_var.double().clone()}
+                if running_kind and running
+                else None
+            )
             xc = x.clone().requires_grad_(True)
             xr = x.clone().requires_grad_(True)
             try:
-                y = self.call(m, xc, what="forward (training mode)", where=where,
-                              trace=(lambda x, m=_copy(m): m.train()(x), x, spec))
+                m_before = _copy(m)
+                y = self.call(
+                    m,
+                    xc,
+                    what="forward (training mode)",
+                    where=where,
+                    trace=(lambda x, m=m_before: m.train()(x), x, spec),
+                )
                 self.check_output(y, x, where)
             except _Abort:
                 failed.append(shape)
@@ -309,11 +424,15 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                 passed.append(shape)
                 self.c.checks.append(f"training output, {call}, input {shape}")
                 if step == 0:
-                    self.check_gradients(y, yr, xc, xr, [(_resolve(m, n), r) for n, r in pairs], where, gen)
+                    self.check_gradients(
+                        y, yr, xc, xr, [(_resolve(m, n), r) for n, r in pairs], where, gen
+                    )
             else:
                 failed.append(shape)
-                self.explain_mismatch(y, x, spec, ref_eps, w, b, where, yr,
-                                      probe=lambda x, m=_copy(m): m.train()(x))
+                m_after = _copy(m)
+                self.explain_mismatch(
+                    y, x, spec, ref_eps, w, b, where, yr, probe=lambda x, m=m_after: m.train()(x)
+                )
             if running_kind and running:
                 self.check_running(m, ref, running, prev, x, spec, mom, where, prev_ref)
         # -- eval mode ---------------------------------------------------------------------
@@ -340,24 +459,31 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
             if running_kind and running:
                 now = self.read_running(m, running)
                 if any(not torch.equal(prev[k2], now[k2]) for k2 in prev if k2 in now):
-                    self.c.add("running_stats_updated_in_eval",
-                               "The running statistics changed during a forward pass in eval mode.", where)
+                    self.c.add(
+                        "running_stats_updated_in_eval",
+                        "The running statistics changed during a forward pass in eval mode.",
+                        where,
+                    )
             if _close(y, yr, self.rtol, self.atol):
                 self.c.checks.append(f"eval output, {call}, input {shape}")
                 eval_ok.append(True)
                 continue
             eval_ok.append(False)
-            self.explain_eval_mismatch(y, x, spec, ref_eps, w, b, where, yr, m, running, running_kind)
+            self.explain_eval_mismatch(
+                y, x, spec, ref_eps, w, b, where, yr, m, running, running_kind
+            )
         # Both checks compare the candidate with itself, so they run whatever else is wrong:
         # every bug they can see is reported in one run.
         if running_kind:
             self.check_mode_source(m, sc, call, gen)
         if spec.center:
-            self.check_cancellation(lambda x: _copy(m).train()(x), sc.train[0],
-                                    f"training, {call}, input {sc.train[0]}")
+            self.check_cancellation(
+                lambda x: _copy(m).train()(x), sc.train[0], f"training, {call}, input {sc.train[0]}"
+            )
 
     def check_mode_source(self, m, sc, call, gen):
-        """Mode must come from ``self.training``, never from ``torch.is_grad_enabled()`` (d2l's bug).
+        """Mode must come from ``self.training``, never from ``torch.is_grad_enabled()`` (d2l's
+        bug).
 
         The candidate is compared with itself: in eval mode with and without gradients, and in
         training mode with and without gradients (each on a fresh copy), so the check does not
@@ -377,10 +503,13 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
             if len(outs) < 2 or not all(isinstance(o, torch.Tensor) for o in outs.values()):
                 continue
             if not _close(outs[False], outs[True], self.rtol, self.atol):
-                self.c.add("mode_from_grad_enabled",
-                           f"{label} your output differs by {_maxerr(outs[False], outs[True]):.3g} between "
-                           "torch.no_grad() and gradients enabled, for the same input and the same state.",
-                           f"{mode} mode, {call}, input {shape}")
+                self.c.add(
+                    "mode_from_grad_enabled",
+                    f"{label} your output differs by {_maxerr(outs[False], outs[True]):.3g} "
+                    "between torch.no_grad() and gradients enabled, for the same input and the "
+                    "same state.",
+                    f"{mode} mode, {call}, input {shape}",
+                )
 
 
 def _copy(m):
@@ -392,8 +521,15 @@ def _copy(m):
         return m
 
 
-def grade(candidate: Callable, reference, *, seed: int = 0, rtol: float = 1e-4, atol: float = 1e-4,
-          num_groups: int = 2) -> Report:
+def grade(
+    candidate: Callable,
+    reference,
+    *,
+    seed: int = 0,
+    rtol: float = 1e-4,
+    atol: float = 1e-4,
+    num_groups: int = 2,
+) -> Report:
     """Compare ``candidate`` (a class or a function of x) with the torch.nn layer ``reference``.
 
     ``reference`` is a torch.nn class (``torch.nn.BatchNorm2d``) or a ``functools.partial``
@@ -415,5 +551,10 @@ def grade(candidate: Callable, reference, *, seed: int = 0, rtol: float = 1e-4, 
     except Exception as exc:  # a bug in the grader must still not surface as a traceback
         g.c.add("grader_error", f"{_fmt_exc(exc)}\n{traceback.format_exc(limit=-3)}")
     cand_name = getattr(g, "cand_name", getattr(candidate, "__name__", repr(candidate)[:60]))
-    return Report(candidate=cand_name, reference=_call_str(f"torch.nn.{name}", (), ref_kw) if ref_kw else f"torch.nn.{name}", problems=list(g.c.problems.values()),
-                  notes=g.c.notes, checks=g.c.checks)
+    return Report(
+        candidate=cand_name,
+        reference=_call_str(f"torch.nn.{name}", (), ref_kw) if ref_kw else f"torch.nn.{name}",
+        problems=list(g.c.problems.values()),
+        notes=g.c.notes,
+        checks=g.c.checks,
+    )

@@ -1,4 +1,5 @@
 """Small helpers on tensors, names and exceptions."""
+
 from __future__ import annotations
 
 import ast
@@ -10,14 +11,19 @@ from torch import nn
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
+
 def _fmt_exc(exc: BaseException) -> str:
     """'TypeError: msg (line 12 in forward: `var = ...`)' — points at the reader's code."""
     msg = f"{type(exc).__name__}: {exc}".strip()
     if len(msg) > 300:
         msg = msg[:300] + "…"
     frames = traceback.extract_tb(exc.__traceback__)
-    user = [f for f in frames if os.path.dirname(os.path.abspath(f.filename)) != _HERE
-            and "torch" not in f.filename.replace("\\", "/").split("/")]
+    user = [
+        f
+        for f in frames
+        if os.path.dirname(os.path.abspath(f.filename)) != _HERE
+        and "torch" not in f.filename.replace("\\", "/").split("/")
+    ]
     if user:
         f = user[-1]
         src = f" `{f.line.strip()}`" if f.line else ""
@@ -36,7 +42,11 @@ def _sq(shape):
 def _close(a, b, rtol, atol):
     if a.shape != b.shape:
         return False
-    return bool(torch.allclose(a.detach().double(), b.detach().double(), rtol=rtol, atol=atol, equal_nan=True))
+    return bool(
+        torch.allclose(
+            a.detach().double(), b.detach().double(), rtol=rtol, atol=atol, equal_nan=True
+        )
+    )
 
 
 def _maxerr(a, b):
@@ -74,9 +84,9 @@ def _plain_tensor_attrs(m):
         items = vars(m).items()
     except TypeError:
         return {}
-    return {k: v for k, v in items if isinstance(v, torch.Tensor) and not isinstance(v, nn.Parameter)}
-
-
+    return {
+        k: v for k, v in items if isinstance(v, torch.Tensor) and not isinstance(v, nn.Parameter)
+    }
 
 
 def _dict_tensor_attrs(m):
@@ -85,5 +95,10 @@ def _dict_tensor_attrs(m):
         items = vars(m).items()
     except TypeError:
         return {}
-    return {f"{k}[{kk!r}]": v for k, d in items if isinstance(d, dict) and not k.startswith("_")
-            for kk, v in d.items() if isinstance(v, torch.Tensor) and isinstance(kk, (str, int))}
+    return {
+        f"{k}[{kk!r}]": v
+        for k, d in items
+        if isinstance(d, dict) and not k.startswith("_")
+        for kk, v in d.items()
+        if isinstance(v, torch.Tensor) and isinstance(kk, (str, int))
+    }

@@ -1,5 +1,6 @@
 """Float64 re-implementations of a layer and of its usual bugs (hypotheses), and the search
 for the simplest hypothesis that reproduces a candidate's output."""
+
 from __future__ import annotations
 
 import itertools
@@ -12,7 +13,20 @@ import torch
 from .helpers import _close
 from .scenarios import _KIND
 
-_EPS_GUESSES = (1e-12, 1e-10, 1e-8, 1e-7, torch.finfo(torch.float32).eps, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
+_EPS_GUESSES = (
+    1e-12,
+    1e-10,
+    1e-8,
+    1e-7,
+    torch.finfo(torch.float32).eps,
+    1e-6,
+    1e-5,
+    1e-4,
+    1e-3,
+    1e-2,
+    1e-1,
+)
+
 
 class _Spec:
     """Ground truth about how the reference normalizes a given input."""
@@ -55,13 +69,16 @@ class _Spec:
 
     def describe_dims(self, shape):
         if self.kind == "group":
-            return (f"each sample's groups of {self.channels // self.groups} adjacent channels "
-                    f"(together with all their positions)")
+            return (
+                f"each sample's groups of {self.channels // self.groups} adjacent channels "
+                f"(together with all their positions)"
+            )
         return f"dims {self.dims(shape)}"
 
 
 def _reduce(x, dims, center, divisor):
-    """Mean and the squared deviations summed over dims, divided by n, n - 1 or 1 (divisor "n", "n-1", "1")."""
+    """Mean and the squared deviations summed over dims, divided by n, n - 1 or 1 (divisor "n",
+    "n-1", "1")."""
     n = 1
     for d in dims:
         n *= x.shape[d]
@@ -70,7 +87,7 @@ def _reduce(x, dims, center, divisor):
         ss = ((x - mean) ** 2).sum(dims, keepdim=True)
     else:
         mean = torch.zeros((), dtype=x.dtype)
-        ss = (x ** 2).sum(dims, keepdim=True)
+        ss = (x**2).sum(dims, keepdim=True)
     denom = {"n": n, "n-1": n - 1, "1": 1}[divisor]
     var = ss / denom if denom > 0 else torch.full_like(ss, float("nan"))
     return mean, var
@@ -103,16 +120,22 @@ def _normalize(x, spec, dims, center, divisor, eps, eps_mode):
 
 @dataclass(frozen=True)
 class _Hyp:
-    dims: Any = None          # None = correct
-    divisor: str = "n"        # n (right) | n-1 (unbiased variance) | 1 (a sum: the L2 norm)
+    dims: Any = None  # None = correct
+    divisor: str = "n"  # n (right) | n-1 (unbiased variance) | 1 (a sum: the L2 norm)
     eps_mode: str = "inside"
     center_flip: bool = False
-    affine: str = "ok"        # ok | none | swapped
+    affine: str = "ok"  # ok | none | swapped
     eps: Optional[float] = None  # None = the layer's eps
 
     def deviations(self):
-        return (self.dims is not None) + (self.divisor != "n") + (self.eps_mode != "inside") + self.center_flip \
-            + (self.affine != "ok") + (self.eps is not None)
+        return (
+            (self.dims is not None)
+            + (self.divisor != "n")
+            + (self.eps_mode != "inside")
+            + self.center_flip
+            + (self.affine != "ok")
+            + (self.eps is not None)
+        )
 
 
 def _hypotheses(spec, shape, has_affine, has_shift, eps, include_exact=False):
@@ -132,7 +155,8 @@ def _hypotheses(spec, shape, has_affine, has_shift, eps, include_exact=False):
             affines.append("swapped")
     hyps = []
     for dims, div, mode, flip, aff in itertools.product(
-            dim_variants, ("n", "n-1", "1"), ("inside", "outside", "none"), (False, True), affines):
+        dim_variants, ("n", "n-1", "1"), ("inside", "outside", "none"), (False, True), affines
+    ):
         h = _Hyp(dims, div, mode, flip, aff)
         if (include_exact or h.deviations() > 0) and h.deviations() <= 3:
             hyps.append(h)
@@ -162,7 +186,6 @@ def _hyp_output(h, x, spec, eps, w, b, cache):
     return xhat * wv + (bv if bv is not None else 0)
 
 
-
 def _diagnose(y, x, spec, eps, w, b, rtol, atol, include_exact=False):
     """Find the simplest hypothesis reproducing the candidate's output y; None if none does."""
     x64 = x.detach().double()
@@ -178,5 +201,3 @@ def _diagnose(y, x, spec, eps, w, b, rtol, atol, include_exact=False):
         if _close(y64, out, rtol, atol):
             return h
     return None
-
-

@@ -1,4 +1,5 @@
 """Finding the candidate's eps, scale and shift parameters and running statistics."""
+
 from __future__ import annotations
 
 import torch
@@ -20,14 +21,16 @@ def _find_eps(obj):
 
 
 def _find_affine(module, spec):
-    """Return (scale_name, shift_name, wrong_shaped, plain_tensors) found on a freshly built module."""
+    """Return (scale_name, shift_name, wrong_shaped, plain_tensors) found on a freshly built
+    module."""
     target = _sq(spec.param_shape())
-    params = [(n, p) for n, p in module.named_parameters()
-              if not any(w in _leaf(n) for w in _STAT_WORDS)]
+    params = [
+        (n, p) for n, p in module.named_parameters() if not any(w in _leaf(n) for w in _STAT_WORDS)
+    ]
     fitting = [(n, p) for n, p in params if _sq(p.shape) == target]
 
     def pick(names, value):
-        for n, p in fitting:
+        for n, _ in fitting:
             if _leaf(n) in names:
                 return n
         for n, p in fitting:
@@ -39,11 +42,17 @@ def _find_affine(module, spec):
     shift = pick(_SHIFT_NAMES, 0.0)
     if shift == scale:
         shift = None
-    wrong = [(n, tuple(p.shape)) for n, p in params
-             if _sq(p.shape) != target and (_leaf(n) in _SCALE_NAMES + _SHIFT_NAMES)]
-    plain = [n for n, t in _plain_tensor_attrs(module).items()
-             if (t.requires_grad or n.lower() in _SCALE_NAMES + _SHIFT_NAMES)
-             and not any(w in n.lower() for w in _STAT_WORDS)]
+    wrong = [
+        (n, tuple(p.shape))
+        for n, p in params
+        if _sq(p.shape) != target and (_leaf(n) in _SCALE_NAMES + _SHIFT_NAMES)
+    ]
+    plain = [
+        n
+        for n, t in _plain_tensor_attrs(module).items()
+        if (t.requires_grad or n.lower() in _SCALE_NAMES + _SHIFT_NAMES)
+        and not any(w in n.lower() for w in _STAT_WORDS)
+    ]
     return scale, shift, wrong, plain
 
 
@@ -63,9 +72,15 @@ def _find_running(module, spec, exclude):
     pool = [(n, t, w) for n, t, w in pool if t.is_floating_point() and t.numel() == C]
     found = {}
     for key, words, value in (("mean", ("mean",), 0.0), ("var", ("var",), 1.0)):
-        named = [e for e in pool if any(wd in _leaf(e[0]) for wd in words)
-                 and any(s in _leaf(e[0]) for s in ("run", "moving", "avg", "ema", "mean", "var"))]
-        named.sort(key=lambda e: (not any(s in _leaf(e[0]) for s in ("run", "moving")), e[2] != "buffer"))
+        named = [
+            e
+            for e in pool
+            if any(wd in _leaf(e[0]) for wd in words)
+            and any(s in _leaf(e[0]) for s in ("run", "moving", "avg", "ema", "mean", "var"))
+        ]
+        named.sort(
+            key=lambda e: (not any(s in _leaf(e[0]) for s in ("run", "moving")), e[2] != "buffer")
+        )
         if named:
             found[key] = named[0][:1] + named[0][2:]
             continue
@@ -77,5 +92,3 @@ def _find_running(module, spec, exclude):
     if "mean" in found and "var" in found and found["mean"][0] == found["var"][0]:
         del found["var"]
     return found
-
-

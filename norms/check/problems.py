@@ -1,139 +1,225 @@
 """Every problem the grader can report: code, title and fix; the collector that gathers them."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 # code -> (title, fix).  The observation (what was seen, where) is filled in per case.
 PROBLEM_CODES = {
-    "not_gradeable": ("Cannot grade this candidate",
-                      "Pass a class (e.g. grade(MyBatchNorm, torch.nn.BatchNorm1d)) or a function of x."),
-    "constructor_failed": ("The constructor raised an exception",
-                           "Accept the same positional arguments as the torch.nn layer and give every "
-                           "extra argument a default value."),
-    "not_a_module": ("The class is not a torch.nn.Module",
-                     "Subclass torch.nn.Module and call super().__init__() first, so that parameters, "
-                     "buffers, .train()/.eval() and .to() work."),
-    "forward_failed": ("The forward pass raised an exception",
-                       "Make forward work for every input shape the torch layer accepts; avoid "
-                       "hard-coded sizes and reshapes."),
-    "wrong_type": ("The output is not a tensor",
-                   "Return just the normalized tensor (a torch.Tensor), not a tuple, list or array."),
-    "wrong_shape": ("The output has the wrong shape",
-                    "Normalization keeps the input's shape: compute statistics with keepdim=True (or "
-                    "reshape back) so that they broadcast against x."),
-    "wrong_dtype": ("The output has the wrong dtype",
-                    "Create constants and statistics with x.dtype/x.device (e.g. torch.zeros_like) "
-                    "instead of default float64/NumPy values."),
-    "modifies_input": ("The forward pass modifies its input in place",
-                       "Use out-of-place operations (x - mean, not x -= mean) so the caller's tensor "
-                       "is left untouched."),
-    "unbiased_variance": ("Normalizes with the unbiased variance",
-                          "Normalize with the biased (population) variance: x.var(dim, unbiased=False), "
-                          "i.e. divide by n, not n - 1."),
-    "eps_outside_sqrt": ("eps is added outside the square root",
-                         "Use (x - mean) / torch.sqrt(var + eps), not / (torch.sqrt(var) + eps)."),
-    "sum_instead_of_mean": ("Divides by a sum of squares instead of their mean",
-                            "Divide by torch.sqrt(((x - mean) ** 2).mean(dims, keepdim=True) + eps): the "
-                            "mean of the squared deviations (the variance), not their sum."),
-    "eps_missing": ("eps is missing (or far smaller than it should be)",
-                    "Add eps inside the square root: torch.sqrt(var + eps), with eps=1e-5 by default "
-                    "(stored as self.eps)."),
-    "eps_value": ("eps has a different value than the layer says",
-                  "Take eps as a constructor argument with torch's default and store it as self.eps; "
-                  "use self.eps in forward."),
-    "wrong_dims": ("Statistics are computed over the wrong dims",
-                   "Reduce over exactly the dims the layer normalizes, derived from x.dim() (not from a "
-                   "hard-coded shape or a dim index that only works for one shape)."),
-    "wrong_groups": ("GroupNorm groups are made of the wrong channels",
-                     "Group adjacent channels: x.reshape(N, G, C // G, *spatial) and reduce over dims 2 and "
-                     "beyond (x.reshape(N, C // G, G, ...) interleaves channels)."),
-    "subtracts_mean": ("RMSNorm subtracts the mean",
-                       "RMSNorm does not re-center: divide x by sqrt(mean(x**2) + eps) without subtracting "
-                       "the mean."),
-    "no_mean_subtraction": ("The mean is not subtracted",
-                            "Subtract the mean before dividing: (x - mean) / sqrt(var + eps)."),
-    "affine_not_applied": ("The scale and shift are not applied",
-                           "Return x_hat * weight + bias (γ·x̂ + β), with the parameters broadcast along "
-                           "the normalized features."),
-    "affine_swapped": ("Scale and shift are swapped",
-                       "Multiply by the scale (initialized to ones) and add the shift (initialized to "
-                       "zeros): γ·x̂ + β."),
-    "variance_cancellation": ("The variance is computed as E[x²] − E[x]²",
-                              "Compute it as the mean of squared deviations, ((x - mean) ** 2).mean(dims) or "
-                              "x.var(dims, unbiased=False): the difference of two large, nearly equal numbers "
-                              "loses the variance's digits when the mean is large compared with the spread."),
-    "output_mismatch": ("The output differs from the torch layer",
-                        "Compare your forward step by step with the torch layer on a small input."),
-    "gradient_mismatch": ("Outputs agree but gradients do not",
-                          "Do not detach the statistics (no .detach(), .data, .item() or torch.no_grad() "
-                          "around the mean and variance used in the output)."),
-    "backward_failed": ("Backpropagating through the layer raised an exception",
-                        "Avoid in-place changes to tensors autograd needs and keep the output connected "
-                        "to the input."),
-    "params_missing": ("No learnable scale/shift parameter found",
-                       "Create them in __init__ as nn.Parameter(torch.ones(shape)) (scale) and "
-                       "nn.Parameter(torch.zeros(shape)) (shift)."),
-    "param_shape": ("A parameter has the wrong shape",
-                    "Give the scale and shift the same shape as the torch layer's weight and bias."),
-    "params_not_registered": ("Scale/shift are plain tensors, not parameters",
-                              "Wrap them in nn.Parameter so that model.parameters() (and hence the "
-                              "optimizer) sees them."),
-    "params_created_in_forward": ("Parameters are created inside forward",
-                                  "Create every nn.Parameter once, in __init__; an optimizer built before "
-                                  "the first forward would never see (or would lose) them."),
-    "running_stats_missing": ("No running statistics found",
-                              "Register running_mean (zeros) and running_var (ones) buffers in __init__, "
-                              "update them in training and use them in eval mode."),
-    "running_stats_not_buffers": ("Running statistics are plain attributes, not buffers",
-                                  "Use self.register_buffer('running_mean', torch.zeros(num_features)) "
-                                  "(same for running_var), and assign to self.running_mean in forward."),
-    "running_stats_parameters": ("Running statistics are nn.Parameters",
-                                 "They are not learned by gradient descent: register them as buffers "
-                                 "(self.register_buffer) instead."),
-    "running_stats_autograd": ("Running statistics carry autograd history",
-                               "Update them without building a graph: inside `with torch.no_grad():` or "
-                               "from mean.detach() / var.detach()."),
-    "running_var_biased": ("running_var is updated with the biased variance",
-                           "PyTorch stores the unbiased variance in running_var: use var * n / (n - 1) "
-                           "(x.var(dim, unbiased=True)) for the update, while still normalizing with the "
-                           "biased one."),
-    "momentum_convention": ("Momentum follows the TensorFlow/Keras convention",
-                            "PyTorch's momentum weighs the new batch: running = (1 - momentum) * running "
-                            "+ momentum * batch_stat, with momentum=0.1 by default."),
-    "running_stats_not_updated": ("Running statistics are not updated in training",
-                                  "In training mode update running_mean/running_var after computing the "
-                                  "batch statistics."),
-    "running_stats_updated_in_eval": ("Running statistics change in eval mode",
-                                      "Only update them when self.training is True."),
-    "running_stats_mismatch": ("Running statistics differ from the torch layer",
-                               "Update with running = (1 - momentum) * running + momentum * batch_stat, "
-                               "using the batch mean and the unbiased batch variance."),
-    "eval_uses_batch_stats": ("Eval mode still normalizes with batch statistics",
-                              "When self.training is False, normalize with running_mean and running_var."),
-    "mode_from_grad_enabled": ("Train/eval mode is chosen from torch.is_grad_enabled()",
-                               "Decide with self.training alone: model.eval() may run with gradients on "
-                               "(e.g. to compute input gradients), and training steps may run under "
-                               "torch.no_grad() (e.g. to recompute statistics)."),
-    "eval_mismatch": ("The eval-mode output differs from the torch layer",
-                      "In eval mode compute (x - running_mean) / sqrt(running_var + eps) * weight + bias."),
-    "extra_shift": ("A shift β that the torch layer does not have",
-                    "Remove it: torch.nn.RMSNorm (and a layer built with bias=False) has a scale γ only. "
-                    "A β would add a learnable offset the reference model does not have, and "
-                    "load_state_dict from torch would fail on the extra key."),
-    "extra_scale": ("A learnable scale that the torch layer does not have",
-                    "Create weight (and bias) only when the affine / elementwise_affine argument is True; "
-                    "otherwise register them as None (self.register_parameter('weight', None))."),
-    "running_stats_init": ("Running statistics start at the wrong values",
-                           "Start running_mean at zeros and running_var at ones (torch.ones(num_features)): "
-                           "with zeros, eval mode divides by sqrt(eps) until many updates have passed."),
-    "grader_error": ("The grader itself failed",
-                     "This is a bug in norms.check; please report it with your class."),
+    "not_gradeable": (
+        "Cannot grade this candidate",
+        "Pass a class (e.g. grade(MyBatchNorm, torch.nn.BatchNorm1d)) or a function of x.",
+    ),
+    "constructor_failed": (
+        "The constructor raised an exception",
+        "Accept the same positional arguments as the torch.nn layer and give every "
+        "extra argument a default value.",
+    ),
+    "not_a_module": (
+        "The class is not a torch.nn.Module",
+        "Subclass torch.nn.Module and call super().__init__() first, so that parameters, "
+        "buffers, .train()/.eval() and .to() work.",
+    ),
+    "forward_failed": (
+        "The forward pass raised an exception",
+        "Make forward work for every input shape the torch layer accepts; avoid "
+        "hard-coded sizes and reshapes.",
+    ),
+    "wrong_type": (
+        "The output is not a tensor",
+        "Return just the normalized tensor (a torch.Tensor), not a tuple, list or array.",
+    ),
+    "wrong_shape": (
+        "The output has the wrong shape",
+        "Normalization keeps the input's shape: compute statistics with keepdim=True (or "
+        "reshape back) so that they broadcast against x.",
+    ),
+    "wrong_dtype": (
+        "The output has the wrong dtype",
+        "Create constants and statistics with x.dtype/x.device (e.g. torch.zeros_like) "
+        "instead of default float64/NumPy values.",
+    ),
+    "modifies_input": (
+        "The forward pass modifies its input in place",
+        "Use out-of-place operations (x - mean, not x -= mean) so the caller's tensor "
+        "is left untouched.",
+    ),
+    "unbiased_variance": (
+        "Normalizes with the unbiased variance",
+        "Normalize with the biased (population) variance: x.var(dim, unbiased=False), "
+        "i.e. divide by n, not n - 1.",
+    ),
+    "eps_outside_sqrt": (
+        "eps is added outside the square root",
+        "Use (x - mean) / torch.sqrt(var + eps), not / (torch.sqrt(var) + eps).",
+    ),
+    "sum_instead_of_mean": (
+        "Divides by a sum of squares instead of their mean",
+        "Divide by torch.sqrt(((x - mean) ** 2).mean(dims, keepdim=True) + eps): the "
+        "mean of the squared deviations (the variance), not their sum.",
+    ),
+    "eps_missing": (
+        "eps is missing (or far smaller than it should be)",
+        "Add eps inside the square root: torch.sqrt(var + eps), with eps=1e-5 by default "
+        "(stored as self.eps).",
+    ),
+    "eps_value": (
+        "eps has a different value than the layer says",
+        "Take eps as a constructor argument with torch's default and store it as self.eps; "
+        "use self.eps in forward.",
+    ),
+    "wrong_dims": (
+        "Statistics are computed over the wrong dims",
+        "Reduce over exactly the dims the layer normalizes, derived from x.dim() (not from a "
+        "hard-coded shape or a dim index that only works for one shape).",
+    ),
+    "wrong_groups": (
+        "GroupNorm groups are made of the wrong channels",
+        "Group adjacent channels: x.reshape(N, G, C // G, *spatial) and reduce over dims 2 and "
+        "beyond (x.reshape(N, C // G, G, ...) interleaves channels).",
+    ),
+    "subtracts_mean": (
+        "RMSNorm subtracts the mean",
+        "RMSNorm does not re-center: divide x by sqrt(mean(x**2) + eps) without subtracting "
+        "the mean.",
+    ),
+    "no_mean_subtraction": (
+        "The mean is not subtracted",
+        "Subtract the mean before dividing: (x - mean) / sqrt(var + eps).",
+    ),
+    "affine_not_applied": (
+        "The scale and shift are not applied",
+        "Return x_hat * weight + bias (γ·x̂ + β), with the parameters broadcast along "
+        "the normalized features.",
+    ),
+    "affine_swapped": (
+        "Scale and shift are swapped",
+        "Multiply by the scale (initialized to ones) and add the shift (initialized to "
+        "zeros): γ·x̂ + β.",
+    ),
+    "variance_cancellation": (
+        "The variance is computed as E[x²] − E[x]²",
+        "Compute it as the mean of squared deviations, ((x - mean) ** 2).mean(dims) or "
+        "x.var(dims, unbiased=False): the difference of two large, nearly equal numbers "
+        "loses the variance's digits when the mean is large compared with the spread.",
+    ),
+    "output_mismatch": (
+        "The output differs from the torch layer",
+        "Compare your forward step by step with the torch layer on a small input.",
+    ),
+    "gradient_mismatch": (
+        "Outputs agree but gradients do not",
+        "Do not detach the statistics (no .detach(), .data, .item() or torch.no_grad() "
+        "around the mean and variance used in the output).",
+    ),
+    "backward_failed": (
+        "Backpropagating through the layer raised an exception",
+        "Avoid in-place changes to tensors autograd needs and keep the output connected "
+        "to the input.",
+    ),
+    "params_missing": (
+        "No learnable scale/shift parameter found",
+        "Create them in __init__ as nn.Parameter(torch.ones(shape)) (scale) and "
+        "nn.Parameter(torch.zeros(shape)) (shift).",
+    ),
+    "param_shape": (
+        "A parameter has the wrong shape",
+        "Give the scale and shift the same shape as the torch layer's weight and bias.",
+    ),
+    "params_not_registered": (
+        "Scale/shift are plain tensors, not parameters",
+        "Wrap them in nn.Parameter so that model.parameters() (and hence the optimizer) sees them.",
+    ),
+    "params_created_in_forward": (
+        "Parameters are created inside forward",
+        "Create every nn.Parameter once, in __init__; an optimizer built before "
+        "the first forward would never see (or would lose) them.",
+    ),
+    "running_stats_missing": (
+        "No running statistics found",
+        "Register running_mean (zeros) and running_var (ones) buffers in __init__, "
+        "update them in training and use them in eval mode.",
+    ),
+    "running_stats_not_buffers": (
+        "Running statistics are plain attributes, not buffers",
+        "Use self.register_buffer('running_mean', torch.zeros(num_features)) "
+        "(same for running_var), and assign to self.running_mean in forward.",
+    ),
+    "running_stats_parameters": (
+        "Running statistics are nn.Parameters",
+        "They are not learned by gradient descent: register them as buffers "
+        "(self.register_buffer) instead.",
+    ),
+    "running_stats_autograd": (
+        "Running statistics carry autograd history",
+        "Update them without building a graph: inside `with torch.no_grad():` or "
+        "from mean.detach() / var.detach().",
+    ),
+    "running_var_biased": (
+        "running_var is updated with the biased variance",
+        "PyTorch stores the unbiased variance in running_var: use var * n / (n - 1) "
+        "(x.var(dim, unbiased=True)) for the update, while still normalizing with the "
+        "biased one.",
+    ),
+    "momentum_convention": (
+        "Momentum follows the TensorFlow/Keras convention",
+        "PyTorch's momentum weighs the new batch: running = (1 - momentum) * running "
+        "+ momentum * batch_stat, with momentum=0.1 by default.",
+    ),
+    "running_stats_not_updated": (
+        "Running statistics are not updated in training",
+        "In training mode update running_mean/running_var after computing the batch statistics.",
+    ),
+    "running_stats_updated_in_eval": (
+        "Running statistics change in eval mode",
+        "Only update them when self.training is True.",
+    ),
+    "running_stats_mismatch": (
+        "Running statistics differ from the torch layer",
+        "Update with running = (1 - momentum) * running + momentum * batch_stat, "
+        "using the batch mean and the unbiased batch variance.",
+    ),
+    "eval_uses_batch_stats": (
+        "Eval mode still normalizes with batch statistics",
+        "When self.training is False, normalize with running_mean and running_var.",
+    ),
+    "mode_from_grad_enabled": (
+        "Train/eval mode is chosen from torch.is_grad_enabled()",
+        "Decide with self.training alone: model.eval() may run with gradients on "
+        "(e.g. to compute input gradients), and training steps may run under "
+        "torch.no_grad() (e.g. to recompute statistics).",
+    ),
+    "eval_mismatch": (
+        "The eval-mode output differs from the torch layer",
+        "In eval mode compute (x - running_mean) / sqrt(running_var + eps) * weight + bias.",
+    ),
+    "extra_shift": (
+        "A shift β that the torch layer does not have",
+        "Remove it: torch.nn.RMSNorm (and a layer built with bias=False) has a scale γ only. "
+        "A β would add a learnable offset the reference model does not have, and "
+        "load_state_dict from torch would fail on the extra key.",
+    ),
+    "extra_scale": (
+        "A learnable scale that the torch layer does not have",
+        "Create weight (and bias) only when the affine / elementwise_affine argument is True; "
+        "otherwise register them as None (self.register_parameter('weight', None)).",
+    ),
+    "running_stats_init": (
+        "Running statistics start at the wrong values",
+        "Start running_mean at zeros and running_var at ones (torch.ones(num_features)): "
+        "with zeros, eval mode divides by sqrt(eps) until many updates have passed.",
+    ),
+    "grader_error": (
+        "The grader itself failed",
+        "This is a bug in norms.check; please report it with your class.",
+    ),
 }
 
 
 @dataclass
 class Problem:
     """One thing the candidate does differently from the torch layer."""
+
     code: str
     title: str
     detail: str
@@ -148,20 +234,30 @@ class Problem:
         return f"{self.title}{where}. {self.detail} Fix: {self.fix}"
 
 
-
 # Where the generic fix speaks of a mean and a variance, RMSNorm gets its own wording;
 # where it speaks of running statistics, layers that have none get theirs.
 _FIX_BY_KIND = {
     ("eps_outside_sqrt", "rms"): "Use x / torch.sqrt(x.pow(2).mean(dims, keepdim=True) + eps), not "
-                                 "x / (torch.sqrt(x.pow(2).mean(dims, keepdim=True)) + eps).",
-    ("sum_instead_of_mean", "rms"): "Divide by torch.sqrt(x.pow(2).mean(dims, keepdim=True) + eps): the mean "
-                                    "of the squares, not their sum (x.norm(dim) is sqrt(n) times the RMS).",
-    ("eps_missing", "rms"): "Add eps inside the square root: torch.sqrt(x.pow(2).mean(dims, keepdim=True) + eps); "
-                            "torch's default eps=None means the machine epsilon of the dtype it computes in "
-                            "(float32 for float16, bfloat16 and float32 input).",
-    **{("eval_mismatch", k): "This layer has no running statistics: eval mode must compute exactly what "
-                             "training mode computes, so do not branch on self.training."
-       for k in ("layer", "rms", "group")},
+    "x / (torch.sqrt(x.pow(2).mean(dims, keepdim=True)) + eps).",
+    (
+        "sum_instead_of_mean",
+        "rms",
+    ): "Divide by torch.sqrt(x.pow(2).mean(dims, keepdim=True) + eps): the mean "
+    "of the squares, not their sum (x.norm(dim) is sqrt(n) times the RMS).",
+    (
+        "eps_missing",
+        "rms",
+    ): "Add eps inside the square root: torch.sqrt(x.pow(2).mean(dims, keepdim=True) + eps); "
+    "torch's default eps=None means the machine epsilon of the dtype it computes in "
+    "(float32 for float16, bfloat16 and float32 input).",
+    **{
+        (
+            "eval_mismatch",
+            k,
+        ): "This layer has no running statistics: eval mode must compute exactly what "
+        "training mode computes, so do not branch on self.training."
+        for k in ("layer", "rms", "group")
+    },
 }
 
 
@@ -189,5 +285,3 @@ class _Collector:
 
 class _Abort(Exception):
     """Stop grading this scenario (a problem has been recorded)."""
-
-

@@ -1,12 +1,15 @@
 """The report a reader sees: plain text and HTML."""
+
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
 
+
 @dataclass
 class Report:
     """Result of :func:`grade`.  ``ok`` is True when no problem was found."""
+
     candidate: str
     reference: str
     problems: list = field(default_factory=list)
@@ -26,9 +29,14 @@ class Report:
 
     def _headline(self):
         if self.ok:
-            return f"✓ {self.candidate} behaves like {self.reference} ({len(self.checks)} checks passed)."
+            return (
+                f"✓ {self.candidate} behaves like {self.reference} ({len(self.checks)} checks "
+                "passed)."
+            )
         n = len(self.problems)
-        return f"✗ {self.candidate} differs from {self.reference}: {n} problem{'s' if n > 1 else ''}."
+        return (
+            f"✗ {self.candidate} differs from {self.reference}: {n} problem{'s' if n > 1 else ''}."
+        )
 
     def __str__(self):
         lines = [self._headline()]
@@ -43,17 +51,25 @@ class Report:
     def _repr_html_(self):
         e = html.escape
         color = "#1a7f37" if self.ok else "#b42318"
-        parts = [f'<div class="norms-grade" style="border-left:4px solid {color};padding:0.4em 0.8em;">',
-                 f'<p style="margin:0.2em 0;font-weight:bold;color:{color}">{e(self._headline())}</p>']
+        parts = [
+            f'<div class="norms-grade" style="border-left:4px solid {color};padding:0.4em 0.8em;">',
+            f'<p style="margin:0.2em 0;font-weight:bold;color:{color}">{e(self._headline())}</p>',
+        ]
         if self.problems:
             parts.append('<ol style="margin:0.2em 0 0.2em 1.2em;padding:0">')
             for p in self.problems:
                 where = ""
                 if p.where:
-                    where = (" <small>(seen at: " + e(", ".join(p.where[:3]))
-                             + (", …" if len(p.where) > 3 else "") + ")</small>")
-                parts.append(f"<li><b>{e(p.title)}</b>{where}<br>{e(p.detail)}<br>"
-                             f"<i>Fix:</i> {e(p.fix)} <code style='opacity:0.6'>{e(p.code)}</code></li>")
+                    where = (
+                        " <small>(seen at: "
+                        + e(", ".join(p.where[:3]))
+                        + (", …" if len(p.where) > 3 else "")
+                        + ")</small>"
+                    )
+                parts.append(
+                    f"<li><b>{e(p.title)}</b>{where}<br>{e(p.detail)}<br>"
+                    f"<i>Fix:</i> {e(p.fix)} <code style='opacity:0.6'>{e(p.code)}</code></li>"
+                )
             parts.append("</ol>")
         if self.notes:
             parts.append('<ul style="margin:0.2em 0 0.2em 1.2em;padding:0;opacity:0.8">')
@@ -65,4 +81,3 @@ class Report:
             parts.append("</ul></details>")
         parts.append("</div>")
         return "".join(parts)
-

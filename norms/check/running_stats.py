@@ -1,4 +1,5 @@
 """Checks on running statistics, step by step against torch's."""
+
 from __future__ import annotations
 
 import torch
@@ -31,20 +32,26 @@ class _RunningStatsChecks:
             name = running[key][0]
             want = "zeros" if key == "mean" else "ones"
             vals = sorted({round(float(v), 4) for v in got[:4]})
-            self.c.add("running_stats_init", f"After {where} {name} holds {vals}...; torch starts running_{key} "
-                                             f"at {want}.", where)
+            self.c.add(
+                "running_stats_init",
+                f"After {where} {name} holds {vals}...; torch starts running_{key} at {want}.",
+                where,
+            )
 
     def check_running(self, m, ref, running, prev, x, spec, mom, where, prev_ref=None):
-        for key, (name, _) in running.items():
+        for _, (name, _) in running.items():
             try:
                 t = _resolve(m, name)
             except AttributeError:
                 continue
             if isinstance(t, torch.Tensor) and (t.requires_grad or t.grad_fn is not None):
-                self.c.add("running_stats_autograd",
-                           f"After a training step {name} has requires_grad={t.requires_grad} and "
-                           f"grad_fn={type(t.grad_fn).__name__ if t.grad_fn is not None else None}: "
-                           "every step extends a graph that is never freed.", where)
+                self.c.add(
+                    "running_stats_autograd",
+                    f"After a training step {name} has requires_grad={t.requires_grad} and "
+                    f"grad_fn={type(t.grad_fn).__name__ if t.grad_fn is not None else None}: "
+                    "every step extends a graph that is never freed.",
+                    where,
+                )
         now = self.read_running(m, running)
         refs = {"mean": ref.running_mean.double(), "var": ref.running_var.double()}
         x64 = x.double()
@@ -72,11 +79,15 @@ class _RunningStatsChecks:
             # bug shows at every step, whatever the earlier ones did) ...
             batch = {"mean": {"unbiased": bm}, "var": {"unbiased": bvu, "biased": bvb}}[key]
 
-            def fits(start):
+            def fits(start, batch=batch, got=got):
                 found = []
                 for conv in ("torch", "keras"):
                     for vk, bs in batch.items():
-                        exp = (1 - m_) * start + m_ * bs if conv == "torch" else m_ * start + (1 - m_) * bs
+                        exp = (
+                            (1 - m_) * start + m_ * bs
+                            if conv == "torch"
+                            else m_ * start + (1 - m_) * bs
+                        )
                         if _close(got, exp, 1e-4, 1e-5):
                             found.append((conv, vk))
                 return found
@@ -88,29 +99,51 @@ class _RunningStatsChecks:
                 # wrong (a wrong start, or an earlier step) is not a new bug
                 own = fits(old)
                 if ("torch", "unbiased") in own:
-                    if not any(c in self.c.problems for c in ("running_stats_init", "running_var_biased",
-                                                              "momentum_convention", "running_stats_mismatch")):
-                        self.c.add("running_stats_mismatch",
-                                   f"{name} is updated the right way, but from a value that differs from "
-                                   f"torch's running_{key} by up to {_maxerr(old, prev_ref[key]) if prev_ref else 0:.3g}.",
-                                   where)
+                    if not any(
+                        c in self.c.problems
+                        for c in (
+                            "running_stats_init",
+                            "running_var_biased",
+                            "momentum_convention",
+                            "running_stats_mismatch",
+                        )
+                    ):
+                        self.c.add(
+                            "running_stats_mismatch",
+                            f"{name} is updated the right way, but from a value that differs from "
+                            f"torch's running_{key} by up to "
+                            f"{_maxerr(old, prev_ref[key]) if prev_ref else 0:.3g}.",
+                            where,
+                        )
                     continue
                 matches = own
             if matches:
                 conv, vk = matches[0]
                 if conv == "keras":
-                    self.c.add("momentum_convention",
-                               f"{name} matches {m_:g}·old + {1 - m_:g}·batch, i.e. momentum weighs the old "
-                               f"value; PyTorch computes {1 - m_:g}·old + {m_:g}·batch.", where)
+                    self.c.add(
+                        "momentum_convention",
+                        f"{name} matches {m_:g}·old + {1 - m_:g}·batch, i.e. momentum weighs the "
+                        f"old value; PyTorch computes {1 - m_:g}·old + {m_:g}·batch.",
+                        where,
+                    )
                 if vk == "biased":
-                    self.c.add("running_var_biased",
-                               f"{name} matches an update with the biased batch variance (÷n, n={n}); "
-                               "torch.nn uses the unbiased one (÷(n-1)) for running_var.", where)
+                    self.c.add(
+                        "running_var_biased",
+                        f"{name} matches an update with the biased batch variance (÷n, n={n}); "
+                        "torch.nn uses the unbiased one (÷(n-1)) for running_var.",
+                        where,
+                    )
             elif torch.equal(got, old):
-                self.c.add("running_stats_not_updated", f"{name} did not change during a training step.", where)
+                self.c.add(
+                    "running_stats_not_updated",
+                    f"{name} did not change during a training step.",
+                    where,
+                )
             else:
                 err = _maxerr(got, refs[key])
-                self.c.add("running_stats_mismatch",
-                           f"After a training step {name} differs from torch's running_{key} by up to {err:.3g}.",
-                           where)
-
+                self.c.add(
+                    "running_stats_mismatch",
+                    f"After a training step {name} differs from torch's running_{key} by up to "
+                    f"{err:.3g}.",
+                    where,
+                )

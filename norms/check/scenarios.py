@@ -1,5 +1,6 @@
 """What the grader runs: the reference layers it knows, their scenarios (constructor
 arguments and input shapes), the data, and building the reference layer."""
+
 from __future__ import annotations
 
 import functools
@@ -8,19 +9,17 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-_KIND = {
-    "BatchNorm1d": "batch", "BatchNorm2d": "batch", "BatchNorm3d": "batch",
-    "InstanceNorm1d": "instance", "InstanceNorm2d": "instance", "InstanceNorm3d": "instance",
-    "LayerNorm": "layer", "RMSNorm": "rms", "GroupNorm": "group",
-}
+from norms.axes import NORMS
+
+_KIND = {name: norm.kind for name, norm in NORMS.items()}  # batch, instance, layer, rms, group
 
 
 @dataclass
 class _Scenario:
-    args: tuple                 # positional constructor arguments
-    train: list                 # input shapes of the successive training steps
-    eval: list                  # input shapes in evaluation mode (after training)
-    optional: bool = False      # a crash only gives a note (feature torch has, book does not need)
+    args: tuple  # positional constructor arguments
+    train: list  # input shapes of the successive training steps
+    eval: list  # input shapes in evaluation mode (after training)
+    optional: bool = False  # a crash only gives a note (feature torch has, book does not need)
 
 
 # Shapes are chosen so that no other size coincides with the channel count (or
@@ -110,18 +109,24 @@ def _reference_name(reference):
     keywords = {}
     if isinstance(reference, functools.partial):
         if reference.args:
-            raise ValueError(f"a functools.partial reference may fix keyword arguments only; got positional "
-                             f"arguments {reference.args!r} in {reference!r}")
+            raise ValueError(
+                f"a functools.partial reference may fix keyword arguments only; got positional "
+                f"arguments {reference.args!r} in {reference!r}"
+            )
         keywords = dict(reference.keywords)
         reference = reference.func
     name = reference if isinstance(reference, str) else getattr(reference, "__name__", None)
     if name is None and isinstance(reference, nn.Module):
         name = type(reference).__name__
     if name not in _KIND:
-        raise ValueError(f"reference must be one of torch.nn.{', torch.nn.'.join(_KIND)} (or a functools.partial "
-                         f"of one with keyword arguments); got {reference!r}")
+        raise ValueError(
+            f"reference must be one of torch.nn.{', torch.nn.'.join(_KIND)} (or a "
+            f"functools.partial of one with keyword arguments); got {reference!r}"
+        )
     allowed = _KEYWORDS[_KIND[name]]
     unknown = [k for k in keywords if k not in allowed]
     if unknown:
-        raise ValueError(f"torch.nn.{name} keywords the grader can fix: {', '.join(allowed)}; got {unknown}")
+        raise ValueError(
+            f"torch.nn.{name} keywords the grader can fix: {', '.join(allowed)}; got {unknown}"
+        )
     return name, keywords

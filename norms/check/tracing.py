@@ -7,12 +7,24 @@ right dims without ``keepdim=True``.  :func:`reductions` runs the forward once m
 under a :class:`torch.overrides.TorchFunctionMode` that records every mean, var, std,
 sum, ... taken over a tensor of the input's shape.
 """
+
 from __future__ import annotations
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-_REDUCTIONS = {"mean", "var", "std", "sum", "var_mean", "std_mean", "amax", "amin", "nansum", "nanmean"}
+_REDUCTIONS = {
+    "mean",
+    "var",
+    "std",
+    "sum",
+    "var_mean",
+    "std_mean",
+    "amax",
+    "amin",
+    "nansum",
+    "nanmean",
+}
 
 
 class _Recorder(TorchFunctionMode):
@@ -25,14 +37,23 @@ class _Recorder(TorchFunctionMode):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         entry = None
-        if name in _REDUCTIONS and args and isinstance(args[0], torch.Tensor) \
-                and tuple(args[0].shape) == self.shape:
+        if (
+            name in _REDUCTIONS
+            and args
+            and isinstance(args[0], torch.Tensor)
+            and tuple(args[0].shape) == self.shape
+        ):
             nd = len(self.shape)
-            dim = kwargs.get("dim", args[1] if len(args) > 1 and not isinstance(args[1], bool) else None)
+            dim = kwargs.get(
+                "dim", args[1] if len(args) > 1 and not isinstance(args[1], bool) else None
+            )
             if dim is None:
                 dims = tuple(range(nd))
             else:  # as written; a dim out of range is kept as it is (it is the bug)
-                dims = tuple(d % nd if -nd <= d < nd else d for d in ((dim,) if isinstance(dim, int) else dim))
+                dims = tuple(
+                    d % nd if -nd <= d < nd else d
+                    for d in ((dim,) if isinstance(dim, int) else dim)
+                )
             entry = [name, dims, bool(kwargs.get("keepdim", False)), None]
             self.seen.append(entry)
         out = func(*args, **kwargs)
@@ -62,13 +83,17 @@ def explain_crash(seen, correct, shape, layer):
     if wrong:
         name, dims, keepdim, out = wrong[0]
         got = f"giving shape {out}" if out is not None else "which itself raised"
-        return (f"Before it crashed, your forward took .{name}() over dims {dims} of the input of shape "
-                f"{tuple(shape)} ({got}); {layer} reduces over dims {tuple(correct)} "
-                f"(with keepdim=True the statistics have shape {keep} and broadcast against the input).")
+        return (
+            f"Before it crashed, your forward took .{name}() over dims {dims} of the input of "
+            f"shape {tuple(shape)} ({got}); {layer} reduces over dims {tuple(correct)} "
+            f"(with keepdim=True the statistics have shape {keep} and broadcast against the input)."
+        )
     no_keep = [s for s in seen if not s[2]]
     if no_keep:
         name, dims, keepdim, out = no_keep[0]
-        return (f"Your forward took .{name}() over the right dims {dims} of the input of shape {tuple(shape)}, "
-                f"but without keepdim=True: the statistics have shape {out}, which does not broadcast against "
-                f"the input; with keepdim=True they have shape {keep}.")
+        return (
+            f"Your forward took .{name}() over the right dims {dims} of the input of shape "
+            f"{tuple(shape)}, but without keepdim=True: the statistics have shape {out}, which "
+            f"does not broadcast against the input; with keepdim=True they have shape {keep}."
+        )
     return None

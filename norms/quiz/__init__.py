@@ -9,8 +9,10 @@ A notebook cell only needs::
 Questions are dicts in jupyterquiz's format (``"question"``, ``"type"`` one of
 ``"multiple_choice"``/``"many_choice"``/``"numeric"``, ``"answers"`` with
 ``"answer"``/``"correct"``/``"feedback"``, numeric answers with ``"value"`` or
-``"range"``), and every option carries feedback. Select-all questions are always ``"many_choice"`` and
-end with the same "Select all that apply.", however many options are right (even one), and the rendered
+``"range"``), and every option carries feedback. Select-all questions are always ``"many_choice"``
+and
+end with the same "Select all that apply.", however many options are right (even one), and the
+rendered
 script is patched so that jupyterquiz styles them by that type. Numbers in the answer keys
 are never typed in: they come from :func:`norms.axes.describe`, from the
 modules' parameters and state_dict, or from running a module (a BatchNorm
@@ -34,11 +36,22 @@ The package's parts: :mod:`~norms.quiz.builders` (question dicts), :mod:`~norms.
 :mod:`~norms.quiz.rendering` (jupyterquiz output). A new chapter adds a module of generators
 and one entry in ``topics.TOPICS``.
 """
+
 from __future__ import annotations
 
 from .builders import SELECT_ALL
 from .rendering import display_questions, render, self_quiz, show
 from .topics import CHAPTER_OF, TOPICS, bank, questions_for, topics
 
-__all__ = ["TOPICS", "CHAPTER_OF", "SELECT_ALL", "topics", "questions_for", "bank", "show", "self_quiz", "render",
-           "display_questions"]
+__all__ = [
+    "TOPICS",
+    "CHAPTER_OF",
+    "SELECT_ALL",
+    "topics",
+    "questions_for",
+    "bank",
+    "show",
+    "self_quiz",
+    "render",
+    "display_questions",
+]

@@ -16,13 +16,19 @@ def _fmt(text: str) -> str:
 SELECT_ALL = "Select all that apply."
 
 
-def _choice(question: str, options: list, meta: dict, code: str | None = None, *, many: bool = False) -> dict:
-    """options: [(answer, correct, feedback[, key])]. The optional keys (what each option stands for, for
+def _choice(
+    question: str, options: list, meta: dict, code: str | None = None, *, many: bool = False
+) -> dict:
+    """options: [(answer, correct, feedback[, key])]. The optional keys (what each option stands
+    for, for
     tests) go to ``_meta["keys"]``.
 
-    ``many=True`` makes a select-all question: the type is ``many_choice`` whatever the number of correct
-    options (one, or all of them, is a possible answer and must not show in the wording or the type), and
-    the question ends with :data:`SELECT_ALL`. Without it the question has exactly one correct option and
+    ``many=True`` makes a select-all question: the type is ``many_choice`` whatever the number of
+    correct
+    options (one, or all of them, is a possible answer and must not show in the wording or the
+    type), and
+    the question ends with :data:`SELECT_ALL`. Without it the question has exactly one correct
+    option and
     the type is ``multiple_choice``."""
     seen = set()
     answers, keys = [], []
@@ -30,7 +36,9 @@ def _choice(question: str, options: list, meta: dict, code: str | None = None, *
         if answer in seen:
             continue
         seen.add(answer)
-        answers.append({"answer": _fmt(answer), "correct": bool(correct), "feedback": _fmt(feedback)})
+        answers.append(
+            {"answer": _fmt(answer), "correct": bool(correct), "feedback": _fmt(feedback)}
+        )
         keys.append(key[0] if key else None)
     if any(k is not None for k in keys):
         meta = dict(meta, keys=keys)
@@ -43,20 +51,39 @@ def _choice(question: str, options: list, meta: dict, code: str | None = None, *
         raise AssertionError(f"pass many=True instead of writing 'Select all': {question}")
     if many:
         question = f"{question} {SELECT_ALL}"
-    q = {"question": _fmt(question), "type": "many_choice" if many else "multiple_choice", "answers": answers}
+    q = {
+        "question": _fmt(question),
+        "type": "many_choice" if many else "multiple_choice",
+        "answers": answers,
+    }
     if code:
         q["code"] = html.escape(code, quote=False)
     q["_meta"] = meta
     return q
 
 
-def _numeric(question: str, value: float, meta: dict, *, correct_fb: str, wrong: list, default_fb: str,
-             tol: float = 0.0, code: str | None = None) -> dict:
-    """value: the key; wrong: [(value, feedback)] for common mistakes (kept only if clearly different)."""
+def _numeric(
+    question: str,
+    value: float,
+    meta: dict,
+    *,
+    correct_fb: str,
+    wrong: list,
+    default_fb: str,
+    tol: float = 0.0,
+    code: str | None = None,
+) -> dict:
+    """value: the key; wrong: [(value, feedback)] for common mistakes (kept only if clearly
+    different)."""
+
     def entry(v, ok, fb):
         if tol:
-            return {"type": "range", "range": [round(v - tol, 10), round(v + tol, 10)], "correct": ok,
-                    "feedback": _fmt(fb)}
+            return {
+                "type": "range",
+                "range": [round(v - tol, 10), round(v + tol, 10)],
+                "correct": ok,
+                "feedback": _fmt(fb),
+            }
         return {"type": "value", "value": v, "correct": ok, "feedback": _fmt(fb)}
 
     answers = [entry(value, True, correct_fb)]
@@ -80,7 +107,8 @@ def _num(v, spec: str = "g") -> str:
 
 
 def _factor(v, spec: str = "g") -> str:
-    """A number as an operand after ·, / or −: negatives in parentheses, ``2·(−1)`` instead of ``2·-1``."""
+    """A number as an operand after ·, / or −: negatives in parentheses, ``2·(−1)`` instead of
+    ``2·-1``."""
     text = _num(v, spec)
     return f"({text})" if text.startswith("−") else text
 
@@ -93,5 +121,3 @@ def _plus(v, spec: str = "g") -> str:
 
 def _shape(s) -> str:
     return "(" + ", ".join(str(int(v)) for v in s) + ("," if len(s) == 1 else "") + ")"
-
-

@@ -1,11 +1,12 @@
-"""Random layers and inputs for the computed questions: a layer, its arguments and an input shape."""
+"""Random layers and inputs for the computed questions: a layer, its arguments and an input
+shape."""
 
 from __future__ import annotations
 
 import random
 
-import norms
-from norms.axes import describe
+from norms import modules
+from norms.axes import NORMS, describe
 
 from .builders import _shape
 
@@ -48,23 +49,24 @@ def _case(rng: random.Random, name: str) -> tuple:
     if name == "GroupNorm":
         C = rng.choice([6, 8, 12, 16])
         G = rng.choice([g for g in range(2, C) if C % g == 0])
-        spatial = (rng.choice([3, 4, 5]), rng.choice([4, 6, 7])) if rng.random() < 0.8 else (rng.choice([5, 9]),)
+        spatial = (
+            (rng.choice([3, 4, 5]), rng.choice([4, 6, 7]))
+            if rng.random() < 0.8
+            else (rng.choice([5, 9]),)
+        )
         return name, (G, C), {}, (N, C) + spatial
     raise ValueError(name)
 
 
 def _module(name, args, kwargs=None):
-    return getattr(norms, name)(*args, **(kwargs or {}))
+    return getattr(modules, name)(*args, **(kwargs or {}))
 
 
-_ALL = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "RMSNorm", "GroupNorm",
-        "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
+_ALL = list(NORMS)  # the nine layers, in the book's order
 
 
 def _what(name):
-    return {"BatchNorm1d": "BatchNorm", "BatchNorm2d": "BatchNorm", "BatchNorm3d": "BatchNorm",
-            "InstanceNorm1d": "InstanceNorm", "InstanceNorm2d": "InstanceNorm", "InstanceNorm3d": "InstanceNorm",
-            "LayerNorm": "LayerNorm", "RMSNorm": "RMSNorm", "GroupNorm": "GroupNorm"}[name]
+    return NORMS[name].family
 
 
 def _alternatives(shape):
@@ -89,22 +91,24 @@ def _alternatives(shape):
 
 def _label(name, args) -> str:
     """``LayerNorm([3, 4])``, ``GroupNorm(2, 8)``: a layer as the reader would construct it."""
-    return _ctor(name, args)[len("norms."):]
+    return _ctor(name, args)[len("norms.") :]
 
 
 def _grouping(name, args, r) -> str:
-    """What shares a statistic, in words that tell the layers apart. GroupNorm is described by its blocks
-    of channels: its reduced dims (1, 2, ...) are the same tuple as LayerNorm's over (C, ...), yet channels in
+    """What shares a statistic, in words that tell the layers apart. GroupNorm is described by its
+    blocks
+    of channels: its reduced dims (1, 2, ...) are the same tuple as LayerNorm's over (C, ...), yet
+    channels in
     different blocks never share a statistic."""
     if name == "GroupNorm":
         G, C = args
         where = ", over every position of those channels" if len(r.input_shape) > 2 else ""
-        return (f"computes one statistic per sample and block of C/G = {C // G} consecutive channels{where} "
-                f"(statistics of shape (N, G) = {_shape(r.stat_shape)})")
+        return (
+            f"computes one statistic per sample and block of C/G = {C // G} consecutive "
+            f"channels{where} (statistics of shape (N, G) = {_shape(r.stat_shape)})"
+        )
     return f"reduces over dims {r.reduced_dims} (statistics of shape {_shape(r.stat_shape)})"
 
 
 def _stat_words(r) -> str:
     return "means (and as many variances)" if r.has_mean else "root-mean-square values"
-
-

@@ -1,5 +1,7 @@
-"""Questions of the 'Pitfalls' chapter: dropout before BatchNorm, frozen BatchNorm, weight decay on scale-invariant
-layers, padded sequences, (B, T, D) without the transpose, autocast, momentum=None, zero-initialized γ. Every key is
+"""Questions of the 'Pitfalls' chapter: dropout before BatchNorm, frozen BatchNorm, weight decay
+on scale-invariant
+layers, padded sequences, (B, T, D) without the transpose, autocast, momentum=None,
+zero-initialized γ. Every key is
 computed by running torch or norms."""
 
 from __future__ import annotations
@@ -8,9 +10,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import norms
-from norms.pitfalls import param_groups
-from norms.training import ResidualBlock, seeded
+from norms import modules
+from norms.lab.pitfalls import param_groups
+from norms.lab.training import ResidualBlock, seeded
 
 from .builders import _choice, _numeric
 
@@ -18,67 +20,101 @@ from .builders import _choice, _numeric
 def q_dropout_shift(rng, names=None):
     p = rng.choice([0.1, 0.2, 0.5])
     mu, var = rng.choice([0.0, 1.0, 2.0]), rng.choice([1.0, 4.0])
-    seed = rng.randrange(2 ** 31)
-    value = round(((var + mu * mu) / (1 - p) - mu * mu) / var, 4)          # E[(x m/(1-p))²] − μ², over σ²
-    with seeded(seed):                                                       # measured with torch's dropout
-        x = torch.randn(400_000, dtype=torch.float64) * var ** 0.5 + mu
+    seed = rng.randrange(2**31)
+    value = round(((var + mu * mu) / (1 - p) - mu * mu) / var, 4)  # E[(x m/(1-p))²] − μ², over σ²
+    with seeded(seed):  # measured with torch's dropout
+        x = torch.randn(400_000, dtype=torch.float64) * var**0.5 + mu
         measured = float(F.dropout(x, p, training=True).var() / x.var())
     if abs(measured - value) > 0.03 * value:
         raise AssertionError(f"dropout variance ratio: measured {measured}, formula {value}")
-    question = (f"A unit x has mean {mu:g} and variance {var:g}. It passes through `nn.Dropout(p={p:g})` (inverted "
-                "dropout: kept values are divided by 1 − p) and then a linear layer and BatchNorm. By what factor is "
-                "the variance of the dropout output larger in training mode than in evaluation mode?")
-    wrong = [(1.0, "That is what dropout keeps: the mean. The variance is not kept."),
-             (round(1 / (1 - p), 4), "That is the factor for a unit with mean 0; here the mean is not 0."),
-             (round(1 - p, 4), "That is the keep probability, and it goes the other way.")]
+    question = (
+        f"A unit x has mean {mu:g} and variance {var:g}. It passes through `nn.Dropout(p={p:g})` "
+        "(inverted dropout: kept values are divided by 1 − p) and then a linear layer and "
+        "BatchNorm. By what factor is the variance of the dropout output larger in training mode "
+        "than in evaluation mode?"
+    )
+    wrong = [
+        (1.0, "That is what dropout keeps: the mean. The variance is not kept."),
+        (
+            round(1 / (1 - p), 4),
+            "That is the factor for a unit with mean 0; here the mean is not 0.",
+        ),
+        (round(1 - p, 4), "That is the keep probability, and it goes the other way."),
+    ]
     wrong = [(v, fb) for v, fb in wrong if abs(v - value) > 1e-3]
-    return _numeric(question, value, dict(kind="dropout_shift", p=p, mu=mu, var=var, measured=measured),
-                    correct_fb=f"Correct: in training E[y²] = E[x²]/(1 − p) = {var + mu * mu:g}/{1 - p:g} and the "
-                               f"mean stays {mu:g}, so Var[y] = {value * var:.4g}, {value:.4g} times the {var:g} of "
-                               f"evaluation mode (measured with torch: {measured:.3f}). BatchNorm's running variance "
-                               "remembers the training value, so in evaluation it divides by too much: the variance "
-                               "shift of Li et al. (2019).",
-                    wrong=wrong, tol=0.002, default_fb="Not quite: compute E[y²] with y = x·m/(1 − p), m ~ "
-                                                      "Bernoulli(1 − p), then subtract the squared mean.")
+    return _numeric(
+        question,
+        value,
+        dict(kind="dropout_shift", p=p, mu=mu, var=var, measured=measured),
+        correct_fb=f"Correct: in training E[y²] = E[x²]/(1 − p) = {var + mu * mu:g}/{1 - p:g} and "
+        f"the mean stays {mu:g}, so Var[y] = {value * var:.4g}, {value:.4g} times the {var:g} of "
+        f"evaluation mode (measured with torch: {measured:.3f}). BatchNorm's running variance "
+        "remembers the training value, so in evaluation it divides by too much: the variance "
+        "shift of Li et al. (2019).",
+        wrong=wrong,
+        tol=0.002,
+        default_fb="Not quite: compute E[y²] with y = x·m/(1 − p), m ~ "
+        "Bernoulli(1 − p), then subtract the squared mean.",
+    )
 
 
 def q_frozen_bn(rng, names=None):
     C = rng.choice([3, 4, 8])
-    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
-    bn = norms.BatchNorm1d(C)
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
+    bn = modules.BatchNorm1d(C)
     with torch.no_grad():
-        bn.train()(torch.randn(16, C, generator=gen) * 2 + 1)     # pretrained statistics
+        bn.train()(torch.randn(16, C, generator=gen) * 2 + 1)  # pretrained statistics
     for p in bn.parameters():
         p.requires_grad_(False)
     bn.eval()
     before = {k: v.clone() for k, v in bn.state_dict().items()}
     probe = torch.randn(4, C, generator=gen)
     out_before = bn(probe)
-    bn.train()                                                    # what model.train() does to it
-    bn(torch.randn(16, C, generator=gen) * 3 - 2)                 # one fine-tuning batch
+    bn.train()  # what model.train() does to it
+    bn(torch.randn(16, C, generator=gen) * 3 - 2)  # one fine-tuning batch
     after = bn.state_dict()
     changed = {k: not torch.equal(before[k], after[k]) for k in before}
     changed["output"] = not torch.allclose(bn.eval()(probe), out_before)
-    texts = {"running_mean": "`running_mean` changes", "running_var": "`running_var` changes",
-             "num_batches_tracked": "`num_batches_tracked` changes", "weight": "γ (`weight`) changes",
-             "output": "the evaluation-mode output for a fixed input changes"}
-    why = {"running_mean": "training mode updates the running statistics; requires_grad has nothing to do with them",
-           "running_var": "training mode updates the running statistics; requires_grad has nothing to do with them",
-           "num_batches_tracked": "every training-mode forward pass counts",
-           "weight": "γ gets no gradient and no optimizer step, and a forward pass never changes it",
-           "output": "the running statistics it normalizes with have moved"}
-    options = [(texts[k], changed[k], ("Yes: " if changed[k] else "No: ") + why[k] + ".", k) for k in texts]
-    question = (f"A pretrained `norms.BatchNorm1d({C})` is frozen with `requires_grad_(False)` on its parameters and "
-                "`eval()`. Then the training script calls `model.train()` and runs one forward pass on a batch of new "
-                "data. What has changed?")
+    texts = {
+        "running_mean": "`running_mean` changes",
+        "running_var": "`running_var` changes",
+        "num_batches_tracked": "`num_batches_tracked` changes",
+        "weight": "γ (`weight`) changes",
+        "output": "the evaluation-mode output for a fixed input changes",
+    }
+    why = {
+        "running_mean": (
+            "training mode updates the running statistics; requires_grad has nothing to do with "
+            "them"
+        ),
+        "running_var": (
+            "training mode updates the running statistics; requires_grad has nothing to do with "
+            "them"
+        ),
+        "num_batches_tracked": "every training-mode forward pass counts",
+        "weight": "γ gets no gradient and no optimizer step, and a forward pass never changes it",
+        "output": "the running statistics it normalizes with have moved",
+    }
+    options = [
+        (texts[k], changed[k], ("Yes: " if changed[k] else "No: ") + why[k] + ".", k) for k in texts
+    ]
+    question = (
+        f"A pretrained `norms.BatchNorm1d({C})` is frozen with `requires_grad_(False)` on its "
+        "parameters and `eval()`. Then the training script calls `model.train()` and runs one "
+        "forward pass on a batch of new data. What has changed?"
+    )
     return _choice(question, options, dict(kind="frozen_bn", changed=changed), many=True)
 
 
 def _autocast_dtype(layer_name):
     x = torch.zeros(4, 8)
-    layers = {"torch.nn.LayerNorm(8)": lambda: nn.LayerNorm(8), "torch.nn.GroupNorm(2, 8)": lambda: nn.GroupNorm(2, 8),
-              "torch.nn.BatchNorm1d(8)": lambda: nn.BatchNorm1d(8), "norms.LayerNorm(8)": lambda: norms.LayerNorm(8),
-              "norms.RMSNorm(8)": lambda: norms.RMSNorm(8)}
+    layers = {
+        "torch.nn.LayerNorm(8)": lambda: nn.LayerNorm(8),
+        "torch.nn.GroupNorm(2, 8)": lambda: nn.GroupNorm(2, 8),
+        "torch.nn.BatchNorm1d(8)": lambda: nn.BatchNorm1d(8),
+        "norms.LayerNorm(8)": lambda: modules.LayerNorm(8),
+        "norms.RMSNorm(8)": lambda: modules.RMSNorm(8),
+    }
     layer = layers[layer_name]()
     with seeded(0):
         linear = nn.Linear(8, 8)
@@ -88,25 +124,40 @@ def _autocast_dtype(layer_name):
 
 
 def q_autocast_dtype(rng, names=None):
-    layer = rng.choice(["torch.nn.LayerNorm(8)", "torch.nn.GroupNorm(2, 8)", "torch.nn.BatchNorm1d(8)",
-                        "norms.LayerNorm(8)", "norms.RMSNorm(8)"])
+    layer = rng.choice(
+        [
+            "torch.nn.LayerNorm(8)",
+            "torch.nn.GroupNorm(2, 8)",
+            "torch.nn.BatchNorm1d(8)",
+            "norms.LayerNorm(8)",
+            "norms.RMSNorm(8)",
+        ]
+    )
     h_dtype, out = _autocast_dtype(layer)
     options = []
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         ok = dtype == out
         if ok and dtype == torch.float32:
-            fb = ("Correct: CPU autocast lists this op among those it runs in float32: it casts the bfloat16 input "
-                  "up and returns float32.")
+            fb = (
+                "Correct: CPU autocast lists this op among those it runs in float32: it casts the "
+                "bfloat16 input up and returns float32."
+            )
         elif ok:
-            fb = (f"Correct: this op is not on autocast's float32 list; it receives {h_dtype} and returns the "
-                  "input's dtype (inside, the statistics are still accumulated in float32).")
+            fb = (
+                f"Correct: this op is not on autocast's float32 list; it receives {h_dtype} and "
+                "returns the input's dtype (inside, the statistics are still accumulated in "
+                "float32)."
+            )
         elif dtype == torch.float16:
             fb = "No: CPU autocast here was asked for bfloat16; nothing produces float16."
         else:
             fb = f"No: run it: the output is {out}."
         options.append((str(dtype), ok, fb, str(dtype)))
-    question = (f"Inside `torch.autocast('cpu', dtype=torch.bfloat16)`, a float32 batch goes through `nn.Linear(8, 8)` "
-                f"(which autocast runs in bfloat16) and then `{layer}`. What dtype does the normalization return?")
+    question = (
+        "Inside `torch.autocast('cpu', dtype=torch.bfloat16)`, a float32 batch goes through "
+        f"`nn.Linear(8, 8)` (which autocast runs in bfloat16) and then `{layer}`. What dtype does "
+        "the normalization return?"
+    )
     return _choice(question, options, dict(kind="autocast_dtype", layer=layer, out=str(out)))
 
 
@@ -118,38 +169,61 @@ def q_padded_mean(rng, names=None):
     for b in range(B):
         for t in range(lengths[b]):
             x[b, t, 0] = float(values[b][t])
-    bn = norms.BatchNorm1d(1, momentum=1.0)                # momentum 1: the running mean is the batch mean
+    bn = modules.BatchNorm1d(1, momentum=1.0)  # momentum 1: the running mean is the batch mean
     with torch.no_grad():
-        bn.train()(x.reshape(B * T, 1))                    # every position counts, padding included
+        bn.train()(x.reshape(B * T, 1))  # every position counts, padding included
     value = round(float(bn.running_mean[0]), 6)
     real = [values[b][t] for b in range(B) for t in range(lengths[b])]
     masked = round(sum(real) / len(real), 6)
-    rows = "; ".join(f"sequence {b}: " + ", ".join(str(values[b][t]) for t in range(lengths[b])) +
-                     (f" then {T - lengths[b]} padding zero{'s' if T - lengths[b] > 1 else ''}" if lengths[b] < T
-                      else "") for b in range(B))
-    question = (f"A batch of {B} sequences of one feature, padded with zeros to length {T} ({rows}), is reshaped to "
-                f"({B * T}, 1) and passed through `norms.BatchNorm1d(1)` in training mode. What mean does it "
-                "subtract?")
-    return _numeric(question, value, dict(kind="padded_mean", lengths=lengths, values=values),
-                    correct_fb=f"Correct: the zeros count as tokens: {sum(real)}/{B * T} = {value:g}. The mean over "
-                               f"the real tokens is {masked:g}; the padding drags the statistic towards 0, and by how "
-                               "much depends on how much padding the batch happens to hold.",
-                    wrong=[(masked, "That is the mean over the real tokens, what a masked BatchNorm would use. The "
-                                    "plain layer sees the padding zeros as tokens."),
-                           (round(sum(real) / (B * T - 1), 6), "That divides by B·T − 1; a mean divides by the "
-                                                               "number of rows, B·T."),
-                           (round(sum(values[0][:lengths[0]]) / lengths[0], 6),
-                            "That is the mean of sequence 0 alone; BatchNorm pools every row of the batch."),
-                           (0.0, "It does not subtract 0: a mean over values that are all ≥ 0, some > 0, is > 0.")],
-                    tol=0.0005, default_fb="Not quite: BatchNorm averages over every row it is given.")
+    rows = "; ".join(
+        f"sequence {b}: "
+        + ", ".join(str(values[b][t]) for t in range(lengths[b]))
+        + (
+            f" then {T - lengths[b]} padding zero{'s' if T - lengths[b] > 1 else ''}"
+            if lengths[b] < T
+            else ""
+        )
+        for b in range(B)
+    )
+    question = (
+        f"A batch of {B} sequences of one feature, padded with zeros to length {T} ({rows}), is "
+        f"reshaped to ({B * T}, 1) and passed through `norms.BatchNorm1d(1)` in training mode. "
+        "What mean does it subtract?"
+    )
+    return _numeric(
+        question,
+        value,
+        dict(kind="padded_mean", lengths=lengths, values=values),
+        correct_fb=f"Correct: the zeros count as tokens: {sum(real)}/{B * T} = {value:g}. The mean "
+        f"over the real tokens is {masked:g}; the padding drags the statistic towards 0, and by "
+        "how much depends on how much padding the batch happens to hold.",
+        wrong=[
+            (
+                masked,
+                "That is the mean over the real tokens, what a masked BatchNorm would use. The "
+                "plain layer sees the padding zeros as tokens.",
+            ),
+            (
+                round(sum(real) / (B * T - 1), 6),
+                "That divides by B·T − 1; a mean divides by the number of rows, B·T.",
+            ),
+            (
+                round(sum(values[0][: lengths[0]]) / lengths[0], 6),
+                "That is the mean of sequence 0 alone; BatchNorm pools every row of the batch.",
+            ),
+            (0.0, "It does not subtract 0: a mean over values that are all ≥ 0, some > 0, is > 0."),
+        ],
+        tol=0.0005,
+        default_fb="Not quite: BatchNorm averages over every row it is given.",
+    )
 
 
 def q_btd_without_transpose(rng, names=None):
     B, D = rng.choice([2, 4]), rng.choice([4, 8])
     T = rng.choice([D, D + 2, 5 if D != 5 else 6])
-    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
     x = torch.randn(B, T, D, generator=gen)
-    bn = norms.BatchNorm1d(D)
+    bn = modules.BatchNorm1d(D)
     try:
         with torch.no_grad():
             bn(x)
@@ -157,50 +231,95 @@ def q_btd_without_transpose(rng, names=None):
     except (RuntimeError, ValueError):
         outcome = "raises"
     options = [
-        ("It raises an error about the number of channels.", outcome == "raises",
-         (f"Yes: BatchNorm1d reads dim 1 as the channels; here that is T = {T} ≠ {D}." if outcome == "raises" else
-          f"No: T = {T} happens to equal D = {D}, so the shapes match and nothing complains."), "raises"),
-        ("It runs, but normalizes each time step over the batch and the features: silently wrong.",
-         outcome == "runs_wrong",
-         ("Yes: with T = D the layer takes dim 1 (time) as its channels; the fix is "
-          "`bn(x.transpose(1, 2)).transpose(1, 2)`." if outcome == "runs_wrong" else
-          "No: it does not get that far: the number of channels does not match."), "runs_wrong"),
-        ("It runs and normalizes each feature over the batch and the time steps, as intended.", False,
-         "No: BatchNorm1d expects (N, C, L) with the channels in dim 1; (B, T, D) has them last.", "right"),
+        (
+            "It raises an error about the number of channels.",
+            outcome == "raises",
+            (
+                f"Yes: BatchNorm1d reads dim 1 as the channels; here that is T = {T} ≠ {D}."
+                if outcome == "raises"
+                else (
+                    f"No: T = {T} happens to equal D = {D}, so the shapes match and nothing "
+                    "complains."
+                )
+            ),
+            "raises",
+        ),
+        (
+            "It runs, but normalizes each time step over the batch and the features: silently "
+            "wrong.",
+            outcome == "runs_wrong",
+            (
+                "Yes: with T = D the layer takes dim 1 (time) as its channels; the fix is "
+                "`bn(x.transpose(1, 2)).transpose(1, 2)`."
+                if outcome == "runs_wrong"
+                else "No: it does not get that far: the number of channels does not match."
+            ),
+            "runs_wrong",
+        ),
+        (
+            "It runs and normalizes each feature over the batch and the time steps, as intended.",
+            False,
+            "No: BatchNorm1d expects (N, C, L) with the channels in dim 1; (B, T, D) has them "
+            "last.",
+            "right",
+        ),
     ]
-    question = (f"A transformer-style tensor x of shape (B, T, D) = ({B}, {T}, {D}) goes straight into "
-                f"`norms.BatchNorm1d({D})` in training mode, without a transpose. What happens?")
-    return _choice(question, options, dict(kind="btd_without_transpose", shape=(B, T, D), outcome=outcome))
+    question = (
+        f"A transformer-style tensor x of shape (B, T, D) = ({B}, {T}, {D}) goes straight into "
+        f"`norms.BatchNorm1d({D})` in training mode, without a transpose. What happens?"
+    )
+    return _choice(
+        question, options, dict(kind="btd_without_transpose", shape=(B, T, D), outcome=outcome)
+    )
 
 
 def q_momentum_none(rng, names=None):
-    while True:  # a non-zero average and batches that differ, so that no distractor coincides with the key
+    while (
+        True
+    ):  # a non-zero average and batches that differ, so that no distractor coincides with the key
         means = [rng.choice([-2, -1, 0, 1, 2, 3, 4]) for _ in range(rng.choice([3, 4]))]
         if sum(means) != 0 and means[0] != means[-1]:
             break
-    bn = norms.BatchNorm1d(1, momentum=None)
+    bn = modules.BatchNorm1d(1, momentum=None)
     with torch.no_grad():
         for m in means:
-            bn.train()(torch.tensor([[m - 1.0], [m + 1.0]]))      # a batch with mean m
+            bn.train()(torch.tensor([[m - 1.0], [m + 1.0]]))  # a batch with mean m
     value = round(float(bn.running_mean[0]), 6)
     ema = 0.0
     for m in means:
         ema = 0.9 * ema + 0.1 * m
-    question = (f"A fresh `norms.BatchNorm1d(1, momentum=None)` runs in training mode on {len(means)} batches whose "
-                f"means are {', '.join(str(m) for m in means)} (in that order). What is its `running_mean` now?")
-    return _numeric(question, value, dict(kind="momentum_none", means=means),
-                    correct_fb=f"Correct: momentum=None keeps a plain average of the batch statistics, "
-                               f"{sum(means)}/{len(means)} = {value:g}, each batch weighted equally. That is what "
-                               "recalibration after training needs.",
-                    wrong=[(round(ema, 6), "That is the exponential average of the default momentum 0.1, starting "
-                                          "from 0."),
-                           (float(means[-1]), "That is the last batch's mean, momentum = 1."),
-                           (round(sum(means) / (len(means) + 1), 6), "That counts the initial running_mean 0 as "
-                                                                     "one more batch; the average starts at the "
-                                                                     "first batch."),
-                           (float(means[0]), "That is the first batch's mean only; momentum=None weighs every "
-                                             "batch equally.")],
-                    tol=0.0005, default_fb="Not quite: momentum=None means a cumulative (plain) average.")
+    question = (
+        f"A fresh `norms.BatchNorm1d(1, momentum=None)` runs in training mode on {len(means)} "
+        f"batches whose means are {', '.join(str(m) for m in means)} (in that order). What is its "
+        "`running_mean` now?"
+    )
+    return _numeric(
+        question,
+        value,
+        dict(kind="momentum_none", means=means),
+        correct_fb=f"Correct: momentum=None keeps a plain average of the batch statistics, "
+        f"{sum(means)}/{len(means)} = {value:g}, each batch weighted equally. That is what "
+        "recalibration after training needs.",
+        wrong=[
+            (
+                round(ema, 6),
+                "That is the exponential average of the default momentum 0.1, starting from 0.",
+            ),
+            (float(means[-1]), "That is the last batch's mean, momentum = 1."),
+            (
+                round(sum(means) / (len(means) + 1), 6),
+                "That counts the initial running_mean 0 as "
+                "one more batch; the average starts at the "
+                "first batch.",
+            ),
+            (
+                float(means[0]),
+                "That is the first batch's mean only; momentum=None weighs every batch equally.",
+            ),
+        ],
+        tol=0.0005,
+        default_fb="Not quite: momentum=None means a cumulative (plain) average.",
+    )
 
 
 def q_decay_effective_lr(rng, names=None):
@@ -209,71 +328,137 @@ def q_decay_effective_lr(rng, names=None):
     opt = torch.optim.SGD([w], lr=lr, weight_decay=wd)
     start = float(w.detach().norm())
     for _ in range(k):
-        w.grad = torch.zeros_like(w)          # the gradient is orthogonal to w; here only the decay acts
+        w.grad = torch.zeros_like(w)  # the gradient is orthogonal to w; here only the decay acts
         opt.step()
     value = round((start / float(w.detach().norm())) ** 2, 4)  # η/‖W‖² grows by (‖W₀‖/‖W_k‖)²
-    question = (f"The weights W of a linear layer feed a BatchNorm, so the loss ignores ‖W‖ and the effective "
-                f"learning rate is η/‖W‖². SGD with η = {lr:g} and weight decay λ = {wd:g} runs {k} steps; ignore the "
-                "gradient's own (orthogonal) contribution to ‖W‖. By what factor has the effective learning rate "
-                "grown?")
+    question = (
+        "The weights W of a linear layer feed a BatchNorm, so the loss ignores ‖W‖ and the "
+        f"effective learning rate is η/‖W‖². SGD with η = {lr:g} and weight decay λ = {wd:g} runs "
+        f"{k} steps; ignore the gradient's own (orthogonal) contribution to ‖W‖. By what factor "
+        "has the effective learning rate grown?"
+    )
     shrink = round(1 / (1 - lr * wd) ** k, 4)
-    return _numeric(question, value, dict(kind="decay_effective_lr", lr=lr, wd=wd, k=k),
-                    correct_fb=f"Correct: each step multiplies W by 1 − ηλ = {1 - lr * wd:g}, so ‖W‖ shrinks by "
-                               f"{1 / shrink:.4g} and η/‖W‖² grows by (1 − ηλ)^(−2k) = {value:.4g}. On a "
-                               "scale-invariant layer weight decay does not simplify the function; it raises the "
-                               "effective learning rate (van Laarhoven, 2017).",
-                    wrong=[(shrink, "That is how much ‖W‖ shrinks (inverted); the effective learning rate goes with "
-                                    "its square."), (1.0, "The function does not change, but the step size does."),
-                           (round((1 - lr * wd) ** (2 * k), 4), "That is the inverse: ‖W‖ shrinks, so η/‖W‖² "
-                                                                "grows.")],
-                    tol=value * 1e-3, default_fb="Not quite: each step multiplies W by (1 − ηλ).")
+    return _numeric(
+        question,
+        value,
+        dict(kind="decay_effective_lr", lr=lr, wd=wd, k=k),
+        correct_fb=f"Correct: each step multiplies W by 1 − ηλ = {1 - lr * wd:g}, so ‖W‖ shrinks "
+        f"by {1 / shrink:.4g} and η/‖W‖² grows by (1 − ηλ)^(−2k) = {value:.4g}. On a "
+        "scale-invariant layer weight decay does not simplify the function; it raises the "
+        "effective learning rate (van Laarhoven, 2017).",
+        wrong=[
+            (
+                shrink,
+                "That is how much ‖W‖ shrinks (inverted); the effective learning rate goes with "
+                "its square.",
+            ),
+            (1.0, "The function does not change, but the step size does."),
+            (
+                round((1 - lr * wd) ** (2 * k), 4),
+                "That is the inverse: ‖W‖ shrinks, so η/‖W‖² grows.",
+            ),
+        ],
+        tol=value * 1e-3,
+        default_fb="Not quite: each step multiplies W by (1 − ηλ).",
+    )
 
 
 def q_no_decay_group(rng, names=None):
-    with seeded(rng.randrange(2 ** 31)):
+    with seeded(rng.randrange(2**31)):
         conv_bias = rng.random() < 0.5
-        model = nn.Sequential(nn.Conv2d(3, 8, 3, bias=conv_bias), norms.BatchNorm2d(8), nn.ReLU(),
-                              nn.Flatten(), nn.Linear(8, 10), norms.LayerNorm(10))
+        model = nn.Sequential(
+            nn.Conv2d(3, 8, 3, bias=conv_bias),
+            modules.BatchNorm2d(8),
+            nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(8, 10),
+            modules.LayerNorm(10),
+        )
     decay, no_decay = param_groups(model, 0.01)
     names = {id(p): n for n, p in model.named_parameters()}
     in_no_decay = {names[id(p)] for p in no_decay["params"]}
-    labels = {"0.weight": "the convolution's kernel (`0.weight`)", "0.bias": "the convolution's bias (`0.bias`)",
-              "1.weight": "BatchNorm's γ (`1.weight`)", "1.bias": "BatchNorm's β (`1.bias`)",
-              "4.weight": "the linear layer's weight (`4.weight`)", "4.bias": "the linear layer's bias (`4.bias`)",
-              "5.weight": "LayerNorm's γ (`5.weight`)"}
+    labels = {
+        "0.weight": "the convolution's kernel (`0.weight`)",
+        "0.bias": "the convolution's bias (`0.bias`)",
+        "1.weight": "BatchNorm's γ (`1.weight`)",
+        "1.bias": "BatchNorm's β (`1.bias`)",
+        "4.weight": "the linear layer's weight (`4.weight`)",
+        "4.bias": "the linear layer's bias (`4.bias`)",
+        "5.weight": "LayerNorm's γ (`5.weight`)",
+    }
     options = []
     for name, text in labels.items():
         if name not in names.values():
             continue
         ok = name in in_no_decay
-        options.append((text, ok, ("Yes: a vector (ndim 1): a bias, γ or β." if ok else
-                                   "No: a matrix or kernel (ndim ≥ 2) keeps its weight decay."), name))
-    code = ("model = nn.Sequential(nn.Conv2d(3, 8, 3" + ("" if conv_bias else ", bias=False") + "), "
-            "norms.BatchNorm2d(8), nn.ReLU(),\n                      nn.Flatten(), nn.Linear(8, 10), norms.LayerNorm(10))\n"
-            "decay, no_decay = norms.pitfalls.param_groups(model, weight_decay=0.01)")
+        options.append(
+            (
+                text,
+                ok,
+                (
+                    "Yes: a vector (ndim 1): a bias, γ or β."
+                    if ok
+                    else "No: a matrix or kernel (ndim ≥ 2) keeps its weight decay."
+                ),
+                name,
+            )
+        )
+    code = (
+        "model = nn.Sequential(nn.Conv2d(3, 8, 3" + ("" if conv_bias else ", bias=False") + "), "
+        "norms.BatchNorm2d(8), nn.ReLU(),\n"
+        "                      nn.Flatten(), nn.Linear(8, 10), norms.LayerNorm(10))\n"
+        "decay, no_decay = norms.lab.pitfalls.param_groups(model, weight_decay=0.01)"
+    )
     question = "Which parameters of this model end up in the group without weight decay?"
-    return _choice(question, options, dict(kind="no_decay_group", conv_bias=conv_bias), code=code, many=True)
+    return _choice(
+        question, options, dict(kind="no_decay_group", conv_bias=conv_bias), code=code, many=True
+    )
 
 
 def q_zero_init_block(rng, names=None):
     width = rng.choice([4, 6])
-    seed = rng.randrange(2 ** 31)
+    seed = rng.randrange(2**31)
     gen = torch.Generator().manual_seed(seed)
     with seeded(seed):
         block = ResidualBlock(width, "batch", zero_init=True)
     x = torch.randn(8, width, generator=gen)
     with torch.no_grad():
         out = block(x)
-        cands = {"relu": torch.relu(x), "x": x, "zero": torch.zeros_like(x), "double": torch.relu(2 * x)}
-    texts = {"relu": "ReLU(x): the residual branch adds exactly 0", "x": "x itself",
-             "zero": "0: the block is switched off", "double": "ReLU(2x): both paths carry x"}
+        cands = {
+            "relu": torch.relu(x),
+            "x": x,
+            "zero": torch.zeros_like(x),
+            "double": torch.relu(2 * x),
+        }
+    texts = {
+        "relu": "ReLU(x): the residual branch adds exactly 0",
+        "x": "x itself",
+        "zero": "0: the block is switched off",
+        "double": "ReLU(2x): both paths carry x",
+    }
     options = []
     for key, want in cands.items():
         ok = torch.allclose(out, want)
-        options.append((texts[key], ok, ("Correct: γ = 0 in the branch's last BatchNorm makes the branch output "
-                                          "β = 0, so the block starts as ReLU(x + 0); with non-negative inputs, as "
-                                          "after a previous block, that is the identity (Goyal et al., 2017).") if ok
-                        else "No: run the block: the branch's last norm outputs γ·x̂ + β with γ = 0 and β = 0.", key))
-    question = (f"A residual block computes ReLU(x + BN₂(W₂ ReLU(BN₁(W₁ x)))) with width {width}, and the γ of BN₂ is "
-                "initialized to zero. What does the block compute at initialization (training mode)?")
+        options.append(
+            (
+                texts[key],
+                ok,
+                (
+                    "Correct: γ = 0 in the branch's last BatchNorm makes the branch output "
+                    "β = 0, so the block starts as ReLU(x + 0); with non-negative inputs, as "
+                    "after a previous block, that is the identity (Goyal et al., 2017)."
+                )
+                if ok
+                else (
+                    "No: run the block: the branch's last norm outputs γ·x̂ + β with γ = 0 and "
+                    "β = 0."
+                ),
+                key,
+            )
+        )
+    question = (
+        f"A residual block computes ReLU(x + BN₂(W₂ ReLU(BN₁(W₁ x)))) with width {width}, and the "
+        "γ of BN₂ is initialized to zero. What does the block compute at initialization (training "
+        "mode)?"
+    )
     return _choice(question, options, dict(kind="zero_init_block", width=width))

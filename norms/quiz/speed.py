@@ -1,6 +1,7 @@
-"""Questions of the chapter 'How fast is a normalization layer?': bytes, passes, sweeps, intensity, variance.
+"""Questions of the chapter 'How fast is a normalization layer?': bytes, passes, sweeps,
+intensity, variance.
 
-Every answer is computed: byte and flop counts by :mod:`norms.bench`, passes over
+Every answer is computed: byte and flop counts by :mod:`norms.fast.bench`, passes over
 memory by recording the ATen ops :mod:`norms.functional` runs, and the trustworthy
 variance formulas by running them in float32 against a float64 reference.
 """
@@ -11,8 +12,9 @@ import math
 
 import torch
 
-import norms
-from norms import bench
+from norms import functional
+from norms.fast import bench
+from norms.fast.passes import full_size_ops
 
 from .builders import _choice, _numeric, _shape
 
@@ -31,18 +33,36 @@ def q_perfect_bytes(rng, names=None):
     itemsize = torch.empty((), dtype=_DTYPES[dtype]).element_size()
     mb = bench.perfect_bytes(case, direction, itemsize) / 1e6
     n_mb = math.prod(case.shape) * itemsize / 1e6  # one full-size tensor
-    what = ("a forward pass (read x, write y)" if direction == "fwd"
-            else "a forward and a backward pass (forward: read x, write y; backward: read x and dy, write dx)")
-    wrong = [(n_mb, "That is one tensor: a kernel must at least read x and write y."),
-             (mb * 4 / itemsize if itemsize != 4 else mb / 2, "Mind the bytes per element of this dtype."),
-             (2 * n_mb if direction == "fwd+bwd" else 3 * n_mb,
-              "Count the tensors again: every input read once, every output written once.")]
+    what = (
+        "a forward pass (read x, write y)"
+        if direction == "fwd"
+        else (
+            "a forward and a backward pass (forward: read x, write y; backward: read x and dy, "
+            "write dx)"
+        )
+    )
+    wrong = [
+        (n_mb, "That is one tensor: a kernel must at least read x and write y."),
+        (
+            mb * 4 / itemsize if itemsize != 4 else mb / 2,
+            "Mind the bytes per element of this dtype.",
+        ),
+        (
+            2 * n_mb if direction == "fwd+bwd" else 3 * n_mb,
+            "Count the tensors again: every input read once, every output written once.",
+        ),
+    ]
     return _numeric(
-        f"A `{case.op}` on a {dtype} input of shape {_shape(case.shape)}. How many megabytes (10⁶ bytes) must a "
-        f"perfect kernel move for {what}? Parameters and statistics are small; give one decimal.",
-        round(mb, 1), dict(kind="perfect_bytes", op=case.op, shape=case.shape, direction=direction, dtype=dtype),
-        correct_fb=f"Correct: {round(mb, 1)} MB, every full-size tensor once (plus the parameters).",
-        wrong=wrong, default_fb="Count the full-size tensors read and written, times the bytes per element.",
+        f"A `{case.op}` on a {dtype} input of shape {_shape(case.shape)}. How many megabytes (10⁶ "
+        f"bytes) must a perfect kernel move for {what}? Parameters and statistics are small; give "
+        "one decimal.",
+        round(mb, 1),
+        dict(kind="perfect_bytes", op=case.op, shape=case.shape, direction=direction, dtype=dtype),
+        correct_fb=(
+            f"Correct: {round(mb, 1)} MB, every full-size tensor once (plus the parameters)."
+        ),
+        wrong=wrong,
+        default_fb="Count the full-size tensors read and written, times the bytes per element.",
         tol=0.1 + 0.002 * mb,
     )
 
@@ -55,24 +75,31 @@ def q_intensity(rng, names=None):
     itemsize = torch.empty((), dtype=_DTYPES[dtype]).element_size()
     intensity = bench.flops(case, "fwd") / bench.perfect_bytes(case, "fwd", itemsize)
     per_element = bench.FLOPS_PER_ELEMENT["rms" if op == "RMSNorm" else "centred"]["fwd"]
-    wrong = [(per_element, "That is flops per element; divide by the bytes moved per element."),
-             (per_element / itemsize, "A kernel reads x and writes y: two tensors per element."),
-             (per_element / (4 * itemsize), "Only x and y are full-size: two tensors, not four.")]
+    wrong = [
+        (per_element, "That is flops per element; divide by the bytes moved per element."),
+        (per_element / itemsize, "A kernel reads x and writes y: two tensors per element."),
+        (per_element / (4 * itemsize), "Only x and y are full-size: two tensors, not four."),
+    ]
     return _numeric(
-        f"A `{op}` forward pass does about {per_element} floating-point operations per element (count them in the "
-        f"chapter). On {dtype} input, how many operations per byte moved (arithmetic intensity) does a perfect "
-        "kernel perform? Two decimals.",
-        round(intensity, 2), dict(kind="intensity", op=op, dtype=dtype, value=intensity),
-        correct_fb=f"Correct: {per_element} flops per {2 * itemsize} bytes, about {intensity:.2f} flop/byte: far "
-                   "below the tens of flops per byte a CPU or GPU needs to be compute-bound.",
-        wrong=wrong, default_fb="Divide the flops per element by the bytes per element read and written.", tol=0.02,
+        f"A `{op}` forward pass does about {per_element} floating-point operations per element "
+        f"(count them in the chapter). On {dtype} input, how many operations per byte moved "
+        "(arithmetic intensity) does a perfect kernel perform? Two decimals.",
+        round(intensity, 2),
+        dict(kind="intensity", op=op, dtype=dtype, value=intensity),
+        correct_fb=f"Correct: {per_element} flops per {2 * itemsize} bytes, about {intensity:.2f} "
+        "flop/byte: far below the tens of flops per byte a CPU or GPU needs to be compute-bound.",
+        wrong=wrong,
+        default_fb="Divide the flops per element by the bytes per element read and written.",
+        tol=0.02,
     )
 
 
 def q_passes(rng, names=None):
     """How many full-size passes norms.functional makes, recorded with a TorchDispatchMode."""
     name = rng.choice(["layer_norm", "rms_norm", "group_norm"])
-    x = torch.randn(2, 6, 5, 7, generator=torch.Generator().manual_seed(rng.randrange(2**31)))  # never the global RNG
+    x = torch.randn(
+        2, 6, 5, 7, generator=torch.Generator().manual_seed(rng.randrange(2**31))
+    )  # never the global RNG
     if name == "layer_norm":
         args = ([7], torch.ones(7), torch.zeros(7))
         code = "y = norms.functional.layer_norm(x, [7], weight, bias)  # x: (2, 6, 5, 7)"
@@ -82,15 +109,31 @@ def q_passes(rng, names=None):
     else:
         args = (3, torch.ones(6), torch.zeros(6))
         code = "y = norms.functional.group_norm(x, 3, weight, bias)  # x: (2, 6, 5, 7)"
-    ops = [o for o in bench.full_size_ops(getattr(norms.functional, name), x, *args) if o not in ("view", "_unsafe_view")]
+    ops = full_size_ops(getattr(functional, name), x, *args)
     n = len(ops)
-    options = [(str(k), k == n,
-                (f"Correct: {', '.join(ops)}: each reads or writes a full-size tensor." if k == n else
-                 f"No: recording the ATen ops gives {n}: {', '.join(ops)}. A fused kernel needs 2 (statistics, then output)."),
-                k) for k in sorted({1, 2, n - 2, n - 1, n, n + 1} - {0})]
+    options = [
+        (
+            str(k),
+            k == n,
+            (
+                f"Correct: {', '.join(ops)}: each reads or writes a full-size tensor."
+                if k == n
+                else (
+                    f"No: recording the ATen ops gives {n}: {', '.join(ops)}. A fused kernel needs "
+                    "2 (statistics, then output)."
+                )
+            ),
+            k,
+        )
+        for k in sorted({1, 2, n - 2, n - 1, n, n + 1} - {0})
+    ]
     return _choice(
-        "How many ATen ops that read or write a full-size tensor (passes over memory) does this forward pass run "
-        "in `norms` as written, ignoring views?", options, dict(kind="passes", fn=name, ops=ops), code=code)
+        "How many ATen ops that read or write a full-size tensor (passes over memory) does this "
+        "forward pass run in `norms` as written, ignoring views?",
+        options,
+        dict(kind="passes", fn=name, ops=ops),
+        code=code,
+    )
 
 
 def q_backward_sweeps(rng, names=None):
@@ -100,19 +143,23 @@ def q_backward_sweeps(rng, names=None):
     itemsize = torch.empty((), dtype=_DTYPES[dtype]).element_size()
     n_mb = math.prod(case.shape) * itemsize / 1e6  # one full-size tensor
     value = 5 * n_mb  # x and dy read twice, dx written once
-    wrong = [(3 * n_mb, "That is one sweep (read x and dy, write dx): here x and dy are read twice."),
-             (4 * n_mb, "Both sweeps read x and dy, and the second also writes dx."),
-             (6 * n_mb, "dx is written once, by the second sweep only.")]
+    wrong = [
+        (3 * n_mb, "That is one sweep (read x and dy, write dx): here x and dy are read twice."),
+        (4 * n_mb, "Both sweeps read x and dy, and the second also writes dx."),
+        (6 * n_mb, "dx is written once, by the second sweep only."),
+    ]
     return _numeric(
-        f"A LayerNorm backward pass on a {dtype} input x of shape {_shape(case.shape)} makes two sweeps over "
-        "memory: the first reads x and dy to sum dγ and dβ down the columns; the second reads x and dy again and "
-        "writes dx. How many megabytes (10⁶ bytes) of full-size tensors does it move? Leave out the parameters "
-        "and the statistics; one decimal.",
-        round(value, 1), dict(kind="backward_sweeps", shape=case.shape, dtype=dtype),
+        f"A LayerNorm backward pass on a {dtype} input x of shape {_shape(case.shape)} makes two "
+        "sweeps over memory: the first reads x and dy to sum dγ and dβ down the columns; the "
+        "second reads x and dy again and writes dx. How many megabytes (10⁶ bytes) of full-size "
+        "tensors does it move? Leave out the parameters and the statistics; one decimal.",
+        round(value, 1),
+        dict(kind="backward_sweeps", shape=case.shape, dtype=dtype),
         correct_fb=f"Correct: {round(value, 1)} MB, five full-size tensors. One sweep moves three "
-                   f"({round(3 * n_mb, 1)} MB): the kernel of norms.cpu_kernels keeps a partial row of dγ and dβ "
-                   "per thread so the column sums need no sweep of their own.",
-        wrong=wrong, default_fb="Count the full-size tensors each loop nest reads or writes, then add.",
+        f"({round(3 * n_mb, 1)} MB): the kernel of norms.fast.cpu_kernels keeps a partial row of "
+        "dγ and dβ per thread so the column sums need no sweep of their own.",
+        wrong=wrong,
+        default_fb="Count the full-size tensors each loop nest reads or writes, then add.",
         tol=0.1 + 0.002 * value,
     )
 
@@ -135,13 +182,24 @@ def q_variance_formula(rng, names=None):
     seed = rng.randrange(2**31)
     truth, got = _variances(mean, std, seed)
     ok = {k: abs(v - truth) <= 0.01 * truth for k, v in got.items()}
-    labels = {"naive": "E[x²] − E[x]² (one pass, two sums)",
-              "two_pass": "the mean first, then the mean of (x − mean)² (two passes)",
-              "welford": "Welford's running update (one pass), as in torch.var_mean"}
-    options = [(labels[k], ok[k],
-                f"{'Yes' if ok[k] else 'No'}: it gives {got[k]:.4g} against the true {truth:.4g}.", k)
-               for k in ("naive", "two_pass", "welford")]
+    labels = {
+        "naive": "E[x²] − E[x]² (one pass, two sums)",
+        "two_pass": "the mean first, then the mean of (x − mean)² (two passes)",
+        "welford": "Welford's running update (one pass), as in torch.var_mean",
+    }
+    options = [
+        (
+            labels[k],
+            ok[k],
+            f"{'Yes' if ok[k] else 'No'}: it gives {got[k]:.4g} against the true {truth:.4g}.",
+            k,
+        )
+        for k in ("naive", "two_pass", "welford")
+    ]
     return _choice(
-        f"4096 float32 numbers have mean {mean:g} and standard deviation {std:g}. Which ways of computing their "
-        "variance in float32 land within 1% of the exact value?",
-        options, dict(kind="variance_formula", mean=mean, std=std, seed=seed, ok=ok), many=True)
+        f"4096 float32 numbers have mean {mean:g} and standard deviation {std:g}. Which ways of "
+        "computing their variance in float32 land within 1% of the exact value?",
+        options,
+        dict(kind="variance_formula", mean=mean, std=std, seed=seed, ok=ok),
+        many=True,
+    )

@@ -1,6 +1,7 @@
-"""SyncBatchNorm questions: what is communicated, Chan's combination, the global count, what stays local.
+"""SyncBatchNorm questions: what is communicated, Chan's combination, the global count, what stays
+local.
 
-Every key is computed: the combined variance by :func:`norms.syncbatchnorm.combine_stats`,
+Every key is computed: the combined variance by :func:`norms.modules.syncbatchnorm.combine_stats`,
 the numbers communicated by the sizes of the tensors SyncBatchNorm sends.
 """
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ..syncbatchnorm import combine_stats
+from ..modules.syncbatchnorm import combine_stats
 from .builders import _choice, _num, _numeric
 
 
@@ -20,19 +21,37 @@ def q_sync_numbers(rng, names=None):
     # forward: an all-gather of (mean, centred sum of squares) per channel, after a 6-integer check;
     # backward: an all-reduce of (sum dy, sum dy x̂) per channel
     value = 2 * c
-    what = ("the all-gather of the statistics" if where == "forward"
-            else "the all-reduce of the gradient sums")
-    question = (f"`norms.SyncBatchNorm({c})` trains on {p} processes. How many floating-point numbers does one "
-                f"process contribute to {what} in the {where} pass of one step?")
-    explain = ("its mean and its centred sum of squares, per channel (the counts travel with the shape check)"
-               if where == "forward" else "the two per-channel sums Σdy and Σdy·x̂ (its local dβ and dγ)")
+    what = (
+        "the all-gather of the statistics"
+        if where == "forward"
+        else "the all-reduce of the gradient sums"
+    )
+    question = (
+        f"`norms.SyncBatchNorm({c})` trains on {p} processes. How many floating-point numbers does "
+        f"one process contribute to {what} in the {where} pass of one step?"
+    )
+    explain = (
+        "its mean and its centred sum of squares, per channel (the counts travel with the shape "
+        "check)"
+        if where == "forward"
+        else "the two per-channel sums Σdy and Σdy·x̂ (its local dβ and dγ)"
+    )
     return _numeric(
-        question, value, dict(kind="sync_numbers", channels=c, processes=p, where=where),
-        correct_fb=f"Correct: 2 × {c}: {explain}. It does not grow with the batch or the image size.",
-        wrong=[(c, "No: one number per channel is not enough: " + explain + "."),
-               (2 * c * p, f"No: that is what each process receives in the forward all-gather (2C from each of "
-                           f"the {p} processes); it sends only its own 2C."),
-               (3 * c, "No: the count is one number per process, not per channel.")],
+        question,
+        value,
+        dict(kind="sync_numbers", channels=c, processes=p, where=where),
+        correct_fb=(
+            f"Correct: 2 × {c}: {explain}. It does not grow with the batch or the image size."
+        ),
+        wrong=[
+            (c, "No: one number per channel is not enough: " + explain + "."),
+            (
+                2 * c * p,
+                "No: that is what each process receives in the forward all-gather (2C from each "
+                f"of the {p} processes); it sends only its own 2C.",
+            ),
+            (3 * c, "No: the count is one number per process, not per channel."),
+        ],
         default_fb=f"No: count the per-channel statistics: {explain}.",
     )
 
@@ -50,20 +69,38 @@ def q_chan_variance(rng, names=None):
     value = round(float(m2[0] / n), 4)
     pooled = round((na * va + nb * vb) / (na + nb), 4)
     plain = round((va + vb) / 2, 4)
-    question = (f"Process A holds {na} values of one channel with mean {_num(ma)} and (biased) variance {_num(va)}; "
-                f"process B holds {nb} values with mean {_num(mb)} and variance {_num(vb)}. What is the biased "
-                "variance of all the values together? (Up to 2 decimals.)")
+    question = (
+        f"Process A holds {na} values of one channel with mean {_num(ma)} and (biased) variance "
+        f"{_num(va)}; process B holds {nb} values with mean {_num(mb)} and variance {_num(vb)}. "
+        "What is the biased variance of all the values together? (Up to 2 decimals.)"
+    )
     return _numeric(
-        question, value, dict(kind="chan_variance", counts=(na, nb), means=(ma, mb), variances=(va, vb)),
-        correct_fb=f"Correct: Chan et al.: M2 = M2_A + M2_B + δ² n_A n_B / n with δ = {_num(mb - ma)}, "
-                   f"so the variance is {_num(value)}.",
-        wrong=[(pooled, "No: that is the count-weighted mean of the two variances. It misses the spread "
-                        "between the two means, δ² n_A n_B / n."),
-               (round(pooled + (mb - ma) ** 2, 4), "No: the squared difference of the means enters weighted, "
-                                                    "as δ² n_A n_B / n², not as δ²."),
-               (plain, "No: that is the plain average of the two variances: it ignores the counts and the "
-                       "difference of the means.")],
-        default_fb="No: add the two centred sums of squares and δ² n_A n_B / n, then divide by n = n_A + n_B.",
+        question,
+        value,
+        dict(kind="chan_variance", counts=(na, nb), means=(ma, mb), variances=(va, vb)),
+        correct_fb="Correct: Chan et al.: M2 = M2_A + M2_B + δ² n_A n_B / n with "
+        f"δ = {_num(mb - ma)}, so the variance is {_num(value)}.",
+        wrong=[
+            (
+                pooled,
+                "No: that is the count-weighted mean of the two variances. It misses the spread "
+                "between the two means, δ² n_A n_B / n.",
+            ),
+            (
+                round(pooled + (mb - ma) ** 2, 4),
+                "No: the squared difference of the means enters weighted, "
+                "as δ² n_A n_B / n², not as δ².",
+            ),
+            (
+                plain,
+                "No: that is the plain average of the two variances: it ignores the counts and the "
+                "difference of the means.",
+            ),
+        ],
+        default_fb=(
+            "No: add the two centred sums of squares and δ² n_A n_B / n, then divide by "
+            "n = n_A + n_B."
+        ),
         tol=0.01,
     )
 
@@ -76,57 +113,111 @@ def q_running_count(rng, names=None):
     n = sum(sizes) * pixels
     value = round(n / (n - 1), 4)
     local = sizes[0] * pixels
-    wrong = [(round(local / (local - 1), 4) if local > 1 else 1.0,
-              "No: that corrects with the first process's own count; SyncBatchNorm uses the global one.")]
+    wrong = [
+        (
+            round(local / (local - 1), 4) if local > 1 else 1.0,
+            "No: that corrects with the first process's own count; SyncBatchNorm uses the global "
+            "one.",
+        )
+    ]
     return _numeric(
         f"`SyncBatchNorm` in training, inputs of shape {shape}, on {len(sizes)} processes holding "
-        f"{', '.join(map(str, sizes))} samples. The running variance is updated with the biased global "
-        "variance times what factor? (Up to 3 decimals.)",
-        value, dict(kind="running_count", sizes=sizes, pixels=pixels),
+        f"{', '.join(map(str, sizes))} samples. The running variance is updated with the biased "
+        "global variance times what factor? (Up to 3 decimals.)",
+        value,
+        dict(kind="running_count", sizes=sizes, pixels=pixels),
         correct_fb=f"Correct: n/(n−1) with the global count n = {n} values per channel.",
-        wrong=wrong + [(1.0, "No: the running variance is the unbiased estimate, as in BatchNorm."),
-                       (round((n - 1) / n, 4), "No: upside down. The unbiased variance is larger than the "
-                                               "biased one: multiply by n/(n−1).")],
+        wrong=wrong
+        + [
+            (1.0, "No: the running variance is the unbiased estimate, as in BatchNorm."),
+            (
+                round((n - 1) / n, 4),
+                "No: upside down. The unbiased variance is larger than the "
+                "biased one: multiply by n/(n−1).",
+            ),
+        ],
         default_fb=f"No: n/(n−1) with n = {n}, the values per channel in the global batch.",
         tol=0.0005,
     )
 
 
 _LOCAL_OR_GLOBAL = [
-    ("the mean and variance used to normalize in training", False,
-     "it is global: the statistics of the union of every slice."),
-    ("the gradient of the loss for the input x", False,
-     "it is global: BatchNorm's gradient over the whole batch, from the all-reduced Σdy and Σdy·x̂."),
-    ("the running mean after a training step", False,
-     "it is global, and the same on every process."),
-    ("the gradients of γ and β returned by backward", True,
-     "each process returns its own part; DistributedDataParallel sums (averages) them."),
+    (
+        "the mean and variance used to normalize in training",
+        False,
+        "it is global: the statistics of the union of every slice.",
+    ),
+    (
+        "the gradient of the loss for the input x",
+        False,
+        "it is global: BatchNorm's gradient over the whole batch, from the all-reduced Σdy and "
+        "Σdy·x̂.",
+    ),
+    (
+        "the running mean after a training step",
+        False,
+        "it is global, and the same on every process.",
+    ),
+    (
+        "the gradients of γ and β returned by backward",
+        True,
+        "each process returns its own part; DistributedDataParallel sums (averages) them.",
+    ),
 ]
 
 
 def q_local_or_global(rng, names=None):
     """Which quantity is per-process (its sum over processes is the global one)?"""
-    options = [(text, local, ("Correct: " if local else "No: ") + fb) for text, local, fb in _LOCAL_OR_GLOBAL]
-    options.append(("the output y in eval mode", False,
-                    "No: in eval mode every process normalizes with its (identical) running statistics."))
+    options = [
+        (text, local, ("Correct: " if local else "No: ") + fb)
+        for text, local, fb in _LOCAL_OR_GLOBAL
+    ]
+    options.append(
+        (
+            "the output y in eval mode",
+            False,
+            "No: in eval mode every process normalizes with its (identical) running statistics.",
+        )
+    )
     rng.shuffle(options)
-    return _choice("In `norms.SyncBatchNorm` on several processes, which of these is each process's local part, "
-                   "whose sum over the processes is the value for the whole batch?",
-                   options, dict(kind="local_or_global"))
+    return _choice(
+        "In `norms.SyncBatchNorm` on several processes, which of these is each process's local "
+        "part, whose sum over the processes is the value for the whole batch?",
+        options,
+        dict(kind="local_or_global"),
+    )
 
 
 def q_eval_communication(rng, names=None):
     """What an eval-mode forward communicates."""
     options = [
-        ("nothing: it normalizes with the running statistics", True,
-         "Correct: the running statistics are already the same on every process, so eval needs no collective."),
-        ("the means and variances of every slice, as in training", False,
-         "No: that is training mode. Eval mode uses the running statistics."),
-        ("the two per-channel gradient sums", False,
-         "No: those are communicated in the backward pass of a training step."),
-        ("the running statistics, to keep them equal", False,
-         "No: they are updated with the same global statistics everywhere, so they are already equal."),
+        (
+            "nothing: it normalizes with the running statistics",
+            True,
+            "Correct: the running statistics are already the same on every process, so eval needs "
+            "no collective.",
+        ),
+        (
+            "the means and variances of every slice, as in training",
+            False,
+            "No: that is training mode. Eval mode uses the running statistics.",
+        ),
+        (
+            "the two per-channel gradient sums",
+            False,
+            "No: those are communicated in the backward pass of a training step.",
+        ),
+        (
+            "the running statistics, to keep them equal",
+            False,
+            "No: they are updated with the same global statistics everywhere, so they are already "
+            "equal.",
+        ),
     ]
     rng.shuffle(options)
-    return _choice("What does one forward pass of `norms.SyncBatchNorm` in eval mode (`model.eval()`) "
-                   "communicate between the processes?", options, dict(kind="eval_communication"))
+    return _choice(
+        "What does one forward pass of `norms.SyncBatchNorm` in eval mode (`model.eval()`) "
+        "communicate between the processes?",
+        options,
+        dict(kind="eval_communication"),
+    )

@@ -5,22 +5,75 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-from .computed import q_batch_independent, q_batch_one, q_biased_unbiased, q_eps, q_groupnorm_special, q_invariance, q_keras_momentum, q_num_statistics, q_param_shape, q_reduced_dims, q_running_mean, q_running_var, q_state_dict, q_train_eval, q_which_layer
-from .why import q_bias_before_norm, q_grad_scale, q_relu_depth, q_saturation, q_scale_invariance, q_weight_norm_growth
 from .chapters import q_bn_fold, q_group_members, q_instance_contrast, q_ln_accepts, q_rms_value
+from .computed import (
+    q_batch_independent,
+    q_groupnorm_special,
+    q_invariance,
+    q_num_statistics,
+    q_param_shape,
+    q_reduced_dims,
+    q_state_dict,
+    q_which_layer,
+)
 from .concepts import _concept
-from .transformer import q_final_norm, q_gamma_shape, q_ln_stats_btd, q_prenorm_position, q_rms_saves
-from .syncbatchnorm import q_chan_variance, q_eval_communication, q_local_or_global, q_running_count, q_sync_numbers
-from .pitfalls import (q_autocast_dtype, q_btd_without_transpose, q_decay_effective_lr, q_dropout_shift, q_frozen_bn,
-                       q_momentum_none, q_no_decay_group, q_padded_mean, q_zero_init_block)
-from .training import (q_linear_scaling, q_prediction_depends_on_batch, q_running_after_small_batches,
-                       q_small_batch_choice, q_update_ratio, q_values_per_statistic)
+from .pitfalls import (
+    q_autocast_dtype,
+    q_btd_without_transpose,
+    q_decay_effective_lr,
+    q_dropout_shift,
+    q_frozen_bn,
+    q_momentum_none,
+    q_no_decay_group,
+    q_padded_mean,
+    q_zero_init_block,
+)
+from .running import (
+    q_batch_one,
+    q_biased_unbiased,
+    q_eps,
+    q_keras_momentum,
+    q_running_mean,
+    q_running_var,
+    q_train_eval,
+)
 from .speed import q_backward_sweeps, q_intensity, q_passes, q_perfect_bytes, q_variance_formula
+from .syncbatchnorm import (
+    q_chan_variance,
+    q_eval_communication,
+    q_local_or_global,
+    q_running_count,
+    q_sync_numbers,
+)
+from .training import (
+    q_linear_scaling,
+    q_prediction_depends_on_batch,
+    q_running_after_small_batches,
+    q_small_batch_choice,
+    q_update_ratio,
+    q_values_per_statistic,
+)
+from .transformer import (
+    q_final_norm,
+    q_gamma_shape,
+    q_ln_stats_btd,
+    q_prenorm_position,
+    q_rms_saves,
+)
+from .why import (
+    q_bias_before_norm,
+    q_grad_scale,
+    q_relu_depth,
+    q_saturation,
+    q_scale_invariance,
+    q_weight_norm_growth,
+)
 
 
 def _for(gen, names):
     def g(rng):
         return gen(rng, names)
+
     g.__name__ = f"{gen.__name__}[{','.join(names) if names else 'all'}]"
     return g
 
@@ -29,61 +82,158 @@ _BN = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
 _IN = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
 
 TOPICS: dict[str, list[Callable]] = {
-    "batchnorm": [_for(q_num_statistics, _BN), _for(q_param_shape, _BN), _for(q_reduced_dims, _BN),
-                  _for(q_train_eval, _BN), _for(q_running_var, None), _for(q_running_mean, None),
-                  _for(q_eps, ["BatchNorm1d"]), _for(q_batch_one, _BN), _for(q_keras_momentum, None),
-                  _for(q_biased_unbiased, None), _for(q_state_dict, _BN), _for(q_bn_fold, None),
-                  _concept("running_stats_why"), _concept("small_batches"), _concept("affine"),
-                  _concept("eps_purpose")],
-    "layernorm": [_for(q_num_statistics, ["LayerNorm"]), _for(q_param_shape, ["LayerNorm"]),
-                  _for(q_reduced_dims, ["LayerNorm"]), _for(q_train_eval, ["LayerNorm"]),
-                  _for(q_eps, ["LayerNorm"]), _for(q_batch_one, ["LayerNorm"]), _for(q_ln_accepts, None),
-                  _concept("layernorm_transformers"), _for(q_state_dict, ["LayerNorm"])],
-    "rmsnorm": [_for(q_num_statistics, ["RMSNorm"]), _for(q_param_shape, ["RMSNorm"]),
-                _for(q_reduced_dims, ["RMSNorm"]), _for(q_state_dict, ["RMSNorm"]), _for(q_eps, ["RMSNorm"]),
-                _for(q_invariance, None), _for(q_rms_value, None)],
-    "groupnorm": [_for(q_num_statistics, ["GroupNorm"]), _for(q_param_shape, ["GroupNorm"]),
-                  _for(q_reduced_dims, ["GroupNorm"]), _for(q_train_eval, ["GroupNorm"]),
-                  _for(q_groupnorm_special, None), _for(q_eps, ["GroupNorm"]), _for(q_batch_one, ["GroupNorm"]),
-                  _for(q_group_members, None), _concept("small_batches")],
-    "instancenorm": [_for(q_num_statistics, _IN), _for(q_reduced_dims, _IN), _for(q_train_eval, _IN),
-                     _for(q_state_dict, _IN), _for(q_param_shape, _IN), _for(q_eps, ["InstanceNorm1d"]),
-                     _for(q_instance_contrast, None)],
-    # what why-normalize.ipynb teaches: drift and saturation with depth, scale invariance and the covariate-shift
-    # debate (γ, β, ε and the running statistics come in the BatchNorm chapter)
-    "why": [_for(q_relu_depth, None), _for(q_saturation, None), _for(q_scale_invariance, None),
-            _for(q_grad_scale, None), _for(q_weight_norm_growth, None), _for(q_bias_before_norm, None),
-            _concept("covariate_shift"), _concept("what_helps")],
-    "comparison": [_for(q_which_layer, None), _for(q_batch_independent, None), _for(q_num_statistics, None),
-                   _for(q_reduced_dims, None), _for(q_train_eval, None), _for(q_batch_one, None),
-                   _for(q_invariance, None), _for(q_groupnorm_special, None)],
+    "batchnorm": [
+        _for(q_num_statistics, _BN),
+        _for(q_param_shape, _BN),
+        _for(q_reduced_dims, _BN),
+        _for(q_train_eval, _BN),
+        _for(q_running_var, None),
+        _for(q_running_mean, None),
+        _for(q_eps, ["BatchNorm1d"]),
+        _for(q_batch_one, _BN),
+        _for(q_keras_momentum, None),
+        _for(q_biased_unbiased, None),
+        _for(q_state_dict, _BN),
+        _for(q_bn_fold, None),
+        _concept("running_stats_why"),
+        _concept("small_batches"),
+        _concept("affine"),
+        _concept("eps_purpose"),
+    ],
+    "layernorm": [
+        _for(q_num_statistics, ["LayerNorm"]),
+        _for(q_param_shape, ["LayerNorm"]),
+        _for(q_reduced_dims, ["LayerNorm"]),
+        _for(q_train_eval, ["LayerNorm"]),
+        _for(q_eps, ["LayerNorm"]),
+        _for(q_batch_one, ["LayerNorm"]),
+        _for(q_ln_accepts, None),
+        _concept("layernorm_transformers"),
+        _for(q_state_dict, ["LayerNorm"]),
+    ],
+    "rmsnorm": [
+        _for(q_num_statistics, ["RMSNorm"]),
+        _for(q_param_shape, ["RMSNorm"]),
+        _for(q_reduced_dims, ["RMSNorm"]),
+        _for(q_state_dict, ["RMSNorm"]),
+        _for(q_eps, ["RMSNorm"]),
+        _for(q_invariance, None),
+        _for(q_rms_value, None),
+    ],
+    "groupnorm": [
+        _for(q_num_statistics, ["GroupNorm"]),
+        _for(q_param_shape, ["GroupNorm"]),
+        _for(q_reduced_dims, ["GroupNorm"]),
+        _for(q_train_eval, ["GroupNorm"]),
+        _for(q_groupnorm_special, None),
+        _for(q_eps, ["GroupNorm"]),
+        _for(q_batch_one, ["GroupNorm"]),
+        _for(q_group_members, None),
+        _concept("small_batches"),
+    ],
+    "instancenorm": [
+        _for(q_num_statistics, _IN),
+        _for(q_reduced_dims, _IN),
+        _for(q_train_eval, _IN),
+        _for(q_state_dict, _IN),
+        _for(q_param_shape, _IN),
+        _for(q_eps, ["InstanceNorm1d"]),
+        _for(q_instance_contrast, None),
+    ],
+    # what why-normalize.ipynb teaches: drift and saturation with depth, scale invariance and the
+    # covariate-shift debate (γ, β, ε and the running statistics come in the BatchNorm chapter)
+    "why": [
+        _for(q_relu_depth, None),
+        _for(q_saturation, None),
+        _for(q_scale_invariance, None),
+        _for(q_grad_scale, None),
+        _for(q_weight_norm_growth, None),
+        _for(q_bias_before_norm, None),
+        _concept("covariate_shift"),
+        _concept("what_helps"),
+    ],
+    "comparison": [
+        _for(q_which_layer, None),
+        _for(q_batch_independent, None),
+        _for(q_num_statistics, None),
+        _for(q_reduced_dims, None),
+        _for(q_train_eval, None),
+        _for(q_batch_one, None),
+        _for(q_invariance, None),
+        _for(q_groupnorm_special, None),
+    ],
 }
-# what transformer.ipynb teaches: the norms inside transformer layers (statistics, γ shape, pre-LN, final norm)
-TOPICS["transformer"] = [_for(q_ln_stats_btd, None), _for(q_gamma_shape, None), _for(q_prenorm_position, None),
-                         _for(q_final_norm, None), _for(q_rms_saves, None)]
-TOPICS["syncbatchnorm"] = [_for(q_sync_numbers, None), _for(q_chan_variance, None), _for(q_running_count, None),
-                          _for(q_local_or_global, None), _for(q_eval_communication, None)]
+# what transformer.ipynb teaches: the norms inside transformer layers (statistics, γ shape, pre-LN,
+# final norm)
+TOPICS["transformer"] = [
+    _for(q_ln_stats_btd, None),
+    _for(q_gamma_shape, None),
+    _for(q_prenorm_position, None),
+    _for(q_final_norm, None),
+    _for(q_rms_saves, None),
+]
+TOPICS["syncbatchnorm"] = [
+    _for(q_sync_numbers, None),
+    _for(q_chan_variance, None),
+    _for(q_running_count, None),
+    _for(q_local_or_global, None),
+    _for(q_eval_communication, None),
+]
 # what training.ipynb and pitfalls.ipynb teach (norms.quiz.training, norms.quiz.pitfalls)
-TOPICS["training"] = [_for(q_values_per_statistic, None), _for(q_linear_scaling, None), _for(q_update_ratio, None),
-                      _for(q_prediction_depends_on_batch, None), _for(q_small_batch_choice, None),
-                      _for(q_running_after_small_batches, None)]
-TOPICS["pitfalls"] = [_for(q_dropout_shift, None), _for(q_frozen_bn, None), _for(q_autocast_dtype, None),
-                      _for(q_padded_mean, None), _for(q_btd_without_transpose, None), _for(q_momentum_none, None),
-                      _for(q_decay_effective_lr, None), _for(q_no_decay_group, None), _for(q_zero_init_block, None)]
-TOPICS["speed"] = [_for(q_perfect_bytes, None), _for(q_intensity, None), _for(q_passes, None),
-                   _for(q_backward_sweeps, None), _for(q_variance_formula, None)]
-TOPICS["running"] = [_for(q_running_var, None), _for(q_running_mean, None), _for(q_keras_momentum, None),
-                     _for(q_biased_unbiased, None), _for(q_train_eval, _BN)]
+TOPICS["training"] = [
+    _for(q_values_per_statistic, None),
+    _for(q_linear_scaling, None),
+    _for(q_update_ratio, None),
+    _for(q_prediction_depends_on_batch, None),
+    _for(q_small_batch_choice, None),
+    _for(q_running_after_small_batches, None),
+]
+TOPICS["pitfalls"] = [
+    _for(q_dropout_shift, None),
+    _for(q_frozen_bn, None),
+    _for(q_autocast_dtype, None),
+    _for(q_padded_mean, None),
+    _for(q_btd_without_transpose, None),
+    _for(q_momentum_none, None),
+    _for(q_decay_effective_lr, None),
+    _for(q_no_decay_group, None),
+    _for(q_zero_init_block, None),
+]
+TOPICS["speed"] = [
+    _for(q_perfect_bytes, None),
+    _for(q_intensity, None),
+    _for(q_passes, None),
+    _for(q_backward_sweeps, None),
+    _for(q_variance_formula, None),
+]
+TOPICS["running"] = [
+    _for(q_running_var, None),
+    _for(q_running_mean, None),
+    _for(q_keras_momentum, None),
+    _for(q_biased_unbiased, None),
+    _for(q_train_eval, _BN),
+]
 
 
 #: The chapter (its file name in book/, without .ipynb) whose quiz asks each topic's questions; the
-#: self-quiz points a wrong answer there. Every topic has one (tests/test_quiz.py checks it against _toc.yml).
+#: self-quiz points a wrong answer there. Every topic has one (tests/test_quiz.py checks it against
+#: _toc.yml).
 CHAPTER_OF: dict[str, str] = {
-    "why": "why-normalize", "batchnorm": "batchnorm", "running": "batchnorm", "layernorm": "layernorm",
-    "rmsnorm": "rmsnorm", "groupnorm": "groupnorm", "instancenorm": "groupnorm", "comparison": "side-by-side",
-    "syncbatchnorm": "syncbatchnorm", "training": "training", "pitfalls": "pitfalls", "transformer": "transformer",
+    "why": "why-normalize",
+    "batchnorm": "batchnorm",
+    "running": "batchnorm",
+    "layernorm": "layernorm",
+    "rmsnorm": "rmsnorm",
+    "groupnorm": "groupnorm",
+    "instancenorm": "groupnorm",
+    "comparison": "side-by-side",
+    "syncbatchnorm": "syncbatchnorm",
+    "training": "training",
+    "pitfalls": "pitfalls",
+    "transformer": "transformer",
     "speed": "speed",
 }
+
 
 def topics() -> list:
     """Names accepted by :func:`questions_for` and :func:`show`."""
@@ -120,5 +270,3 @@ def bank(seed: int = 0, size: int = 60) -> list:
     """A mixed bank of ``size`` distinct questions from every topic, deterministic in ``seed``."""
     gens = [g for t in TOPICS for g in TOPICS[t]]
     return _generate(gens, size, random.Random(f"bank:{seed}"))
-
-

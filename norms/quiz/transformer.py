@@ -1,4 +1,5 @@
-"""Questions of the chapter "Norms inside the transformer" (answers computed by running the layers)."""
+"""Questions of the chapter "Norms inside the transformer" (answers computed by running the
+layers)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import functools
 
 import torch
 
-import norms
+from norms import modules
 from norms.axes import describe
 
 from .builders import _choice, _numeric, _shape
@@ -15,19 +16,35 @@ from .builders import _choice, _numeric, _shape
 def q_ln_stats_btd(rng, names=None):
     """How many means a LayerNorm(D) computes on the (B, T, D) activations of a transformer."""
     B, T, D = rng.choice([2, 4, 8]), rng.choice([5, 16, 128]), rng.choice([64, 256, 512])
-    spec = describe(norms.LayerNorm(D), (B, T, D))
+    spec = describe(modules.LayerNorm(D), (B, T, D))
     key = spec.num_statistics
     return _numeric(
         f"A transformer layer's LayerNorm(d_model={D}) gets activations of shape (B, T, D) = "
         f"{_shape((B, T, D))}. How many means (one per statistic) does it compute?",
-        key, dict(kind="ln_stats_btd", shape=(B, T, D), answer=key),
-        correct_fb=f"Correct: one mean and one variance per token, over its {D} features: B·T = {key}.",
-        wrong=[(D, f"That is the number of features each statistic averages over; there is one statistic "
-                   f"per token, B·T = {key}."),
-               (B, "That would be one statistic per sequence; LayerNorm(d_model) normalizes each token."),
-               (B * T * D, "That is the number of elements, not of statistics."),
-               (T, f"Each sequence has {T} tokens, and there are {B} sequences: B·T = {key}.")],
-        default_fb=f"LayerNorm(d_model) reduces over the last dim only: one statistic per token, B·T = {key}.")
+        key,
+        dict(kind="ln_stats_btd", shape=(B, T, D), answer=key),
+        correct_fb=(
+            f"Correct: one mean and one variance per token, over its {D} features: B·T = {key}."
+        ),
+        wrong=[
+            (
+                D,
+                "That is the number of features each statistic averages over; there is one "
+                f"statistic per token, B·T = {key}.",
+            ),
+            (
+                B,
+                "That would be one statistic per sequence; LayerNorm(d_model) normalizes each "
+                "token.",
+            ),
+            (B * T * D, "That is the number of elements, not of statistics."),
+            (T, f"Each sequence has {T} tokens, and there are {B} sequences: B·T = {key}."),
+        ],
+        default_fb=(
+            "LayerNorm(d_model) reduces over the last dim only: one statistic per token, "
+            f"B·T = {key}."
+        ),
+    )
 
 
 def q_gamma_shape(rng, names=None):
@@ -36,31 +53,65 @@ def q_gamma_shape(rng, names=None):
     d = nhead * rng.choice([8, 16])
     ff = 4 * d
     B, T = rng.choice([3, 8]), rng.choice([10, 20])
-    with torch.random.fork_rng(devices=[]):  # the layer's random init must not touch the caller's RNG
-        layer = norms.TransformerEncoderLayer(d, nhead, ff, dropout=0.0, batch_first=True)
+    with torch.random.fork_rng(
+        devices=[]
+    ):  # the layer's random init must not touch the caller's RNG
+        layer = modules.TransformerEncoderLayer(d, nhead, ff, dropout=0.0, batch_first=True)
     key = tuple(layer.norm1.weight.shape)
     options = [
-        (_shape(key), True, f"Correct: one γ per feature of a token, shared by every token and sequence: "
-                            f"norm1.weight has shape {_shape(key)}.", "d_model"),
-        (_shape((ff,)), False, "The MLP's hidden width is not normalized: the norm sits on the d_model-wide "
-                               "residual stream.", "ff"),
-        (_shape((T, d)), False, "γ does not depend on the sequence length; every position shares it.", "T,d"),
-        (_shape((B, T, d)), False, "That is the activation's shape; γ has the shape of one token.", "B,T,d"),
-        (_shape((nhead,)), False, "The norm does not know about heads; it scales each of the d_model features.",
-         "nhead"),
+        (
+            _shape(key),
+            True,
+            f"Correct: one γ per feature of a token, shared by every token and sequence: "
+            f"norm1.weight has shape {_shape(key)}.",
+            "d_model",
+        ),
+        (
+            _shape((ff,)),
+            False,
+            "The MLP's hidden width is not normalized: the norm sits on the d_model-wide "
+            "residual stream.",
+            "ff",
+        ),
+        (
+            _shape((T, d)),
+            False,
+            "γ does not depend on the sequence length; every position shares it.",
+            "T,d",
+        ),
+        (
+            _shape((B, T, d)),
+            False,
+            "That is the activation's shape; γ has the shape of one token.",
+            "B,T,d",
+        ),
+        (
+            _shape((nhead,)),
+            False,
+            "The norm does not know about heads; it scales each of the d_model features.",
+            "nhead",
+        ),
     ]
-    return _choice(f"In `TransformerEncoderLayer(d_model={d}, nhead={nhead}, dim_feedforward={ff}, "
-                   f"batch_first=True)` fed with input of shape {_shape((B, T, d))}, what is the shape of "
-                   "norm1's γ (`norm1.weight`)?", options, dict(kind="gamma_shape", answer=key, d=d, ff=ff))
+    return _choice(
+        f"In `TransformerEncoderLayer(d_model={d}, nhead={nhead}, dim_feedforward={ff}, "
+        f"batch_first=True)` fed with input of shape {_shape((B, T, d))}, what is the shape of "
+        "norm1's γ (`norm1.weight`)?",
+        options,
+        dict(kind="gamma_shape", answer=key, d=d, ff=ff),
+    )
 
 
 @functools.lru_cache(maxsize=None)
 def _norm_on_residual_path(norm_first: bool) -> bool:
-    """True when a layer's output goes through a norm even if both sublayers output zero: measured by
-    zeroing attention's output projection and the MLP's second linear layer (post-LN: y = LN(LN(x)) != x)."""
+    """True when a layer's output goes through a norm even if both sublayers output zero: measured
+    by
+    zeroing attention's output projection and the MLP's second linear layer (post-LN:
+    y = LN(LN(x)) != x)."""
     with torch.random.fork_rng(devices=[]), torch.no_grad():  # the caller's RNG is left alone
         torch.manual_seed(0)
-        layer = norms.TransformerEncoderLayer(8, 2, 16, dropout=0.0, norm_first=norm_first, batch_first=True)
+        layer = modules.TransformerEncoderLayer(
+            8, 2, 16, dropout=0.0, norm_first=norm_first, batch_first=True
+        )
         for lin in (layer.self_attn.out_proj, layer.linear2):
             lin.weight.zero_()
             lin.bias.zero_()
@@ -73,33 +124,58 @@ def q_prenorm_position(rng, names=None):
     on_path = {nf: _norm_on_residual_path(nf) for nf in (False, True)}
     assert on_path == {False: True, True: False}, on_path
     options = [
-        ("At the input of each sublayer, inside the residual branch: x + Attn(LN(x)); the residual path "
-         "itself is never normalized.", True,
-         "Correct: with norm_first=True a layer whose sublayers output zero returns its input unchanged "
-         "(measured), so the identity path from the first layer to the last has no norm on it.", "branch"),
-        ("After each residual addition: LN(x + Attn(x)).", False,
-         "That is post-LN (norm_first=False), the 2017 transformer: the output goes through a norm even when "
-         "the sublayers output zero.", "after"),
-        ("Only once, after the last layer.", False,
-         "That final norm is an extra of pre-LN stacks; each pre-LN layer also has its own norms, one per "
-         "sublayer.", "final"),
-        ("Between the two linear layers of the MLP.", False,
-         "The MLP has no norm inside it in either variant.", "mlp"),
+        (
+            "At the input of each sublayer, inside the residual branch: x + Attn(LN(x)); the "
+            "residual path itself is never normalized.",
+            True,
+            "Correct: with norm_first=True a layer whose sublayers output zero returns its input "
+            "unchanged (measured), so the identity path from the first layer to the last has no "
+            "norm on it.",
+            "branch",
+        ),
+        (
+            "After each residual addition: LN(x + Attn(x)).",
+            False,
+            "That is post-LN (norm_first=False), the 2017 transformer: the output goes through a "
+            "norm even when the sublayers output zero.",
+            "after",
+        ),
+        (
+            "Only once, after the last layer.",
+            False,
+            "That final norm is an extra of pre-LN stacks; each pre-LN layer also has its own "
+            "norms, one per sublayer.",
+            "final",
+        ),
+        (
+            "Between the two linear layers of the MLP.",
+            False,
+            "The MLP has no norm inside it in either variant.",
+            "mlp",
+        ),
     ]
     rng.shuffle(options)
-    return _choice("Where does a pre-LN transformer layer (`norm_first=True`) apply its LayerNorms?", options,
-                   dict(kind="prenorm_position", on_path=on_path))
+    return _choice(
+        "Where does a pre-LN transformer layer (`norm_first=True`) apply its LayerNorms?",
+        options,
+        dict(kind="prenorm_position", on_path=on_path),
+    )
 
 
 @functools.lru_cache(maxsize=None)
 def residual_growth(depth: int, d_model: int = 32, seed: int = 0) -> tuple[float, float]:
-    """(std of a pre-LN stack's output, std after the final LayerNorm) at initialization, averaged over
+    """(std of a pre-LN stack's output, std after the final LayerNorm) at initialization, averaged
+    over
     tokens of one batch of standard-normal inputs. The caller's RNG is left alone."""
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         torch.manual_seed(seed)
-        layers = [norms.TransformerEncoderLayer(d_model, 4, 2 * d_model, dropout=0.0, norm_first=True,
-                                                batch_first=True) for _ in range(depth)]
-        final = norms.LayerNorm(d_model)
+        layers = [
+            modules.TransformerEncoderLayer(
+                d_model, 4, 2 * d_model, dropout=0.0, norm_first=True, batch_first=True
+            )
+            for _ in range(depth)
+        ]
+        final = modules.LayerNorm(d_model)
         x = torch.randn(4, 8, d_model)
         for layer in layers:
             x = layer(x)
@@ -111,24 +187,46 @@ def q_final_norm(rng, names=None):
     depth = rng.choice([6, 12, 24])
     raw, normed = residual_growth(depth)
     options = [
-        (f"The residual stream is a sum of every layer's output and is never normalized inside a pre-LN "
-         f"stack; its per-token std grows with depth ({raw:.1f} here). The final norm brings it back to "
-         f"{normed:.2f} before the output head.", True,
-         "Correct: without it the head would see activations whose scale depends on the depth.", "scale"),
-        ("It replaces the norms inside the layers, which pre-LN removes.", False,
-         "Pre-LN keeps a norm in front of every sublayer; the final norm is added on top.", "replaces"),
-        ("It is needed by post-LN stacks too, for the same reason.", False,
-         "A post-LN stack already ends with a norm: the last layer's LayerNorm 2.", "post"),
-        ("It makes the stack's output independent of the batch.", False,
-         "Every LayerNorm is already per token; batch independence is not what the final norm adds.", "batch"),
+        (
+            "The residual stream is a sum of every layer's output and is never normalized inside "
+            f"a pre-LN stack; its per-token std grows with depth ({raw:.1f} here). The final norm "
+            f"brings it back to {normed:.2f} before the output head.",
+            True,
+            "Correct: without it the head would see activations whose scale depends on the depth.",
+            "scale",
+        ),
+        (
+            "It replaces the norms inside the layers, which pre-LN removes.",
+            False,
+            "Pre-LN keeps a norm in front of every sublayer; the final norm is added on top.",
+            "replaces",
+        ),
+        (
+            "It is needed by post-LN stacks too, for the same reason.",
+            False,
+            "A post-LN stack already ends with a norm: the last layer's LayerNorm 2.",
+            "post",
+        ),
+        (
+            "It makes the stack's output independent of the batch.",
+            False,
+            "Every LayerNorm is already per token; batch independence is not what the final norm "
+            "adds.",
+            "batch",
+        ),
     ]
     rng.shuffle(options)
-    return _choice(f"A pre-LN stack of {depth} layers (d_model = 32) ends with a final LayerNorm before the "
-                   "output head. What is it for?", options, dict(kind="final_norm", depth=depth, raw=raw))
+    return _choice(
+        f"A pre-LN stack of {depth} layers (d_model = 32) ends with a final LayerNorm before the "
+        "output head. What is it for?",
+        options,
+        dict(kind="final_norm", depth=depth, raw=raw),
+    )
 
 
 def q_rms_saves(rng, names=None):
-    """Parameters RMSNorm saves over LayerNorm in a pre-norm stack (2 norms per layer + a final norm)."""
+    """Parameters RMSNorm saves over LayerNorm in a pre-norm stack (2 norms per layer + a final
+    norm)."""
     depth, d = rng.choice([12, 24, 32]), rng.choice([512, 1024, 4096])
 
     def count(norm):
@@ -136,13 +234,24 @@ def q_rms_saves(rng, names=None):
         mods = per_layer * depth + [norm(d)]
         return sum(p.numel() for m in mods for p in m.parameters())
 
-    key = count(norms.LayerNorm) - count(norms.RMSNorm)
+    key = count(modules.LayerNorm) - count(modules.RMSNorm)
     return _numeric(
-        f"A pre-norm decoder has {depth} layers of width d_model = {d}, two norms per layer and a final norm. "
-        "How many parameters does it save by using RMSNorm instead of LayerNorm in all of them?",
-        key, dict(kind="rms_saves", depth=depth, d=d, answer=key),
-        correct_fb=f"Correct: RMSNorm has no β, so each of the 2·{depth} + 1 norms saves d_model = {d} numbers.",
-        wrong=[(2 * depth * d, "Do not forget the final norm: 2·L + 1 norms."),
-               (2 * key, "RMSNorm keeps γ; it drops β only, d_model numbers per norm."),
-               ((depth + 1) * d, "Each layer has two norms, one before attention and one before the MLP.")],
-        default_fb=f"RMSNorm drops β: (2·{depth} + 1)·{d} = {key}.")
+        f"A pre-norm decoder has {depth} layers of width d_model = {d}, two norms per layer and a "
+        "final norm. How many parameters does it save by using RMSNorm instead of LayerNorm in "
+        "all of them?",
+        key,
+        dict(kind="rms_saves", depth=depth, d=d, answer=key),
+        correct_fb=(
+            f"Correct: RMSNorm has no β, so each of the 2·{depth} + 1 norms saves d_model = {d} "
+            "numbers."
+        ),
+        wrong=[
+            (2 * depth * d, "Do not forget the final norm: 2·L + 1 norms."),
+            (2 * key, "RMSNorm keeps γ; it drops β only, d_model numbers per norm."),
+            (
+                (depth + 1) * d,
+                "Each layer has two norms, one before attention and one before the MLP.",
+            ),
+        ],
+        default_fb=f"RMSNorm drops β: (2·{depth} + 1)·{d} = {key}.",
+    )

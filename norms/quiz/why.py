@@ -6,7 +6,7 @@ import math
 
 import torch
 
-import norms
+from norms import modules
 
 from .builders import _choice, _numeric
 from .cases import _module
@@ -27,43 +27,59 @@ def _relu_rate(c, gen, width=256, batch=256, depth=17):
 
 def q_relu_depth(rng, names=None):
     c = rng.choice([0.5, 1.0, 2.0, 3.0])
-    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
     rate = _relu_rate(c, gen)
     cands = [
-        (math.sqrt(c * c / 2), "Var[z_l] = n σ² E[h²] and ReLU keeps half of a symmetric z, so E[h²] = Var[z]/2: "
-                               "the variance changes by nσ²/2 = c²/2 per layer and the std by its square root."),
+        (
+            math.sqrt(c * c / 2),
+            "Var[z_l] = n σ² E[h²] and ReLU keeps half of a symmetric z, so E[h²] = Var[z]/2: "
+            "the variance changes by nσ²/2 = c²/2 per layer and the std by its square root.",
+        ),
         (c, "that forgets that ReLU sets half of z to zero, which halves E[h²]."),
-        (c * c / 2, "that is the factor for the variance, nσ²/2 = c²/2; the std changes by its square root."),
+        (
+            c * c / 2,
+            "that is the factor for the variance, nσ²/2 = c²/2; the std changes by its square "
+            "root.",
+        ),
         (1.0, "the std stays constant only when nσ² = 2, i.e. c = √2 (He initialization)."),
         (c * c, "that is nσ², the variance factor of a linear layer without the ReLU."),
     ]
     best = min(cands, key=lambda t: abs(t[0] - rate))[0]
-    if abs(best - rate) > 0.1 * best:   # the measurement is within a few %; the other candidates are ≥ 29% away
+    if (
+        abs(best - rate) > 0.1 * best
+    ):  # the measurement is within a few %; the other candidates are ≥ 29% away
         raise AssertionError(f"no candidate matches the measured rate {rate} for c = {c}")
     options = []
     for value, why in cands:
         ok = value == best
-        fb = (f"Correct: {why} Measured on a {256}-wide network: {rate:.3f} per layer." if ok
-              else f"No: {why} The measured factor is {rate:.3f}.")
+        fb = (
+            f"Correct: {why} Measured on a {256}-wide network: {rate:.3f} per layer."
+            if ok
+            else f"No: {why} The measured factor is {rate:.3f}."
+        )
         options.append((f"{value:.3g}", ok, fb, value))
     options.sort(key=lambda o: o[3])
-    question = (f"A plain MLP without normalization computes z_l = W_l h_(l−1) and h_l = ReLU(z_l) (no bias), "
-                f"width n = 256, every weight drawn from N(0, σ²) with σ = c/√n and c = {c:g}. By what factor "
-                "does the std of the pre-activations z change from one layer to the next?")
+    question = (
+        "A plain MLP without normalization computes z_l = W_l h_(l−1) and h_l = ReLU(z_l) (no "
+        f"bias), width n = 256, every weight drawn from N(0, σ²) with σ = c/√n and c = {c:g}. By "
+        "what factor does the std of the pre-activations z change from one layer to the next?"
+    )
     return _choice(question, options, dict(kind="relu_depth", c=c, rate=rate))
 
 
 def _saturation(seed, N, C, s, mu):
     z = torch.randn(N, C, generator=torch.Generator().manual_seed(seed)) * s + mu
     with torch.no_grad():
-        zn = norms.BatchNorm1d(C).train()(z)
-    return float((z.tanh().abs() > 0.99).float().mean()), float((zn.tanh().abs() > 0.99).float().mean())
+        zn = modules.BatchNorm1d(C).train()(z)
+    return float((z.tanh().abs() > 0.99).float().mean()), float(
+        (zn.tanh().abs() > 0.99).float().mean()
+    )
 
 
 def q_saturation(rng, names=None):
     N, C = rng.choice([1024, 2048]), rng.choice([8, 16])
     s, mu = rng.choice([3.0, 5.0, 10.0]), rng.choice([0.0, 1.0, -2.0])
-    seed = rng.randrange(2 ** 31)
+    seed = rng.randrange(2**31)
     before, after = _saturation(seed, N, C, s, mu)
 
     def text(b, a):
@@ -71,29 +87,53 @@ def q_saturation(rng, names=None):
 
     share = f"most of z ({before:.1%})" if before > 0.5 else f"{before:.1%} of z"
     options = [
-        (text(before, after), True,
-         f"Correct: with mean {mu:g} and std {s:g}, {share} lies beyond ±artanh(0.99) ≈ ±2.65, where tanh is flat. "
-         "BatchNorm rescales every unit to mean 0 and std 1, and a standard normal has only about 0.8% of its "
-         "mass beyond ±2.65.", (before, after)),
-        (text(before, before), False,
-         "No: the normalized z has std 1, so far fewer values reach the flat parts of tanh.", (before, before)),
-        (text(after, before), False,
-         "No: that is the wrong way round: the large std saturates, the normalized one hardly does.",
-         (after, before)),
-        (text(before, 0.0), False,
-         "No: normalization does not remove saturation entirely: a standard normal still has about 0.8% of its "
-         "mass beyond artanh(0.99) ≈ 2.65.", (before, 0.0)),
+        (
+            text(before, after),
+            True,
+            f"Correct: with mean {mu:g} and std {s:g}, {share} lies beyond ±artanh(0.99) ≈ ±2.65, "
+            "where tanh is flat. BatchNorm rescales every unit to mean 0 and std 1, and a "
+            "standard normal has only about 0.8% of its mass beyond ±2.65.",
+            (before, after),
+        ),
+        (
+            text(before, before),
+            False,
+            "No: the normalized z has std 1, so far fewer values reach the flat parts of tanh.",
+            (before, before),
+        ),
+        (
+            text(after, before),
+            False,
+            "No: that is the wrong way round: the large std saturates, the normalized one hardly "
+            "does.",
+            (after, before),
+        ),
+        (
+            text(before, 0.0),
+            False,
+            "No: normalization does not remove saturation entirely: a standard normal still has "
+            "about 0.8% of its mass beyond artanh(0.99) ≈ 2.65.",
+            (before, 0.0),
+        ),
     ]
     shift = "" if mu == 0 else f" {'+' if mu > 0 else '-'} {abs(mu):g}"
-    code = (f"z = torch.randn({N}, {C}, generator=torch.Generator().manual_seed({seed})) * {s:g}{shift}\n"
-            f"z_bn = norms.BatchNorm1d({C})(z)   # training mode")
-    question = (f"The pre-activations z of a tanh layer have mean {mu:g} and std {s:g} (below). What fraction of "
-                f"them is saturated, |tanh z| > 0.99, without normalization and after `norms.BatchNorm1d({C})`?")
-    return _choice(question, options, dict(kind="saturation", seed=seed, N=N, C=C, s=s, mu=mu), code=code)
+    code = (
+        f"z = torch.randn({N}, {C}, "
+        f"generator=torch.Generator().manual_seed({seed})) * {s:g}{shift}\n"
+        f"z_bn = norms.BatchNorm1d({C})(z)   # training mode"
+    )
+    question = (
+        f"The pre-activations z of a tanh layer have mean {mu:g} and std {s:g} (below). What "
+        "fraction of them is saturated, |tanh z| > 0.99, without normalization and after "
+        f"`norms.BatchNorm1d({C})`?"
+    )
+    return _choice(
+        question, options, dict(kind="saturation", seed=seed, N=N, C=C, s=s, mu=mu), code=code
+    )
 
 
-# "Ignore ε" in a question: BatchNorm refuses eps = 0 in training; 1e-30 added to any variance above ~1e-14
-# is lost in float64 rounding, so it changes nothing.
+# "Ignore ε" in a question: BatchNorm refuses eps = 0 in training; 1e-30 added to any variance above
+# ~1e-14 is lost in float64 rounding, so it changes nothing.
 _NO_EPS = 1e-30
 
 
@@ -108,21 +148,42 @@ def _linear_then(norm_name, width):
 def q_scale_invariance(rng, names=None):
     n_in, width, N = rng.choice([8, 16, 32]), rng.choice([4, 6, 8]), rng.choice([16, 32])
     a = rng.choice([0.25, 0.5, 4.0, 8.0])
-    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
     x = torch.randn(N, n_in, generator=gen, dtype=torch.float64)
     W = torch.randn(width, n_in, generator=gen, dtype=torch.float64)
-    rows = torch.exp(torch.randn(width, 1, generator=gen, dtype=torch.float64))   # a positive factor per row
-    cases = [("BatchNorm1d", "all"), ("LayerNorm", "all"), ("BatchNorm1d", "rows"), ("LayerNorm", "rows"),
-             ("none", "all")]
+    rows = torch.exp(
+        torch.randn(width, 1, generator=gen, dtype=torch.float64)
+    )  # a positive factor per row
+    cases = [
+        ("BatchNorm1d", "all"),
+        ("LayerNorm", "all"),
+        ("BatchNorm1d", "rows"),
+        ("LayerNorm", "rows"),
+        ("none", "all"),
+    ]
     why = {
-        ("BatchNorm1d", "all"): ("scaling W scales every unit's mean and std by a, which cancels.", ""),
-        ("LayerNorm", "all"): ("scaling W scales every sample's mean and std over the units by a, which cancels.",
-                               ""),
-        ("BatchNorm1d", "rows"): ("BatchNorm normalizes each output unit on its own (over the batch), so each "
-                                  "row of W may have its own factor.", ""),
-        ("LayerNorm", "rows"): ("", "LayerNorm normalizes each sample over the units, so only a factor common to "
-                                    "all rows cancels; different factors change the pattern across units."),
-        ("none", "all"): ("", "without a normalization nothing removes the scale: ReLU(a·z) = a·ReLU(z)."),
+        ("BatchNorm1d", "all"): (
+            "scaling W scales every unit's mean and std by a, which cancels.",
+            "",
+        ),
+        ("LayerNorm", "all"): (
+            "scaling W scales every sample's mean and std over the units by a, which cancels.",
+            "",
+        ),
+        ("BatchNorm1d", "rows"): (
+            "BatchNorm normalizes each output unit on its own (over the batch), so each "
+            "row of W may have its own factor.",
+            "",
+        ),
+        ("LayerNorm", "rows"): (
+            "",
+            "LayerNorm normalizes each sample over the units, so only a factor common to "
+            "all rows cancels; different factors change the pattern across units.",
+        ),
+        ("none", "all"): (
+            "",
+            "without a normalization nothing removes the scale: ReLU(a·z) = a·ReLU(z).",
+        ),
     }
     options = []
     with torch.no_grad():
@@ -130,14 +191,28 @@ def q_scale_invariance(rng, names=None):
             desc, f = _linear_then(norm_name, width)
             scaled = W * a if how == "all" else W * rows
             same = torch.allclose(f(x @ W.T), f(x @ scaled.T), atol=1e-9)
-            text = (f"{desc}: multiplying all of W by a = {a:g}" if how == "all" else
-                    f"{desc}: multiplying each row of W (one output unit each) by its own positive factor")
+            text = (
+                f"{desc}: multiplying all of W by a = {a:g}"
+                if how == "all"
+                else (
+                    f"{desc}: multiplying each row of W (one output unit each) by its own positive "
+                    "factor"
+                )
+            )
             yes, no = why[(norm_name, how)]
-            fb = ("Yes: " + (yes or "the output does not change.")) if same else ("No: " + (no or "it changes."))
+            fb = (
+                ("Yes: " + (yes or "the output does not change."))
+                if same
+                else ("No: " + (no or "it changes."))
+            )
             options.append((text + " leaves the output unchanged.", same, fb, (norm_name, how)))
-    question = (f"A linear layer z = W x (no bias, W of shape ({width}, {n_in})) is followed by the layer named "
-                "below, in training mode on a batch of inputs. Ignore ε. Which statements hold?")
-    return _choice(question, options, dict(kind="scale_invariance", a=a, width=width, n_in=n_in), many=True)
+    question = (
+        f"A linear layer z = W x (no bias, W of shape ({width}, {n_in})) is followed by the layer "
+        "named below, in training mode on a batch of inputs. Ignore ε. Which statements hold?"
+    )
+    return _choice(
+        question, options, dict(kind="scale_invariance", a=a, width=width, n_in=n_in), many=True
+    )
 
 
 def _grad_at(norm, x, W, target):
@@ -151,7 +226,7 @@ def q_grad_scale(rng, names=None):
     norm_name = rng.choice(["BatchNorm1d", "LayerNorm"])
     n_in, width, N = rng.choice([8, 16]), rng.choice([4, 8]), 32
     a = rng.choice([0.25, 0.5, 2.0, 4.0, 8.0])
-    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
     x = torch.randn(N, n_in, generator=gen, dtype=torch.float64)
     W = torch.randn(width, n_in, generator=gen, dtype=torch.float64)
     target = torch.randn(N, width, generator=gen, dtype=torch.float64)
@@ -161,57 +236,92 @@ def q_grad_scale(rng, names=None):
     if not torch.allclose(ga, g1 * factor, atol=1e-9):
         raise AssertionError("the gradient at a·W is not a multiple of the one at W")
     value = round(factor, 6)
-    question = (f"The weights W of a linear layer feed `norms.{norm_name}({width})` (training mode, ignore ε), and "
-                f"a loss L is computed downstream. W is replaced by a·W with a = {a:g}. By what factor does the "
-                "gradient ∂L/∂W change (evaluated at a·W instead of W)?")
-    wrong = [(a, "That is how z itself scales. The loss does not change with a, so the gradient cannot grow with it."),
-             (1.0, "The loss is the same, but its gradient is not: it is taken at a different point."),
-             (a * a, "The gradient shrinks as W grows; a² is the factor of the learning rate that compensates."),
-             (1 / (a * a), "That is how the effective learning rate η/‖W‖² changes, not the gradient.")]
-    return _numeric(question, value, dict(kind="grad_scale", norm=norm_name, a=a),
-                    correct_fb=f"Correct: L(a·W) = L(W) for every a > 0; differentiating gives a·∇L(a·W) = ∇L(W), "
-                               f"so the gradient at a·W is 1/a = {value:g} times the one at W.",
-                    wrong=wrong, tol=0.0005,
-                    default_fb="Not quite. Differentiate L(a·W) = L(W) with respect to W.")
+    question = (
+        f"The weights W of a linear layer feed `norms.{norm_name}({width})` (training mode, ignore "
+        f"ε), and a loss L is computed downstream. W is replaced by a·W with a = {a:g}. By what "
+        "factor does the gradient ∂L/∂W change (evaluated at a·W instead of W)?"
+    )
+    wrong = [
+        (
+            a,
+            "That is how z itself scales. The loss does not change with a, so the gradient cannot "
+            "grow with it.",
+        ),
+        (1.0, "The loss is the same, but its gradient is not: it is taken at a different point."),
+        (
+            a * a,
+            "The gradient shrinks as W grows; a² is the factor of the learning rate that "
+            "compensates.",
+        ),
+        (1 / (a * a), "That is how the effective learning rate η/‖W‖² changes, not the gradient."),
+    ]
+    return _numeric(
+        question,
+        value,
+        dict(kind="grad_scale", norm=norm_name, a=a),
+        correct_fb="Correct: L(a·W) = L(W) for every a > 0; differentiating gives "
+        f"a·∇L(a·W) = ∇L(W), so the gradient at a·W is 1/a = {value:g} times the one at W.",
+        wrong=wrong,
+        tol=0.0005,
+        default_fb="Not quite. Differentiate L(a·W) = L(W) with respect to W.",
+    )
 
 
 def q_bias_before_norm(rng, names=None):
     n_in, width, N = rng.choice([8, 16]), rng.choice([4, 6, 8]), rng.choice([16, 32])
-    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
     W = torch.randn(width, n_in, generator=gen, dtype=torch.float64)
-    b = torch.rand(width, generator=gen, dtype=torch.float64) * 6 - 3          # differs between units
+    b = torch.rand(width, generator=gen, dtype=torch.float64) * 6 - 3  # differs between units
     common = torch.full((width,), float(rng.choice([-2, 1, 3])), dtype=torch.float64)
     x = torch.randn(N, n_in, generator=gen, dtype=torch.float64)
     with torch.no_grad():
-        bn, ln = norms.BatchNorm1d(width).double().train(), norms.LayerNorm(width).double()
-        cases = {"bn": torch.allclose(bn(x @ W.T + b), bn(x @ W.T), atol=1e-9),
-                 "ln": torch.allclose(ln(x @ W.T + b), ln(x @ W.T), atol=1e-9),
-                 "ln_common": torch.allclose(ln(x @ W.T + common), ln(x @ W.T), atol=1e-9)}
-    texts = {"bn": f"`norms.BatchNorm1d({width})`, with a bias that differs between units",
-             "ln": f"`norms.LayerNorm({width})`, with a bias that differs between units",
-             "ln_common": f"`norms.LayerNorm({width})`, with the same bias for every unit"}
-    fbs = {
-        "bn": ("BatchNorm subtracts each unit's batch mean; the bias adds the same number to every sample of a "
-               "unit, so it moves that mean by exactly the bias and cancels (its gradient is zero too).",
-               "it changes the output."),
-        "ln": ("it cancels.",
-               "LayerNorm subtracts each sample's mean over the units; a bias that differs between units changes "
-               "the pattern across units and does not cancel."),
-        "ln_common": ("LayerNorm subtracts each sample's mean over the units, so a shift common to all units "
-                      "cancels; only the part of a bias that varies between units survives.", "it changes the output."),
+        bn, ln = modules.BatchNorm1d(width).double().train(), modules.LayerNorm(width).double()
+        cases = {
+            "bn": torch.allclose(bn(x @ W.T + b), bn(x @ W.T), atol=1e-9),
+            "ln": torch.allclose(ln(x @ W.T + b), ln(x @ W.T), atol=1e-9),
+            "ln_common": torch.allclose(ln(x @ W.T + common), ln(x @ W.T), atol=1e-9),
+        }
+    texts = {
+        "bn": f"`norms.BatchNorm1d({width})`, with a bias that differs between units",
+        "ln": f"`norms.LayerNorm({width})`, with a bias that differs between units",
+        "ln_common": f"`norms.LayerNorm({width})`, with the same bias for every unit",
     }
-    options = [(texts[k], same, ("Yes: " + fbs[k][0]) if same else ("No: " + fbs[k][1]), k)
-               for k, same in cases.items()]
-    question = (f"`nn.Linear({n_in}, {width})` with a non-zero bias feeds a normalization layer (training mode). In "
-                "which cases is the bias dead weight: removing it leaves the output unchanged?")
-    return _choice(question, options, dict(kind="bias_before_norm", n_in=n_in, width=width), many=True)
+    fbs = {
+        "bn": (
+            "BatchNorm subtracts each unit's batch mean; the bias adds the same number to every "
+            "sample of a unit, so it moves that mean by exactly the bias and cancels (its "
+            "gradient is zero too).",
+            "it changes the output.",
+        ),
+        "ln": (
+            "it cancels.",
+            "LayerNorm subtracts each sample's mean over the units; a bias that differs between "
+            "units changes the pattern across units and does not cancel.",
+        ),
+        "ln_common": (
+            "LayerNorm subtracts each sample's mean over the units, so a shift common to all units "
+            "cancels; only the part of a bias that varies between units survives.",
+            "it changes the output.",
+        ),
+    }
+    options = [
+        (texts[k], same, ("Yes: " + fbs[k][0]) if same else ("No: " + fbs[k][1]), k)
+        for k, same in cases.items()
+    ]
+    question = (
+        f"`nn.Linear({n_in}, {width})` with a non-zero bias feeds a normalization layer (training "
+        "mode). In which cases is the bias dead weight: removing it leaves the output unchanged?"
+    )
+    return _choice(
+        question, options, dict(kind="bias_before_norm", n_in=n_in, width=width), many=True
+    )
 
 
 def q_weight_norm_growth(rng, names=None):
     norm_name = rng.choice(["BatchNorm1d", "LayerNorm"])
     n_in, width, N = rng.choice([8, 16]), rng.choice([4, 8]), 32
     lr, steps = rng.choice([0.1, 0.5, 1.0]), 5
-    gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
     W = torch.randn(width, n_in, generator=gen, dtype=torch.float64)
     norm = _module(norm_name, (width,), {"eps": _NO_EPS}).double().train()
     sq, predicted = [float(W.pow(2).sum())], []
@@ -219,30 +329,61 @@ def q_weight_norm_growth(rng, names=None):
         x = torch.randn(N, n_in, generator=gen, dtype=torch.float64)
         target = torch.randn(N, width, generator=gen, dtype=torch.float64)
         g = _grad_at(norm, x, W, target)
-        predicted.append(sq[-1] + lr ** 2 * float(g.pow(2).sum()))
+        predicted.append(sq[-1] + lr**2 * float(g.pow(2).sum()))
         W = W - lr * g
         sq.append(float(W.pow(2).sum()))
-    diffs = [b - a for a, b in zip(sq, sq[1:])]
-    pythagoras = all(math.isclose(p, s, rel_tol=1e-9) for p, s in zip(predicted, sq[1:]))
-    outcome = ("grows" if all(d > 0 for d in diffs) and pythagoras else "shrinks" if all(d < 0 for d in diffs)
-               else "same" if all(abs(d) < 1e-12 for d in diffs) else "depends")
+    diffs = [b - a for a, b in zip(sq, sq[1:], strict=False)]
+    pythagoras = all(
+        math.isclose(p, s, rel_tol=1e-9) for p, s in zip(predicted, sq[1:], strict=True)
+    )
+    outcome = (
+        "grows"
+        if all(d > 0 for d in diffs) and pythagoras
+        else "shrinks"
+        if all(d < 0 for d in diffs)
+        else "same"
+        if all(abs(d) < 1e-12 for d in diffs)
+        else "depends"
+    )
     options = [
-        ("It grows at every step: ‖W_(t+1)‖² = ‖W_t‖² + η²‖g_t‖².", outcome == "grows",
-         "Correct: the loss does not depend on ‖W‖, so the gradient is orthogonal to W, and by Pythagoras each "
-         "step can only add length. The effective learning rate η/‖W‖² therefore decays by itself (weight decay "
-         "counteracts it)." if outcome == "grows" else "No: here the norm does not grow at every step.", "grows"),
-        ("It shrinks at every step, like with weight decay.", outcome == "shrinks",
-         "No: without weight decay nothing pulls W towards 0; the step is orthogonal to W." if outcome != "shrinks"
-         else "Correct.", "shrinks"),
-        ("It stays constant, because the layer is scale-invariant.", outcome == "same",
-         "No: scale invariance makes the gradient orthogonal to W, and a step orthogonal to W lengthens it."
-         if outcome != "same" else "Correct.", "same"),
-        ("It grows or shrinks depending on the sign of the gradient.", outcome == "depends",
-         "No: the gradient has no component along W, so the sign does not matter." if outcome != "depends"
-         else "Correct.", "depends"),
+        (
+            "It grows at every step: ‖W_(t+1)‖² = ‖W_t‖² + η²‖g_t‖².",
+            outcome == "grows",
+            "Correct: the loss does not depend on ‖W‖, so the gradient is orthogonal to W, and by "
+            "Pythagoras each step can only add length. The effective learning rate η/‖W‖² "
+            "therefore decays by itself (weight decay counteracts it)."
+            if outcome == "grows"
+            else "No: here the norm does not grow at every step.",
+            "grows",
+        ),
+        (
+            "It shrinks at every step, like with weight decay.",
+            outcome == "shrinks",
+            "No: without weight decay nothing pulls W towards 0; the step is orthogonal to W."
+            if outcome != "shrinks"
+            else "Correct.",
+            "shrinks",
+        ),
+        (
+            "It stays constant, because the layer is scale-invariant.",
+            outcome == "same",
+            "No: scale invariance makes the gradient orthogonal to W, and a step orthogonal to W "
+            "lengthens it."
+            if outcome != "same"
+            else "Correct.",
+            "same",
+        ),
+        (
+            "It grows or shrinks depending on the sign of the gradient.",
+            outcome == "depends",
+            "No: the gradient has no component along W, so the sign does not matter."
+            if outcome != "depends"
+            else "Correct.",
+            "depends",
+        ),
     ]
-    question = (f"The weights W of a linear layer feed `norms.{norm_name}({width})` (training mode, ignore ε). Plain "
-                f"SGD, W ← W − η g with η = {lr:g}, no weight decay. What happens to ‖W‖?")
+    question = (
+        f"The weights W of a linear layer feed `norms.{norm_name}({width})` (training mode, ignore "
+        f"ε). Plain SGD, W ← W − η g with η = {lr:g}, no weight decay. What happens to ‖W‖?"
+    )
     return _choice(question, options, dict(kind="weight_norm_growth", norm=norm_name, lr=lr))
-
-

@@ -63,7 +63,9 @@ def base_url(site):
 def browser():
     executable = shutil.which("chromium")
     if executable is None:
-        pytest.fail("Debian's chromium is not installed: `make test` installs it (apt-get install chromium)")
+        pytest.fail(
+            "Debian's chromium is not installed: `make test` installs it (apt-get install chromium)"
+        )
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
         yield browser
@@ -79,7 +81,10 @@ class PageRecorder:
         self.failed: list[str] = []
         self.errors: list[str] = []
         page.on("request", lambda r: self.requests.append(r.url))
-        page.on("response", lambda r: r.status >= 400 and self.bad_responses.append(f"{r.status} {r.url}"))
+        page.on(
+            "response",
+            lambda r: r.status >= 400 and self.bad_responses.append(f"{r.status} {r.url}"),
+        )
         page.on("requestfailed", lambda r: self.failed.append(f"{r.url} ({r.failure})"))
         page.on("pageerror", lambda e: self.errors.append(str(e)))
 

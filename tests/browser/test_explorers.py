@@ -14,9 +14,16 @@ from urllib.parse import urlparse
 import numpy as np
 import pytest
 
-from norms import viz
+from norms import plots
 from norms.axes import describe
-from norms.widgets import _error_html, _stat_html, batch_size_info, build_module, running_stats_info
+from norms.explore.state import (
+    batch_size_info,
+    build_module,
+    error_html,
+    running_stats_info,
+    stat_html,
+)
+from norms.lab import simulations
 
 from .conftest import SITE
 from .test_site import off_site, site_pages
@@ -28,11 +35,17 @@ MAX_PAGE_BYTES = 3_000_000
 def explorer_pages() -> list[str]:
     if not SITE.exists():
         return ["book/batchnorm.html"]
-    return [p for p in site_pages() if 'class="norms-explorer"' in (SITE / p).read_text(errors="ignore")]
+    return [
+        p for p in site_pages() if 'class="norms-explorer"' in (SITE / p).read_text(errors="ignore")
+    ]
 
 
 def chapter_pages() -> list[str]:
-    return [p for p in site_pages() if p.startswith("book/")] if SITE.exists() else ["book/batchnorm.html"]
+    return (
+        [p for p in site_pages() if p.startswith("book/")]
+        if SITE.exists()
+        else ["book/batchnorm.html"]
+    )
 
 
 def plain(html: str) -> str:
@@ -44,7 +57,9 @@ class Ex:
 
     def __init__(self, page, index: int):
         self.page, self.root = page, page.locator(".norms-explorer").nth(index)
-        self.payload = json.loads(self.root.locator("script[type='application/json']").text_content())
+        self.payload = json.loads(
+            self.root.locator("script[type='application/json']").text_content()
+        )
         self.kind = self.payload["kind"]
         self.specs = {c["name"]: c for c in self.payload["controls"]}
 
@@ -59,7 +74,9 @@ class Ex:
             control.dispatch_event("change")
         else:
             index = spec["options"].index(value) if spec["type"] == "slider" else value
-            control.evaluate("(el, v) => { el.value = String(v); el.dispatchEvent(new Event('input')); }", index)
+            control.evaluate(
+                "(el, v) => { el.value = String(v); el.dispatchEvent(new Event('input')); }", index
+            )
 
     def state(self) -> dict:
         return json.loads(self.root.get_attribute("data-state"))
@@ -71,25 +88,37 @@ class Ex:
         return self.root.locator(".ne-error").inner_html()
 
     def cells(self) -> list[int]:
-        return [int(v) for v in self.root.locator(".ne-figure rect[data-stat]").evaluate_all(
-            "els => els.map(e => e.getAttribute('data-stat'))")]
+        return [
+            int(v)
+            for v in self.root.locator(".ne-figure rect[data-stat]").evaluate_all(
+                "els => els.map(e => e.getAttribute('data-stat'))"
+            )
+        ]
 
     def figure(self) -> str:
         return self.root.locator(".ne-figure").inner_html()
 
 
 def same_error(shown: str, exc: Exception) -> bool:
-    return plain(shown) == plain(_error_html(exc))
+    return plain(shown) == plain(error_html(exc))
 
 
 def check_reduction(ex: Ex, norm, shape, groups=2, last_dims=1, layout="auto", highlight=0) -> None:
-    for name, value in (("norm", norm), ("groups", groups), ("last_dims", last_dims), ("layout", layout),
-                        ("shape", ", ".join(map(str, shape))), ("highlight", highlight)):
+    for name, value in (
+        ("norm", norm),
+        ("groups", groups),
+        ("last_dims", last_dims),
+        ("layout", layout),
+        ("shape", ", ".join(map(str, shape))),
+        ("highlight", highlight),
+    ):
         ex.set(name, value)
     try:
         module = build_module(norm, shape, groups, last_dims)
         reduction = describe(module, shape)
-        viz.plot_reduction(module, shape, layout=layout)  # the kernel's own checks of what it can draw
+        plots.plot_reduction(
+            module, shape, layout=layout
+        )  # the kernel's own checks of what it can draw
     except ValueError as exc:
         assert same_error(ex.error(), exc), (norm, shape, groups, ex.error(), str(exc))
         assert ex.cells() == []
@@ -97,9 +126,9 @@ def check_reduction(ex: Ex, norm, shape, groups=2, last_dims=1, layout="auto", h
     want = reduction.statistic_index.view(-1).tolist()
     assert ex.state()["ids"] == want, (norm, shape, groups, last_dims)
     assert ex.cells() == want, "the figure's cells are not the statistics of norms.axes"
-    assert ex.info() == _stat_html(reduction, tuple(reduction.reduced_dims))
+    assert ex.info() == stat_html(reduction, tuple(reduction.reduced_dims))
     shown = min(highlight, reduction.num_statistics - 1)
-    lit = ex.root.locator(f".ne-figure rect[data-stat][fill='{viz.HIGHLIGHT_COLOR}']").count()
+    lit = ex.root.locator(f".ne-figure rect[data-stat][fill='{plots.HIGHLIGHT_COLOR}']").count()
     assert lit == int((reduction.statistic_index == shown).sum()), "the highlighted statistic"
 
 
@@ -108,23 +137,35 @@ def exercise_reduction(ex: Ex) -> None:
     check_reduction(ex, "GroupNorm", (4, 6, 2, 2), groups=3)
     check_reduction(ex, "GroupNorm", (4, 6, 2, 2), groups=2, highlight=5)
     assert ex.figure() != before or ex.payload["controls"][0]["value"] != "GroupNorm"
-    check_reduction(ex, "GroupNorm", (4, 6, 2, 2), groups=4)  # groups must divide C: the kernel's message
+    check_reduction(
+        ex, "GroupNorm", (4, 6, 2, 2), groups=4
+    )  # groups must divide C: the kernel's message
     for g in (1, 2, 4, 8):
         check_reduction(ex, "GroupNorm", (2, 8, 3), groups=g)
-    for norm in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
-                 "InstanceNorm3d"):
+    for norm in (
+        "BatchNorm1d",
+        "BatchNorm2d",
+        "BatchNorm3d",
+        "InstanceNorm1d",
+        "InstanceNorm2d",
+        "InstanceNorm3d",
+    ):
         check_reduction(ex, norm, (4, 8, 4, 4))
         check_reduction(ex, norm, (3, 5, 2))
     for last in (1, 2, 3):
         check_reduction(ex, "LayerNorm", (2, 4, 6), last_dims=last, layout="sequence", highlight=3)
         check_reduction(ex, "RMSNorm", (3, 4, 2, 2), last_dims=last, layout="image")
-    check_reduction(ex, "BatchNorm3d", (4, 8, 4, 4, 4))  # in the grid, too many cells to draw: the kernel says so
-    check_reduction(ex, "LayerNorm", (4, 3, 2, 2), layout="sequence")  # sequence layout needs <= 3 dims
+    check_reduction(
+        ex, "BatchNorm3d", (4, 8, 4, 4, 4)
+    )  # in the grid, too many cells to draw: the kernel says so
+    check_reduction(
+        ex, "LayerNorm", (4, 3, 2, 2), layout="sequence"
+    )  # sequence layout needs <= 3 dims
     ex.set("shape", "4, 6, 2, 9")
     assert ex.state() == {"outside": True} and "Colab" in ex.error()
     ex.set("shape", "4, six")
     with pytest.raises(ValueError) as exc:
-        from norms.widgets import parse_shape
+        from norms.explore.state import parse_shape
 
         parse_shape("4, six")
     assert same_error(ex.error(), exc.value)
@@ -132,64 +173,90 @@ def exercise_reduction(ex: Ex) -> None:
 
 def exercise_running_stats(ex: Ex) -> None:
     grid = {s["name"]: s for s in ex.payload["controls"]}
-    cases = [dict(momentum=0.1, cumulative=False, batch_size=16, steps=100, seed=0),
-             dict(momentum=0.5, cumulative=False, batch_size=16, steps=100, seed=0),
-             dict(momentum=0.5, cumulative=False, batch_size=4, steps=100, seed=0),
-             dict(momentum=0.5, cumulative=False, batch_size=4, steps=20, seed=0),
-             dict(momentum=0.5, cumulative=False, batch_size=4, steps=20, seed=1),
-             dict(momentum=0.5, cumulative=True, batch_size=256, steps=500, seed=1),
-             dict(momentum=0.03, cumulative=False, batch_size=2, steps=200, seed=0)]
+    cases = [
+        dict(momentum=0.1, cumulative=False, batch_size=16, steps=100, seed=0),
+        dict(momentum=0.5, cumulative=False, batch_size=16, steps=100, seed=0),
+        dict(momentum=0.5, cumulative=False, batch_size=4, steps=100, seed=0),
+        dict(momentum=0.5, cumulative=False, batch_size=4, steps=20, seed=0),
+        dict(momentum=0.5, cumulative=False, batch_size=4, steps=20, seed=1),
+        dict(momentum=0.5, cumulative=True, batch_size=256, steps=500, seed=1),
+        dict(momentum=0.03, cumulative=False, batch_size=2, steps=200, seed=0),
+    ]
     figures = set()
     for case in cases:
         for name, value in case.items():
             assert name in grid
             ex.set(name, value)
         momentum = None if case["cumulative"] else case["momentum"]
-        trace = viz.simulate_running_stats(momentum, case["batch_size"], case["steps"], case["seed"])
+        trace = simulations.simulate_running_stats(
+            momentum, case["batch_size"], case["steps"], case["seed"]
+        )
         state = ex.state()
-        np.testing.assert_allclose(state["running_mean"], trace.running_mean[-1], rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(state["running_var"], trace.running_var[-1], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            state["running_mean"], trace.running_mean[-1], rtol=1e-5, atol=1e-6
+        )
+        np.testing.assert_allclose(
+            state["running_var"], trace.running_var[-1], rtol=1e-5, atol=1e-6
+        )
         assert state["max_gap"] == pytest.approx(trace.max_gap, abs=2e-4)
         want = running_stats_info(trace)
         # the same text, up to a last digit where float rounding lands on the other side
-        assert len(ex.info()) == len(want) and sum(a != b for a, b in zip(ex.info(), want)) <= 2, (ex.info(), want)
+        assert (
+            len(ex.info()) == len(want)
+            and sum(a != b for a, b in zip(ex.info(), want, strict=True)) <= 2
+        ), (
+            ex.info(),
+            want,
+        )
         figures.add(ex.figure())
         assert ex.root.locator("[name='momentum']").is_disabled() == case["cumulative"]
     assert len(figures) == len(cases), "every change must redraw the figure"
     ex.set("batch_size", 1)  # BatchNorm rejects one value per channel in training
     with pytest.raises(ValueError) as exc:
-        viz.simulate_running_stats(0.1, 1, 1, 0)
+        simulations.simulate_running_stats(0.1, 1, 1, 0)
     assert same_error(ex.error(), exc.value)
 
 
 def exercise_batch_size(ex: Ex) -> None:
-    cases = [dict(batch_size=4, trials=100, seed=0, channels=4, groups=2),
-             dict(batch_size=32, trials=100, seed=0, channels=4, groups=2),
-             dict(batch_size=32, trials=50, seed=0, channels=4, groups=2),
-             dict(batch_size=2, trials=50, seed=0, channels=6, groups=3),
-             dict(batch_size=2, trials=50, seed=0, channels=8, groups=1)]
+    cases = [
+        dict(batch_size=4, trials=100, seed=0, channels=4, groups=2),
+        dict(batch_size=32, trials=100, seed=0, channels=4, groups=2),
+        dict(batch_size=32, trials=50, seed=0, channels=4, groups=2),
+        dict(batch_size=2, trials=50, seed=0, channels=6, groups=3),
+        dict(batch_size=2, trials=50, seed=0, channels=8, groups=1),
+    ]
     figures = set()
     sizes = tuple(ex.payload["data"]["sizes"])
     for case in cases:
         for name, value in case.items():
             ex.set(name, value)
-        noise = viz.simulate_batch_noise(sizes, case["trials"], case["channels"], case["groups"], seed=case["seed"])
+        noise = simulations.simulate_batch_noise(
+            sizes, case["trials"], case["channels"], case["groups"], seed=case["seed"]
+        )
         assert ex.info() == batch_size_info(noise, case["batch_size"])
         figures.add(ex.figure())
     assert len(figures) == len(cases), "every change must redraw the figure"
     ex.set("groups", 3)  # 8 channels do not split into 3 groups: the kernel's message
     with pytest.raises(ValueError) as exc:
-        viz.simulate_batch_noise(sizes, 50, 8, 3)
+        simulations.simulate_batch_noise(sizes, 50, 8, 3)
     assert same_error(ex.error(), exc.value)
 
 
-EXERCISE = {"reduction": exercise_reduction, "running_stats": exercise_running_stats,
-            "batch_size": exercise_batch_size}
+EXERCISE = {
+    "reduction": exercise_reduction,
+    "running_stats": exercise_running_stats,
+    "batch_size": exercise_batch_size,
+}
 
 
 def test_every_chapter_with_an_explorer_has_one_on_the_page(site):
-    assert {"book/batchnorm.html", "book/groupnorm.html", "book/layernorm.html", "book/rmsnorm.html",
-            "book/side-by-side.html"} <= set(explorer_pages())
+    assert {
+        "book/batchnorm.html",
+        "book/groupnorm.html",
+        "book/layernorm.html",
+        "book/rmsnorm.html",
+        "book/side-by-side.html",
+    } <= set(explorer_pages())
 
 
 @pytest.mark.parametrize("path", explorer_pages())
@@ -210,7 +277,8 @@ def test_explorers_follow_their_controls(page, base_url, site, path):
 
 
 def page_bytes(page, base_url, path) -> tuple[int, list[str]]:
-    """Bytes the page needs once every lazy image is shown, each gzip-compressed as a server sends it."""
+    """Bytes the page needs once every lazy image is shown, each gzip-compressed as a server sends
+    it."""
     bodies: dict[str, bytes] = {}
 
     def keep(response):
@@ -222,8 +290,10 @@ def page_bytes(page, base_url, path) -> tuple[int, list[str]]:
 
     page.on("response", keep)
     page.goto(f"{base_url}/{path}", wait_until="networkidle")
-    page.evaluate("async () => { for (let y = 0; y < document.body.scrollHeight; y += 600) {"
-                  " window.scrollTo(0, y); await new Promise(r => setTimeout(r, 30)); } }")
+    page.evaluate(
+        "async () => { for (let y = 0; y < document.body.scrollHeight; y += 600) {"
+        " window.scrollTo(0, y); await new Promise(r => setTimeout(r, 30)); } }"
+    )
     page.wait_for_load_state("networkidle")
     total = sum(len(gzip.compress(body, 6)) for body in bodies.values())
     return total, sorted(bodies)
@@ -237,15 +307,19 @@ def test_chapter_page_weight(page, base_url, site, path):
     body = (SITE / path).read_text(errors="ignore")
     if "application/vnd.jupyter.widget-view+json" not in body:
         assert not [u for u in urls if u.endswith(("embed-amd.js", "require.js"))], (
-            f"{path} shows no widget but loads the ipywidgets manager")
+            f"{path} shows no widget but loads the ipywidgets manager"
+        )
     images = page.locator(".bd-article img")
     for i in range(images.count()):
-        assert images.nth(i).get_attribute("loading") == "lazy", f"{path}: image {i} is not lazily loaded"
+        assert images.nth(i).get_attribute("loading") == "lazy", (
+            f"{path}: image {i} is not lazily loaded"
+        )
 
 
 @pytest.mark.parametrize("path", explorer_pages())
 def test_screenshots(browser, base_url, site, path):
-    """Screenshots of every explorer at 1280 and 420 pixels wide: _build/screenshots (look at them)."""
+    """Screenshots of every explorer at 1280 and 420 pixels wide: _build/screenshots (look at
+    them)."""
     SHOTS.mkdir(exist_ok=True)
     for width in (1280, 420):
         context = browser.new_context(viewport={"width": width, "height": 900})
@@ -255,8 +329,12 @@ def test_screenshots(browser, base_url, site, path):
         for i in range(explorers.count()):
             box = explorers.nth(i)
             box.scroll_into_view_if_needed()
-            assert box.bounding_box()["width"] <= width, f"{path}: explorer {i} is wider than the page"
+            assert box.bounding_box()["width"] <= width, (
+                f"{path}: explorer {i} is wider than the page"
+            )
             overflow = box.evaluate("el => el.scrollWidth - el.clientWidth")
-            assert overflow <= 1, f"{path}: explorer {i} overflows its box by {overflow}px at {width}px"
+            assert overflow <= 1, (
+                f"{path}: explorer {i} overflows its box by {overflow}px at {width}px"
+            )
             box.screenshot(path=str(SHOTS / f"{Path(path).stem}-{i}-{width}.png"))
         context.close()

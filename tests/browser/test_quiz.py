@@ -37,12 +37,16 @@ def test_right_and_wrong_answers_show_their_feedback(page, base_url, site):
     wrong.click()
     assert re.search(r"\bincorrectButton\b", wrong.get_attribute("class"))
     wrong_text = feedback.inner_text().strip()
-    assert plain(wrong.get_attribute("data-feedback"))[:40] in wrong_text, "the wrong option's feedback is not shown"
+    assert plain(wrong.get_attribute("data-feedback"))[:40] in wrong_text, (
+        "the wrong option's feedback is not shown"
+    )
 
     correct.click()
     assert re.search(r"\bcorrectButton\b", correct.get_attribute("class"))
     right_text = feedback.inner_text().strip()
-    assert plain(correct.get_attribute("data-feedback"))[:40] in right_text, "the right option's feedback is not shown"
+    assert plain(correct.get_attribute("data-feedback"))[:40] in right_text, (
+        "the right option's feedback is not shown"
+    )
     assert right_text != wrong_text
     assert not page.recorder.errors, page.recorder.errors
 
@@ -57,7 +61,15 @@ def quiz_pages() -> list[str]:
 
 def test_every_chapter_quiz_renders_with_answers(page, base_url, site):
     pages = quiz_pages()
-    chapters = {"batchnorm", "layernorm", "rmsnorm", "groupnorm", "why-normalize", "side-by-side", "self-quiz"}
+    chapters = {
+        "batchnorm",
+        "layernorm",
+        "rmsnorm",
+        "groupnorm",
+        "why-normalize",
+        "side-by-side",
+        "self-quiz",
+    }
     assert {f"book/{c}.html" for c in chapters} <= set(pages), f"chapters without a quiz: {pages}"
     for path in pages:
         page.goto(f"{base_url}/{path}", wait_until="networkidle")
@@ -67,7 +79,9 @@ def test_every_chapter_quiz_renders_with_answers(page, base_url, site):
         for i in range(quizzes.count()):
             quiz = quizzes.nth(i)
             if quiz.locator(".MultipleChoiceQn").count():
-                assert quiz.locator(".MCButton").count() >= 2, f"{path}: question {i} has no answers"
+                assert quiz.locator(".MCButton").count() >= 2, (
+                    f"{path}: question {i} has no answers"
+                )
         assert not page.recorder.errors, page.recorder.errors
 
 
@@ -78,15 +92,25 @@ def test_a_select_all_question_with_one_right_answer_stays_select_all(page):
     import norms.quiz
 
     def rendered(kind):
-        out = norms.quiz.render([{
-            "question": "Which letters are vowels? Select all that apply.", "type": kind,
-            "answers": [{"answer": a, "correct": a == "a", "feedback": "yes" if a == "a" else "no"}
-                        for a in ("a", "b", "c")],
-        }], key=kind)
+        out = norms.quiz.render(
+            [
+                {
+                    "question": "Which letters are vowels? Select all that apply.",
+                    "type": kind,
+                    "answers": [
+                        {"answer": a, "correct": a == "a", "feedback": "yes" if a == "a" else "no"}
+                        for a in ("a", "b", "c")
+                    ],
+                }
+            ],
+            key=kind,
+        )
         page.set_content(out["html"] + f"<script>{out['javascript']}</script>")
         page.locator(".Quiz").first.wait_for(state="attached", timeout=15000)
-        return page.evaluate("() => [...document.querySelectorAll('.Quiz div')].map(d => d.className)"
-                             ".filter(c => /ChoiceQn/.test(c))")
+        return page.evaluate(
+            "() => [...document.querySelectorAll('.Quiz div')].map(d => d.className)"
+            ".filter(c => /ChoiceQn/.test(c))"
+        )
 
     assert rendered("many_choice") == ["ManyChoiceQn"]
     assert rendered("multiple_choice") == ["MultipleChoiceQn"]  # the check can tell them apart
@@ -146,12 +170,22 @@ def test_the_self_quiz_keeps_a_tally_across_visits(page, base_url, site):
 
     visit()
     assert tally()["good"] == 1
-    ours = [k for k in page.evaluate("() => Object.keys(window.localStorage)") if k.startswith("norms-quiz:")]
+    ours = [
+        k
+        for k in page.evaluate("() => Object.keys(window.localStorage)")
+        if k.startswith("norms-quiz:")
+    ]
     assert len(ours) == 1 and "self_quiz" in ours[0], "one entry, for the self-quiz"
     page.locator(".nq-reset").click()
     assert tally()["seen"] == 0
     visit()
     assert tally()["seen"] == 0, "the reset is kept"
-    assert not [k for k in page.evaluate("() => Object.keys(window.localStorage)") if k.startswith("norms-quiz:")]
-    assert not [u for u in page.recorder.requests if not u.startswith(base_url)], "nothing is sent anywhere"
+    assert not [
+        k
+        for k in page.evaluate("() => Object.keys(window.localStorage)")
+        if k.startswith("norms-quiz:")
+    ]
+    assert not [u for u in page.recorder.requests if not u.startswith(base_url)], (
+        "nothing is sent anywhere"
+    )
     assert not page.recorder.errors, page.recorder.errors

@@ -37,7 +37,7 @@ FIND_RAW_TEX = r"""() => {
     }
   }
   return raw;
-}"""
+}"""  # noqa: E501 - JavaScript; a line break would change the string
 
 # Content wider than its box that the reader cannot scroll to: display maths, tables,
 # printed output and code. Either its own box hides what overflows, or it (or what
@@ -60,7 +60,7 @@ FIND_CLIPPED = r"""() => {
     if (own || out) clipped.push(el.tagName.toLowerCase() + ": " + el.textContent.trim().slice(0, 60));
   }
   return clipped;
-}"""
+}"""  # noqa: E501 - JavaScript; a line break would change the string
 
 WIDGET_VIEWS = """() => document.querySelectorAll(
   'script[type="application/vnd.jupyter.widget-view+json"], .jupyter-widgets, .widget-interact'

@@ -26,7 +26,7 @@ def _last_name(person) -> str:
 
 
 def label(entry) -> str:
-    """"A, year", "A and B, year" or "A et al., year", as the text cites it."""
+    """ "A, year", "A and B, year" or "A et al., year", as the text cites it."""
     people = entry.persons.get("author") or entry.persons.get("editor") or []
     names = [_last_name(p) for p in people]
     if not names:

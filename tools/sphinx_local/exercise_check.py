@@ -47,8 +47,10 @@ def _check_notebooks(app, env, docnames):
         nb = nbformat.read(path, as_version=4)
         old = ex.old_style_exercises(nb)
         if old:
-            raise ExtensionError(f"{shown} cell {old[0]}: an exercise in the old admonition convention; "
-                                 "run .venv/bin/python tools/convert_exercises.py")
+            raise ExtensionError(
+                f"{shown} cell {old[0]}: an exercise in the old admonition convention; "
+                "run .venv/bin/python tools/convert_exercises.py"
+            )
         try:
             ex.check(nb, shown)
         except ex.ExerciseError as exc:
@@ -78,8 +80,14 @@ def _drop_hidden_solutions(app, doctree):
     for marker in list(doctree.findall(_hidden_solution)):
         parent = marker.parent
         start = parent.index(marker)
-        end = next((i for i in range(start + 1, len(parent.children))
-                    if isinstance(parent.children[i], solution_end_node)), None)
+        end = next(
+            (
+                i
+                for i in range(start + 1, len(parent.children))
+                if isinstance(parent.children[i], solution_end_node)
+            ),
+            None,
+        )
         if end is None:
             raise ExtensionError(f"{app.env.docname}: a solution-start without its solution-end")
         del parent.children[start : end + 1]

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 def _drop_thebe_listeners(app, config):
     for listeners in app.events.listeners.values():
-        listeners[:] = [l for l in listeners if getattr(l.handler, "__module__", "") != "sphinx_thebe"]
+        listeners[:] = [
+            listener
+            for listener in listeners
+            if getattr(listener.handler, "__module__", "") != "sphinx_thebe"
+        ]
     # Its stylesheet is registered in setup() but copied by a handler removed above.
     app.registry.css_files[:] = [c for c in app.registry.css_files if c[0] != "sphinx-thebe.css"]
 

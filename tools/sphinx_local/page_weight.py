@@ -36,7 +36,9 @@ def _is_widget_script(js) -> bool:
 def _page(app, pagename, templatename, context, doctree) -> None:
     body = context.get("body", "")
     if "script_files" in context and WIDGET_VIEW not in body:
-        context["script_files"] = [js for js in context["script_files"] if not _is_widget_script(js)]
+        context["script_files"] = [
+            js for js in context["script_files"] if not _is_widget_script(js)
+        ]
     if body:
         context["body"] = _IMG.sub('<img loading="lazy" decoding="async"', body)
 
@@ -53,8 +55,9 @@ def _palette_png(source: Path, cache: Path) -> None:
             elif image.mode == "P":
                 shutil.copy2(source, cached)
             else:
-                small = image.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT,
-                                                      dither=Image.Dither.NONE)
+                small = image.convert("RGB").quantize(
+                    256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
+                )
                 tmp = cached.with_suffix(".tmp")
                 small.save(tmp, format="PNG", optimize=True)
                 if tmp.stat().st_size >= source.stat().st_size:

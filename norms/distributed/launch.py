@@ -1,0 +1,195 @@
+"""Run a function on several local processes joined by ``torch.distributed`` (``gloo``), with a time
+limit.
+
+:func:`launch` is what the SyncBatchNorm chapter and its tests use to start
+real processes on one machine, CPU only::
+
+    results = norms.distributed.launch(worker, world_size=2, args=(seed,), timeout=60)
+
+Each process calls ``worker(rank, world_size, *args)`` inside an initialized
+``gloo`` process group; :func:`launch` returns the workers' return values in
+rank order. The processes meet through a :class:`torch.distributed.FileStore`
+in a fresh temporary directory, so there is no rendezvous port to pick and two
+launches running at the same time (parallel test workers) cannot collide; the
+gloo connections listen on the loopback interface, on ports the operating
+system assigns. Every process is killed when the time limit is reached, and
+:func:`launch` then raises :class:`TimeoutError`.
+
+The worker must be importable by name (defined in a module, not in a notebook
+cell): processes are started with the ``forkserver`` method (``spawn`` where
+there is none), which pickle the function by name. The workers the
+chapter runs are in :mod:`norms.distributed.workers`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import socket
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+__all__ = ["launch", "WorkerError", "loopback_interface"]
+
+
+class WorkerError(RuntimeError):
+    """A worker raised. ``errors`` maps rank -> (exception type name, message, traceback text)."""
+
+    def __init__(self, errors: dict[int, tuple[str, str, str]]):
+        self.errors = errors
+        first = min(errors)
+        kind, message, tb = errors[first]
+        super().__init__(f"{len(errors)} worker(s) raised; rank {first}: {kind}: {message}\n{tb}")
+
+
+def loopback_interface() -> str:
+    """Name of the loopback network interface (``lo`` on Linux, ``lo0`` on macOS)."""
+    names = [name for _, name in socket.if_nameindex()]
+    for name in names:
+        if name in ("lo", "lo0"):
+            return name
+    for name in names:
+        if name.startswith("lo"):
+            return name
+    raise RuntimeError(f"no loopback interface among {names}")
+
+
+def _context():
+    """``forkserver`` with torch and norms preloaded where the platform has it, else ``spawn``.
+
+    A forkserver imports torch once; every process then starts as a fork of it,
+    in a fraction of the time a fresh interpreter takes to import torch.
+    """
+    import multiprocessing
+
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = torch.multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["torch", "torch.distributed", "norms"])
+        return ctx
+    return torch.multiprocessing.get_context("spawn")
+
+
+def _entry(fn, rank, world_size, store_path, out_dir, args, timeout, threads, interface):
+    """Body of one spawned process: join the group, run ``fn``, save its result or its error."""
+    torch.set_num_threads(threads)
+    # gloo listens on the interface named here: loopback only
+    os.environ["GLOO_SOCKET_IFNAME"] = interface
+    result: dict[str, Any]
+    try:
+        import torch.distributed as dist
+
+        store = dist.FileStore(store_path, world_size)
+        dist.init_process_group(
+            "gloo",
+            store=store,
+            rank=rank,
+            world_size=world_size,
+            timeout=datetime.timedelta(seconds=timeout),
+        )
+        try:
+            result = {"value": fn(rank, world_size, *args)}
+        finally:
+            dist.destroy_process_group()
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        result = {"error": (type(e).__name__, str(e), traceback.format_exc())}
+    torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
+
+
+def launch(
+    fn: Callable[..., Any],
+    world_size: int,
+    args: Sequence[Any] = (),
+    timeout: float = 120.0,
+    grace: float = 10.0,
+    return_errors: bool = False,
+    threads: int = 1,
+) -> list[Any]:
+    """Run ``fn(rank, world_size, *args)`` on ``world_size`` new processes in one gloo group.
+
+    Args:
+        fn: a function importable by name (module level), called in every process
+        world_size: number of processes
+        args: extra arguments, pickled to every process
+        timeout: seconds before every process still running is killed and
+            :class:`TimeoutError` is raised (also the group's collective timeout)
+        grace: once one process has failed, seconds the others get to finish
+            before they are killed (they may be waiting for the failed one)
+        return_errors: if ``True``, a rank that raised gives a
+            ``(type name, message, traceback)`` tuple in its place; if
+            ``False``, :class:`WorkerError` is raised
+        threads: ``torch.set_num_threads`` in each process
+
+    Returns:
+        the return values, in rank order (they must be picklable with
+        ``torch.save``).
+    """
+    interface = loopback_interface()
+    ctx = _context()
+    work = tempfile.mkdtemp(prefix="norms-dist-")
+    store_path = os.path.join(work, "store")
+    procs = [
+        ctx.Process(
+            target=_entry,
+            args=(fn, rank, world_size, store_path, work, tuple(args), timeout, threads, interface),
+            daemon=True,
+        )
+        for rank in range(world_size)
+    ]
+    try:
+        for p in procs:
+            p.start()
+        deadline = time.monotonic() + timeout
+        while any(p.is_alive() for p in procs):
+            now = time.monotonic()
+            failed = any(p.exitcode not in (None, 0) for p in procs) or any(
+                not p.is_alive() and _failed(work, r) for r, p in enumerate(procs)
+            )
+            if failed:
+                deadline = min(deadline, now + grace)
+            if now > deadline:
+                hung = [r for r, p in enumerate(procs) if p.is_alive()]
+                raise TimeoutError(
+                    f"{len(hung)} of {world_size} processes still running after the time limit "
+                    f"(ranks {hung}); killed them"
+                )
+            time.sleep(0.02)
+        results, errors = [], {}
+        for rank, p in enumerate(procs):
+            path = os.path.join(work, f"rank{rank}.pt")
+            if not os.path.exists(path):
+                errors[rank] = ("ProcessDied", f"exit code {p.exitcode}", "")
+                results.append(errors[rank])
+                continue
+            out = torch.load(path, weights_only=False)
+            if "error" in out:
+                errors[rank] = out["error"]
+                results.append(out["error"])
+            else:
+                results.append(out["value"])
+        if errors and not return_errors:
+            raise WorkerError(errors)
+        return results
+    finally:
+        started = [p for p in procs if p.pid is not None]
+        for p in started:
+            if p.is_alive():
+                p.kill()
+        for p in started:
+            p.join(timeout=10)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _failed(work: str, rank: int) -> bool:
+    path = os.path.join(work, f"rank{rank}.pt")
+    if not os.path.exists(path):
+        return True
+    try:
+        return "error" in torch.load(path, weights_only=False)
+    except Exception:  # noqa: BLE001 - still being written
+        return False

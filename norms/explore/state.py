@@ -1,0 +1,202 @@
+"""What an explorer shows, computed once: the kernel explorers and the website's both read it.
+
+The ipywidgets front end (:mod:`norms.explore.widgets`) and the static-site front end
+(:mod:`norms.explore.web`) import this module, never each other. Here:
+
+* :func:`parse_shape`, :func:`build_module`: from the controls' values to a ``norms`` layer;
+* :func:`stat_html`, :func:`running_stats_info`, :func:`batch_size_info`: the numbers
+  shown beside each figure, as HTML;
+* :func:`error_html` and :data:`ERROR_COLOR`: how an error is shown instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from norms.axes import NORMS, is_unbatched
+from norms.modules import (
+    BatchNorm1d,
+    BatchNorm2d,
+    BatchNorm3d,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+    LayerNorm,
+    RMSNorm,
+)
+
+__all__ = [
+    "BATCH_SIZE_INFO",
+    "ERROR_COLOR",
+    "RUNNING_STATS_INFO",
+    "batch_size_info",
+    "batch_size_spreads",
+    "build_module",
+    "error_html",
+    "parse_shape",
+    "running_stats_info",
+    "stat_html",
+]
+
+#: The colour of an error message, in the kernel and on the website.
+ERROR_COLOR = "#B3261E"
+
+_CHANNEL_NORMS: dict[str, type[torch.nn.Module]] = {
+    "BatchNorm1d": BatchNorm1d,
+    "BatchNorm2d": BatchNorm2d,
+    "BatchNorm3d": BatchNorm3d,
+    "InstanceNorm1d": InstanceNorm1d,
+    "InstanceNorm2d": InstanceNorm2d,
+    "InstanceNorm3d": InstanceNorm3d,
+}
+_LAST_DIMS_NORMS: dict[str, type[torch.nn.Module]] = {"LayerNorm": LayerNorm, "RMSNorm": RMSNorm}
+
+#: The norms offered by :func:`reduction_explorer`.
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """Read a shape typed by a reader: ``"4, 6, 2, 2"``, ``"(4,6,2,2)"``, ``"4x6x2x2"``.
+
+    Args:
+        text: the typed shape.
+
+    Returns:
+        the shape as a tuple of ints.
+
+    Raises:
+        ValueError: no sizes, or a size of 0, or anything but sizes and separators.
+
+    Example:
+        >>> parse_shape("(4, 6, 2x2)")
+        (4, 6, 2, 2)
+    """
+    if not re.fullmatch(r"[\s,()\[\]x×*0-9]*", text):
+        raise ValueError(
+            f"could not read a shape from {text!r}: type sizes separated by commas, e.g. 4, 6, 2, 2"
+        )
+    sizes = tuple(int(s) for s in re.findall(r"\d+", text))
+    if not sizes:
+        raise ValueError("type a shape, e.g. 4, 6, 2, 2")
+    if 0 in sizes:
+        raise ValueError(f"every size must be at least 1, got {sizes}")
+    return sizes
+
+
+def build_module(
+    norm: str, input_shape: Sequence[int], groups: int = 2, last_dims: int = 1
+) -> torch.nn.Module:
+    """The ``norms`` module the reduction explorer shows for these choices.
+
+    Channel counts are read from the shape: ``C`` is dim 1 (dim 0 for an
+    unbatched InstanceNorm input). LayerNorm and RMSNorm normalize the last
+    ``last_dims`` dims. A shape the layer rejects raises later, in
+    :func:`norms.axes.describe`, with the layer's own message.
+
+    Args:
+        norm: one of :data:`norms.axes.NORMS`.
+        input_shape: the input shape.
+        groups: GroupNorm's number of groups.
+        last_dims: how many trailing dims LayerNorm / RMSNorm normalize.
+
+    Returns:
+        the module.
+
+    Raises:
+        ValueError: an unknown norm, ``last_dims`` larger than the rank, or
+            groups that do not divide the channels (GroupNorm's own check).
+
+    Example:
+        >>> build_module("GroupNorm", (4, 6, 2, 2), groups=3).num_groups
+        3
+        >>> build_module("InstanceNorm2d", (3, 8, 8)).num_features  # unbatched (C, H, W)
+        3
+    """
+    shape = tuple(int(s) for s in input_shape)
+    if norm in _LAST_DIMS_NORMS:
+        if not 1 <= last_dims <= len(shape):
+            raise ValueError(
+                f"{norm} over the last {last_dims} dims needs an input with at least "
+                f"{last_dims} dims; {shape} has {len(shape)}"
+            )
+        return _LAST_DIMS_NORMS[norm](list(shape[-last_dims:]))
+    if norm == "GroupNorm":
+        if len(shape) < 2:
+            raise ValueError(f"GroupNorm expects an (N, C, ...) input, got {len(shape)}-D {shape}")
+        return GroupNorm(groups, shape[1])
+    if norm not in _CHANNEL_NORMS:
+        raise ValueError(f"unknown norm {norm!r}; choose one of {tuple(NORMS)}")
+    channel_dim = 0 if len(shape) < 2 or is_unbatched(norm, len(shape)) else 1
+    return _CHANNEL_NORMS[norm](shape[channel_dim])
+
+
+def error_html(exc: Exception) -> str:
+    name, message = html.escape(type(exc).__name__, quote=False), html.escape(str(exc), quote=False)
+    return f'<span style="color:{ERROR_COLOR}"><b>⚠ {name}:</b> {message}</span>'
+
+
+def stat_html(reduction, dims: tuple[int, ...]) -> str:
+    what = "means (and as many variances)" if reduction.has_mean else "RMS values (no mean)"
+    params = "none" if reduction.param_shape is None else str(tuple(reduction.param_shape))
+    eval_note = "yes (running statistics)" if reduction.train_eval_differ else "no"
+    return (
+        f"<b>{reduction.num_statistics}</b> {what}, each over "
+        f"<b>{reduction.elements_per_statistic}</b> elements · reduced dims <b>{dims}</b> · "
+        f"γ/β shape <b>{params}</b> · eval differs from train: {eval_note}"
+    )
+
+
+def _fmt(values: np.ndarray) -> str:
+    return "[" + ", ".join(f"{v:.2f}" for v in values) + "]"
+
+
+#: The numbers beside the running-statistics figure; the website fills the same text.
+RUNNING_STATS_INFO = (
+    "after <b>{steps}</b> steps: running_mean <b>{running_mean}</b> (true {true_mean}) · "
+    "running_var <b>{running_var}</b> (true {true_var}) · on a fresh batch, eval and train "
+    "outputs differ by up to <b>{max_gap}</b>"
+)
+
+
+def running_stats_info(trace) -> str:
+    """The numbers :func:`running_stats_explorer` shows for a
+    :class:`norms.lab.RunningStatsTrace`."""
+    return RUNNING_STATS_INFO.format(
+        steps=trace.running_mean.shape[0] - 1,
+        running_mean=_fmt(trace.running_mean[-1]),
+        true_mean=_fmt(trace.true_mean),
+        running_var=_fmt(trace.running_var[-1]),
+        true_var=_fmt(trace.true_var),
+        max_gap=f"{trace.max_gap:.3f}",
+    )
+
+
+#: The numbers beside the batch-size figure; the website fills the same text.
+BATCH_SIZE_INFO = (
+    "batch size <b>{batch_size}</b>: across {trials} random batches sample 0's output moves "
+    "with std <b>{BatchNorm2d}</b> under {BatchNorm2d_label}, <b>{LayerNorm}</b> under "
+    "{LayerNorm_label} and <b>{GroupNorm}</b> under {GroupNorm_label}"
+)
+
+
+def batch_size_spreads(noise, batch_size: int) -> dict[str, str]:
+    """The spreads :func:`batch_size_explorer` prints for ``batch_size``, formatted, by layer."""
+    i = noise.batch_sizes.index(int(batch_size))
+    return {key: f"{float(noise.spread(key)[i]):.3f}" for key in noise.values}
+
+
+def batch_size_info(noise, batch_size: int) -> str:
+    """The numbers :func:`batch_size_explorer` shows for ``batch_size`` of a
+    :class:`norms.lab.BatchNoise`."""
+    labels = {f"{key}_label": label for key, label in noise.labels.items()}
+    return BATCH_SIZE_INFO.format(
+        batch_size=batch_size,
+        trials=noise.values["BatchNorm2d"].shape[1],
+        **batch_size_spreads(noise, batch_size),
+        **labels,
+    )

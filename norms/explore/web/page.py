@@ -1,0 +1,62 @@
+"""An explorer's payload as self-contained HTML: the data, the script, a container."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from importlib.resources import files
+
+__all__ = ["html", "script", "COLAB"]
+
+COLAB = "Open the notebook in Colab (the rocket icon at the top of the page) to try any value."
+
+_STYLE = """<style>
+.norms-explorer{border:1px solid #d0d7de;border-radius:6px;padding:.6em .8em;margin:1em 0;font-size:.9em}
+.norms-explorer .ne-controls{display:flex;flex-wrap:wrap;gap:.4em 1.2em;margin-bottom:.4em}
+.norms-explorer .ne-control{display:inline-flex;align-items:center;gap:.35em;margin:0}
+.norms-explorer .ne-name{color:#333}
+.norms-explorer select,.norms-explorer input[type=text]{font:inherit;padding:1px 3px;max-width:12em}
+.norms-explorer input[type=range]{width:8em}
+.norms-explorer output{min-width:2.5em;font-variant-numeric:tabular-nums}
+.norms-explorer .ne-info,.norms-explorer .ne-error{margin:.3em 0;min-height:1.2em}
+.norms-explorer .ne-outside{color:#8a4b00}
+.norms-explorer .ne-figure svg{max-width:100%;height:auto;display:block}
+.norms-explorer .ne-figure img{max-width:100%;height:auto}
+.norms-explorer .ne-title{font:600 12px sans-serif;fill:#222}
+.norms-explorer .ne-label{font:11px sans-serif;fill:#333}
+.norms-explorer .ne-tick{font:9px sans-serif;fill:#444}
+.norms-explorer .ne-note{color:#555;font-size:.9em;margin-top:.3em}
+</style>"""  # noqa: E501 - CSS; a line break would change the string
+
+
+@functools.lru_cache(maxsize=1)
+def script() -> str:
+    """The explorer script (project code, :file:`norms/explore/web/explorer.js`)."""
+    text = files("norms.explore.web").joinpath("explorer.js").read_text(encoding="utf-8")
+    # ASCII only (\uXXXX escapes), so the script reads the same whatever the page's encoding.
+    if "</script" in text.lower():
+        raise ValueError("explorer.js must not contain '</script' (it would end the inline script)")
+    return "".join(c if ord(c) < 128 else f"\\u{ord(c):04x}" for c in text)
+
+
+def _safe_json(payload: dict) -> str:
+    # Inside <script>: "</" would end the element; keep the JSON compact and safe.
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return text.replace("</", "<\\/")
+
+
+def html(payload: dict) -> str:
+    """The ``text/html`` output that shows ``payload`` as a working explorer.
+
+    Deterministic (the container id is a hash of the payload), so a notebook's
+    stored output does not change between runs. The script is included in every
+    output and runs once per page.
+    """
+    data = _safe_json(payload)
+    uid = "norms-explorer-" + hashlib.sha256(data.encode()).hexdigest()[:12]
+    return (
+        f'{_STYLE}<div class="norms-explorer" id="{uid}" data-kind="{payload["kind"]}">'
+        f'<script type="application/json">{data}</script></div>'
+        f"<script>{script()}</script>"
+    )

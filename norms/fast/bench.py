@@ -1,0 +1,622 @@
+r"""How fast is a normalization layer? A benchmark of ``torch.nn``, ``norms`` and the fused path.
+
+Every case is one layer on one input shape, timed in two directions:
+
+* ``"fwd"``: the forward pass in training mode under ``torch.no_grad()``;
+* ``"fwd+bwd"``: the forward pass, then the gradients of the input and of the
+  parameters for a given upstream gradient ``dy`` (``torch.autograd.grad``, so
+  no ``.grad`` is accumulated between runs),
+
+for three implementations (``impl``):
+
+* ``"torch"``: the ``torch.nn`` layer (torch's own C++ kernels);
+* ``"norms"``: the from-scratch :mod:`norms` layer, op by op, gradients by autograd;
+* ``"fused"``: the same :mod:`norms` layer compiled with ``torch.compile``
+  (:mod:`norms.fast.fused`; on a CPU, LayerNorm's forward and backward passes and
+  GroupNorm's forward pass run the one-sweep C++ kernels of :mod:`norms.fast.cpu_kernels`).
+
+Timing uses :mod:`torch.utils.benchmark` with a fixed number of threads: a
+warm-up (which also compiles the fused path, timed separately as
+``compile_s``), then ``rounds`` blocks of runs per implementation,
+*interleaved* (torch, norms, fused, torch, ...), so that a burst of load from
+elsewhere on the machine hits every implementation alike. The blocks are merged
+into one :class:`~torch.utils.benchmark.Measurement`; we report its median and
+interquartile range (IQR).
+
+In the same run, for every input shape, we time ``dst.copy_(src)`` on a tensor
+of that shape: reading and writing it once is the least any layer can do, so
+its bandwidth (bytes moved / time) is the roof. For each case we count the
+bytes a *perfect* kernel must move (:func:`perfect_bytes`) and the floating
+point operations of the formula (:func:`flops`), and report the fraction of the
+copy bandwidth achieved. A fraction near 1 means the implementation is as fast
+as memory allows; ``norms`` as written is far below, because it moves the data
+several times.
+
+Two things keep the numbers steady: every case compiles the fused path for its
+own shape (static shapes, set for :func:`run` only; the caller's compiled code is
+kept), and ``make bench`` calls :func:`steady_allocator_for_this_process` in its own
+process, so that glibc reuses freed memory and no implementation pays page faults
+at random. On a busy machine the times still
+vary from run to run; compare ratios from the same run, never absolute times
+from different runs.
+
+Entry points: :func:`run` (returns the records), :func:`write` (writes
+``results.json`` and ``report.md``), :func:`main` (what ``make bench`` runs),
+:data:`CASES` (the realistic shapes) and :data:`TINY_CASES` (for tests and the
+chapter).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from norms import modules
+
+if TYPE_CHECKING:
+    from torch.utils import benchmark
+
+from . import fused
+
+__all__ = [
+    "Case",
+    "CASES",
+    "SMALL_CASES",
+    "TINY_CASES",
+    "IMPLS",
+    "DIRECTIONS",
+    "make_layer",
+    "perfect_bytes",
+    "flops",
+    "run",
+    "summary",
+    "report_markdown",
+    "write",
+    "main",
+]
+
+IMPLS = ("torch", "norms", "fused")
+DIRECTIONS = ("fwd", "fwd+bwd")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One layer on one input shape.
+
+    Args:
+        op: the layer's class name, e.g. ``"LayerNorm"`` (the same name in
+            ``torch.nn``, :mod:`norms` and :mod:`norms.fast.fused`).
+        shape: the input shape.
+        args: positional constructor arguments, e.g. ``(768,)``.
+        kwargs: keyword constructor arguments, e.g. ``{"affine": True}``.
+        what: where such a shape occurs (for the report).
+    """
+
+    op: str
+    shape: tuple[int, ...]
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    what: str = ""
+
+
+#: Realistic shapes: two per layer, 3 to 6.6 million float32 elements (13 to 26 MB:
+#: far larger than the caches, as in training, and below glibc's 32 MB limit for
+#: reusing freed memory, see :func:`steady_allocator_for_this_process`).
+CASES: tuple[Case, ...] = (
+    Case("BatchNorm2d", (32, 64, 56, 56), (64,), what="ResNet-50, first stage, batch 32"),
+    Case("BatchNorm2d", (32, 128, 28, 28), (128,), what="ResNet-50, second stage, batch 32"),
+    Case("LayerNorm", (32, 256, 768), (768,), what="BERT-base, 32 sequences of 256 tokens"),
+    Case("LayerNorm", (4, 1024, 1024), (1024,), what="GPT-2 medium, 4 sequences of 1024 tokens"),
+    Case("RMSNorm", (8, 512, 2048), (2048,), what="a 1B-parameter LLaMA-style model"),
+    Case("RMSNorm", (2, 512, 4096), (4096,), what="LLaMA-7B, 2 sequences of 512 tokens"),
+    Case(
+        "GroupNorm", (32, 64, 56, 56), (32, 64), what="ResNet-50 stage 1 with GroupNorm (Wu & He)"
+    ),
+    Case("GroupNorm", (4, 320, 64, 64), (32, 320), what="a diffusion U-Net block, batch 4"),
+    Case(
+        "InstanceNorm2d", (4, 64, 128, 128), (64,), {"affine": True}, what="style transfer, 128x128"
+    ),
+    Case(
+        "InstanceNorm2d",
+        (32, 64, 56, 56),
+        (64,),
+        {"affine": True},
+        what="image-to-image network, 56x56",
+    ),
+)
+
+#: Small shapes, one per layer, about half a million elements (2 MB): what the chapter
+#: times on a CPU (compiling and timing all five layers takes well under a minute).
+#: They fit in the caches, so the roof there is cache bandwidth, measured the same way.
+SMALL_CASES: tuple[Case, ...] = (
+    Case("BatchNorm2d", (16, 32, 28, 28), (32,), what="small"),
+    Case("LayerNorm", (8, 128, 512), (512,), what="small"),
+    Case("RMSNorm", (8, 128, 512), (512,), what="small"),
+    Case("GroupNorm", (16, 32, 28, 28), (8, 32), what="small"),
+    Case("InstanceNorm2d", (16, 32, 28, 28), (32,), {"affine": True}, what="small"),
+)
+
+#: Tiny shapes, one per layer: the same code path in a fraction of a second (tests, the chapter on
+#: a CPU).
+TINY_CASES: tuple[Case, ...] = (
+    Case("BatchNorm2d", (4, 6, 10, 12), (6,), what="tiny"),
+    Case("LayerNorm", (4, 10, 48), (48,), what="tiny"),
+    Case("RMSNorm", (4, 10, 48), (48,), what="tiny"),
+    Case("GroupNorm", (4, 6, 10, 12), (3, 6), what="tiny"),
+    Case("InstanceNorm2d", (4, 6, 10, 12), (6,), {"affine": True}, what="tiny"),
+)
+
+
+# ---------------------------------------------------------------------------
+# what a perfect kernel must do
+# ---------------------------------------------------------------------------
+
+#: Floating-point operations per input element, counted on the formulas (the
+#: work per statistic, a few operations per row or channel, is left out).
+#:
+#: Forward with affine parameters (LayerNorm-like): sum for the mean (1),
+#: subtract it (1), square and sum (2), multiply by 1/sigma (1), times gamma plus
+#: beta (2): 7. RMSNorm: square and sum (2), times 1/rms (1), times gamma (1): 4.
+#:
+#: Backward (see :mod:`norms.autograd`): g = dy * gamma (1), x_hat from x (2),
+#: sum g (1), g * x_hat and its sum (2), dx = rstd * (g - <g> - x_hat <g x_hat>)
+#: (4), dgamma = sum dy * x_hat (2), dbeta = sum dy (1): 13. RMSNorm has no
+#: mean and no beta: x_hat (1), g (1), g * x_hat and sum (2), dx (3), dgamma (2): 9.
+FLOPS_PER_ELEMENT = {
+    "centred": {"fwd": 7, "fwd+bwd": 7 + 13},
+    "rms": {"fwd": 4, "fwd+bwd": 4 + 9},
+}
+
+
+def _params(case: Case) -> int:
+    """Number of elements in the layer's parameters (weight and bias)."""
+    return sum(p.numel() for p in make_layer(case, "torch", device="meta").parameters())
+
+
+def perfect_bytes(case: Case, direction: str, itemsize: int = 4) -> int:
+    """Bytes a perfect kernel must move: every input read once, every output written once.
+
+    Forward: read ``x`` and the parameters, write ``y``. Forward and backward: the
+    forward's traffic, then read ``x`` and ``dy`` and the parameters, write ``dx`` and
+    the parameter gradients. (The forward and backward are separate calls, so ``x``
+    is read twice.) Statistics (a few numbers per row or channel) are left out.
+
+    >>> perfect_bytes(Case("LayerNorm", (2, 3, 4), (4,)), "fwd")   # (24 + 24) * 4 + 8 * 4
+    224
+    """
+    n = math.prod(case.shape)
+    p = _params(case)
+    if direction == "fwd":
+        elements = 2 * n + p
+    elif direction == "fwd+bwd":
+        elements = (2 * n + p) + (3 * n + 2 * p)
+    else:
+        raise ValueError(f"direction must be 'fwd' or 'fwd+bwd', got {direction!r}")
+    return elements * itemsize
+
+
+def flops(case: Case, direction: str) -> int:
+    """Floating-point operations of the formula (:data:`FLOPS_PER_ELEMENT` times the input size)."""
+    kind = "rms" if case.op == "RMSNorm" else "centred"
+    return FLOPS_PER_ELEMENT[kind][direction] * math.prod(case.shape)
+
+
+# ---------------------------------------------------------------------------
+# layers and the functions we time
+# ---------------------------------------------------------------------------
+
+
+def make_layer(
+    case: Case, impl: str, device: str | torch.device = "cpu", dtype=torch.float32
+) -> nn.Module:
+    """The layer of ``case`` from ``torch.nn`` (``"torch"``), :mod:`norms` or
+    :mod:`norms.fast.fused`.
+
+    Parameters get non-trivial values (the same in every implementation, from a
+    fixed seed), and the layer is in training mode.
+    """
+    if impl == "torch":
+        cls = getattr(nn, case.op)
+    elif impl == "norms":
+        cls = getattr(modules, case.op)
+    elif impl == "fused":
+        cls = getattr(fused, case.op)
+    else:
+        raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    layer = cls(*case.args, **case.kwargs, device=device, dtype=dtype)
+    if str(device) != "meta":
+        gen = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            for p in layer.parameters():
+                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=gen))
+    return layer.train()
+
+
+def _functions(case: Case, impl: str, device, dtype) -> dict[str, Callable[[], object]]:
+    """The zero-argument functions timed for ``fwd`` and ``fwd+bwd``."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(case.shape, generator=gen).to(device=device, dtype=dtype)
+    dy = torch.randn(case.shape, generator=gen).to(device=device, dtype=dtype)
+    layer = make_layer(case, impl, device, dtype)
+    xg = x.clone().requires_grad_(True)
+    inputs = (xg, *layer.parameters())
+
+    def fwd():
+        with torch.no_grad():
+            return layer(x)
+
+    def fwd_bwd():
+        return torch.autograd.grad(layer(xg), inputs, dy)
+
+    return {"fwd": fwd, "fwd+bwd": fwd_bwd}
+
+
+def steady_allocator_for_this_process() -> bool:
+    """Let glibc keep freed blocks up to 32 MB for reuse (Linux only); return whether it did.
+
+    This changes the whole process for the rest of its life (glibc has no way to
+    read the old thresholds back): ``make bench`` calls it in its own process,
+    :func:`run` never does.
+
+    Every call allocates its output (and ``norms`` its temporaries). By default
+    glibc hands large freed blocks back to the operating system and its
+    threshold moves with the allocation history, so a later call of the *same*
+    code sometimes gets fresh pages and pays a page fault per 4 kB: runs of one
+    implementation came out 1x or 5x slower at random. Fixing the thresholds
+    (``M_MMAP_THRESHOLD`` = 32 MB, ``M_TRIM_THRESHOLD`` = 1 GB) makes every
+    implementation reuse its memory, as a training loop does (PyTorch's CUDA
+    caching allocator does the same on a GPU).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(
+        libc.mallopt(m_mmap_threshold, 32 * 1024 * 1024) and libc.mallopt(m_trim_threshold, 1 << 30)
+    )
+
+
+def _sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _timed(fn: Callable, device) -> float:
+    start = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - start
+
+
+def _interleaved(
+    fns: dict[str, Callable],
+    label: str,
+    sub_label: str,
+    threads: int,
+    rounds: int,
+    block_s: float,
+    device,
+) -> dict[str, tuple[benchmark.Measurement, int]]:
+    """Time every function of ``fns`` in ``rounds`` interleaved blocks.
+
+    Returns, per function, the blocks merged into one Measurement and the number of runs.
+    """
+    # Imported here, not with the module: importing torch.utils.benchmark loads torch's C++
+    # extension tools, which print a warning on a CUDA build of torch without a GPU (a Colab CPU
+    # runtime), and `import norms` (through norms.quiz) must stay silent.
+    from torch.utils import benchmark
+
+    # one call each to size the blocks (warm-up was done before)
+    per_call = {k: max(_timed(f, device), 1e-7) for k, f in fns.items()}
+    timers = {
+        k: benchmark.Timer(
+            stmt="fn()",
+            globals={"fn": f},
+            num_threads=threads,
+            label=label,
+            sub_label=sub_label,
+            description=k,
+        )
+        for k, f in fns.items()
+    }
+    blocks: dict[str, list[benchmark.Measurement]] = {k: [] for k in fns}
+    order = list(fns)
+    for r in range(rounds):
+        for k in order[r % len(order) :] + order[: r % len(order)]:  # rotate who goes first
+            number = max(1, int(block_s / per_call[k]))
+            blocks[k].append(timers[k].timeit(number))
+    return {
+        k: (benchmark.Measurement.merge(ms)[0], sum(m.number_per_run * len(m.times) for m in ms))
+        for k, ms in blocks.items()
+    }
+
+
+def _iqr(m: benchmark.Measurement) -> float:
+    return float(m.iqr)
+
+
+def run(
+    cases: Iterable[Case] = CASES,
+    impls: Sequence[str] = IMPLS,
+    directions: Sequence[str] = DIRECTIONS,
+    *,
+    threads: int = 1,
+    rounds: int = 7,
+    block_s: float = 0.02,
+    warmup: int = 2,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    progress: Callable[[str], None] | None = print,
+) -> list[dict]:
+    """Time ``cases`` and return the records (see the module docstring).
+
+    Args:
+        cases: the layers and shapes.
+        impls: any of ``"torch"``, ``"norms"``, ``"fused"``.
+        directions: any of ``"fwd"``, ``"fwd+bwd"``.
+        threads: the number of threads torch uses, fixed for the whole run
+            (also while compiling, so the compiled code uses as many).
+        rounds: interleaved blocks per implementation; the median and the IQR
+            are over all runs of all blocks.
+        block_s: the target duration of one block, in seconds.
+        warmup: untimed calls before timing (the first one compiles the fused path).
+        device, dtype: where and in which dtype to run.
+        progress: called with one line of text per measurement (``None``: silent).
+
+    Returns:
+        a list of dicts with ``op``, ``shape``, ``direction``, ``impl``,
+        ``median_s``, ``iqr_s``, ``bytes`` (what a perfect kernel moves),
+        ``flops``, ``runs``, ``threads``, ``device``, ``dtype``, ``what``;
+        fused records also have ``compile_s``. Per shape one record with
+        ``impl="copy"`` (``dst.copy_(src)``, ``direction="fwd"``, ``bytes`` =
+        read plus write). ``copy_fraction`` is the fraction of that copy
+        bandwidth each case achieves.
+    """
+    say = progress or (lambda _s: None)
+    cases = list(cases)
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    records: list[dict] = []
+    copies: dict[tuple, dict] = {}
+    common = {
+        "threads": threads,
+        "device": str(torch.device(device)),
+        "dtype": str(dtype).removeprefix("torch."),
+    }
+    # Static shapes inside this call only (see the module docstring).
+    static_shapes = torch._dynamo.config.patch(
+        automatic_dynamic_shapes=False, recompile_limit=256, accumulated_recompile_limit=4096
+    )
+    static_shapes.__enter__()
+    try:
+        for i, case in enumerate(cases, 1):
+            name = f"[{i}/{len(cases)}] {case.op} {tuple(case.shape)}"
+            if case.shape not in copies:
+                src = torch.randn(case.shape).to(device=device, dtype=dtype)
+                dst = torch.empty_like(src)
+                copy = lambda dst=dst, src=src: dst.copy_(src)
+                for _ in range(warmup):
+                    copy()
+                m, runs = _interleaved(
+                    {"copy": copy}, "copy", str(case.shape), threads, rounds, block_s, device
+                )["copy"]
+                rec = {
+                    "op": "copy",
+                    "shape": list(case.shape),
+                    "direction": "fwd",
+                    "impl": "copy",
+                    "median_s": float(m.median),
+                    "iqr_s": _iqr(m),
+                    "bytes": 2 * math.prod(case.shape) * itemsize,
+                    "flops": 0,
+                    "runs": runs,
+                    "what": case.what,
+                    **common,
+                }
+                rec["copy_fraction"] = 1.0
+                copies[case.shape] = rec
+                records.append(rec)
+                say(
+                    f"{name} copy: {rec['median_s'] * 1e3:.2f} ms, "
+                    f"{rec['bytes'] / rec['median_s'] / 1e9:.1f} GB/s"
+                )
+            bandwidth = copies[case.shape]["bytes"] / copies[case.shape]["median_s"]
+            for direction in directions:
+                fns, compile_s = {}, {}
+                for impl in impls:
+                    fn = _functions(case, impl, device, dtype)[direction]
+                    compile_s[impl] = _timed(fn, device)  # the first call compiles the fused path
+                    for _ in range(warmup - 1):
+                        fn()
+                    fns[impl] = fn
+                ms = _interleaved(
+                    fns, case.op, f"{case.shape} {direction}", threads, rounds, block_s, device
+                )
+                nbytes = perfect_bytes(case, direction, itemsize)
+                line = []
+                for impl in impls:
+                    m, runs = ms[impl]
+                    rec = {
+                        "op": case.op,
+                        "shape": list(case.shape),
+                        "direction": direction,
+                        "impl": impl,
+                        "median_s": float(m.median),
+                        "iqr_s": _iqr(m),
+                        "bytes": nbytes,
+                        "flops": flops(case, direction),
+                        "runs": runs,
+                        "what": case.what,
+                        **common,
+                    }
+                    rec["copy_fraction"] = nbytes / rec["median_s"] / bandwidth
+                    if impl == "fused":
+                        rec["compile_s"] = compile_s[impl]
+                    records.append(rec)
+                    line.append(f"{impl} {rec['median_s'] * 1e3:.2f} ms")
+                ratios = ""
+                if "torch" in ms and "fused" in ms:
+                    ratios = f"  (fused/torch {ms['fused'][0].median / ms['torch'][0].median:.2f}x)"
+                say(f"{name} {direction}: " + ", ".join(line) + ratios)
+    finally:
+        static_shapes.__exit__(None, None, None)
+        torch.set_num_threads(previous_threads)
+    return records
+
+
+# ---------------------------------------------------------------------------
+# summaries and the report
+# ---------------------------------------------------------------------------
+
+
+def _key(r: dict) -> tuple:
+    return (r["op"], tuple(r["shape"]), r["direction"])
+
+
+def summary(records: Sequence[dict]) -> list[dict]:
+    """One row per (op, shape, direction): each impl's median and its ratio to torch.
+
+    Returns dicts with ``op``, ``shape``, ``direction``, ``<impl>_s``,
+    ``<impl>_x`` (median over torch's median) and ``<impl>_frac`` (fraction of
+    the copy bandwidth) for every impl present.
+    """
+    rows: dict[tuple, dict] = {}
+    for r in records:
+        if r["impl"] == "copy":
+            continue
+        row = rows.setdefault(
+            _key(r), {"op": r["op"], "shape": tuple(r["shape"]), "direction": r["direction"]}
+        )
+        row[f"{r['impl']}_s"] = r["median_s"]
+        row[f"{r['impl']}_frac"] = r["copy_fraction"]
+    for row in rows.values():
+        if "torch_s" in row:
+            for impl in IMPLS:
+                if f"{impl}_s" in row:
+                    row[f"{impl}_x"] = row[f"{impl}_s"] / row["torch_s"]
+    return list(rows.values())
+
+
+def report_markdown(records: Sequence[dict]) -> str:
+    """A readable table of ``records`` (Markdown)."""
+    first = records[0] if records else {}
+    lines = [
+        "# How fast is a normalization layer?",
+        "",
+        f"torch {torch.__version__}, device {first.get('device', '?')}, {first.get('dtype', '?')}, "
+        f"{first.get('threads', '?')} thread(s). Median of interleaved runs "
+        "(torch.utils.benchmark); IQR in the JSON. `x torch`: median over torch's median. "
+        "`% copy`: bytes a perfect kernel moves per second, as a percentage of the copy bandwidth "
+        "of the same tensor in the same run.",
+        "",
+        (
+            "| layer | shape | direction | torch ms | norms ms (x torch) | fused ms (x torch) "
+            "| % copy: torch / norms / fused |"
+        ),
+        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+
+    def ms(row, impl):
+        if f"{impl}_s" not in row:
+            return "-"
+        x = f" ({row[f'{impl}_x']:.2f}x)" if f"{impl}_x" in row and impl != "torch" else ""
+        return f"{row[f'{impl}_s'] * 1e3:.2f}{x}"
+
+    for row in summary(records):
+        frac = " / ".join(
+            f"{100 * row[f'{i}_frac']:.0f}" if f"{i}_frac" in row else "-" for i in IMPLS
+        )
+        shape = "x".join(map(str, row["shape"]))
+        lines.append(
+            f"| {row['op']} | {shape} | {row['direction']} | {ms(row, 'torch')} | "
+            f"{ms(row, 'norms')} | {ms(row, 'fused')} | {frac} |"
+        )
+    copies = [r for r in records if r["impl"] == "copy"]
+    if copies:
+        lines += ["", "Copy bandwidth (`dst.copy_(src)`, read + write):", ""]
+        for r in copies:
+            lines.append(
+                f"- {'x'.join(map(str, r['shape']))}: {r['bytes'] / r['median_s'] / 1e9:.1f} GB/s "
+                f"({r['median_s'] * 1e3:.2f} ms, IQR {r['iqr_s'] * 1e3:.2f} ms)"
+            )
+    rows = summary(records)
+    if any("fused_x" in r for r in rows):
+        worst = max(rows, key=lambda r: r.get("fused_x", 0))
+        lines += [
+            "",
+            f"Largest fused/torch ratio: {worst['fused_x']:.2f}x ({worst['op']} "
+            f"{'x'.join(map(str, worst['shape']))} {worst['direction']}).",
+        ]
+        compiles = [r["compile_s"] for r in records if "compile_s" in r]
+        lines.append(
+            f"Compile time of the fused path (first call): {sum(compiles):.1f} s in all, "
+            f"at most {max(compiles):.1f} s for one case."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write(records: Sequence[dict], outdir: str | Path) -> tuple[Path, Path]:
+    """Write ``results.json`` (the records) and ``report.md`` into ``outdir``; return both paths."""
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    results = outdir / "results.json"
+    report = outdir / "report.md"
+    results.write_text(json.dumps(list(records), indent=1) + "\n")
+    report.write_text(report_markdown(records))
+    return results, report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``make bench``: time :data:`CASES`, print progress, write the results."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--out", default="_build/bench", help="output folder (default: _build/bench)"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads, fixed for the run (default: 1)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=7, help="interleaved blocks per implementation (default: 7)"
+    )
+    parser.add_argument("--tiny", action="store_true", help="tiny shapes (a smoke test)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    parser.add_argument("--ops", nargs="*", help="only these layers, e.g. LayerNorm GroupNorm")
+    args = parser.parse_args(argv)
+    cases = [c for c in (TINY_CASES if args.tiny else CASES) if not args.ops or c.op in args.ops]
+    start = time.perf_counter()
+    print(
+        f"benchmark: {len(cases)} cases x {len(DIRECTIONS)} directions x {len(IMPLS)} "
+        f"implementations, {args.threads} thread(s), {args.device}",
+        flush=True,
+    )
+    records = run(
+        cases,
+        threads=args.threads,
+        rounds=args.rounds,
+        device=args.device,
+        progress=lambda s: print(s, flush=True),
+    )
+    results, report = write(records, args.out)
+    print(report.read_text())
+    print(f"wrote {results} and {report} in {time.perf_counter() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

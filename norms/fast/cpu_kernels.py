@@ -1,0 +1,382 @@
+r"""Small C++ kernels for the CPU (LayerNorm forward and backward, GroupNorm forward): building,
+loading, calling.
+
+The kernels are ``norms/fast/csrc/kernels.cpp``, about 180 lines of plain loops and
+comments (read them: they are the lesson). :func:`load` compiles them with the
+system's C++ compiler (``$NORMS_CXX``, ``$CXX`` or ``g++``, with ``-O3 -march=native
+-fopenmp``: about a second) the first time they are needed on a machine, into a
+cache folder keyed by the source, the flags, the compiler and the CPU, and loads
+them with :mod:`ctypes`. Custom operators
+(:func:`torch.library.custom_op`) call them, so that autograd, ``torch.compile``
+and the dispatcher see ordinary torch ops:
+
+* ``norms::layer_norm_cpu(input, normalized_shape, weight, bias, eps) -> y``,
+  differentiable: its backward pass is
+* ``norms::layer_norm_cpu_backward(dy, input, normalized_shape, weight, eps) -> (dx, dw, db)``;
+* ``norms::group_norm_cpu(input, num_groups, weight, bias, eps) -> y`` (forward
+  only: :mod:`norms.fast.fused` gives it the compiled backward pass of
+  :class:`norms.fast.fused._GroupNormFunction`).
+
+They take float32 or float64 CPU tensors (:func:`supports` says which calls
+qualify); :mod:`norms.fast.fused` uses them there and compiled code everywhere else (a
+GPU, half precision, no compiler). A second derivative of LayerNorm
+(``create_graph=True``) is taken with the same formula written in torch ops,
+which autograd can differentiate again.
+
+Why kernels at all, when the rest of :mod:`norms.fast.fused` is ``torch.compile``? On
+a CPU, the code Inductor emits reads ``x`` from memory twice in two places: in
+LayerNorm's backward pass it sums the gradients of gamma and beta in a second
+sweep over ``x`` and ``dy`` (sums down the columns do not fit its row loop), and
+in GroupNorm's forward pass it takes all the statistics in one sweep and writes
+the output in another. The kernels make one sweep. ``make bench`` measures both.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import math
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from .. import functional as F
+
+__all__ = [
+    "SOURCE",
+    "FLAGS",
+    "source_of",
+    "load",
+    "available",
+    "supports",
+    "layer_norm",
+    "group_norm",
+    "backward_in_ops",
+]
+
+#: The kernels' source file.
+SOURCE = Path(__file__).with_name("csrc") / "kernels.cpp"
+
+#: Compiler flags: optimize for this CPU (its widest SIMD registers, loops unrolled),
+#: OpenMP for the threads and the SIMD loops.
+FLAGS = (
+    "-O3",
+    "-march=native",
+    "-mprefer-vector-width=512",
+    "-funroll-loops",
+    "-fopenmp",
+    "-std=c++17",
+    "-shared",
+    "-fPIC",
+)
+
+_SUFFIX = {torch.float32: "f32", torch.float64: "f64"}  # the C function for each dtype
+
+
+def source_of(name: str) -> str:
+    """One function of the kernels' source, with the comment above it, e.g.
+    ``source_of("layer_norm_backward")``."""
+    blocks = SOURCE.read_text().split("\n\n")  # functions are separated by blank lines
+    for block in blocks:
+        if f" {name}(" in block and "extern" not in block:
+            return block.strip("\n")
+    raise ValueError(f"no function {name!r} in {SOURCE.name}")
+
+
+def _compiler() -> str | None:
+    """``$NORMS_CXX``, else ``$CXX``, else ``g++``, if it is on the PATH."""
+    return shutil.which(os.environ.get("NORMS_CXX") or os.environ.get("CXX") or "g++")
+
+
+def _machine(cxx: str) -> str:
+    """What the build depends on besides the source and the flags: the compiler's version and this
+    CPU."""
+    try:
+        version = subprocess.run(
+            [cxx, "--version"], capture_output=True, text=True, timeout=60
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        version = ""
+    try:  # -march=native: the library runs on CPUs with these features only
+        features = next(
+            (
+                line
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith(("flags", "Features"))
+            ),
+            "",
+        )
+    except OSError:
+        features = ""
+    return "\n".join([version, platform.machine(), features])
+
+
+def _cache_folder() -> Path:
+    """``$TMPDIR/norms-kernels-<uid>``, private to this user (mode 700); a fresh folder if another
+    user owns it."""
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    folder = Path(tempfile.gettempdir()) / f"norms-kernels-{uid}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        mine = not hasattr(os, "getuid") or folder.stat().st_uid == uid
+    except OSError:
+        mine = False
+    return folder if mine else Path(tempfile.mkdtemp(prefix="norms-kernels-"))
+
+
+def _warn(what: str) -> None:
+    warnings.warn(
+        f"norms.fast.fused: {what}; LayerNorm and GroupNorm use compiled code instead of the "
+        "C++ kernels",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+_LOCK = threading.Lock()
+
+
+@functools.cache
+def _load() -> ctypes.CDLL | None:
+    cxx = _compiler()
+    if cxx is None:
+        _warn("no C++ compiler (g++) found")
+        return None
+    key = hashlib.sha256(
+        "\n".join([SOURCE.read_text(), cxx, *FLAGS, _machine(cxx)]).encode()
+    ).hexdigest()[:16]
+    folder = _cache_folder()
+    library = folder / f"kernels-{key}.so"
+    if not library.exists():
+        fd, partial = tempfile.mkstemp(prefix=f"kernels-{key}.", suffix=".tmp.so", dir=folder)
+        os.close(fd)
+        try:
+            done = subprocess.run(
+                [cxx, *FLAGS, str(SOURCE), "-o", partial],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+        except (OSError, subprocess.SubprocessError) as error:
+            done = subprocess.CompletedProcess([], 1, "", str(error))
+        if done.returncode != 0:
+            Path(partial).unlink(missing_ok=True)
+            _warn(f"compiling {SOURCE.name} failed. The compiler said:\n{done.stderr[-2000:]}")
+            return None
+        os.replace(partial, library)  # atomic: other processes see the whole file or none
+        for old in folder.glob("kernels-*.so"):  # builds of older sources
+            if old != library and not old.name.endswith(".tmp.so"):
+                old.unlink(missing_ok=True)
+    try:
+        lib = ctypes.CDLL(str(library))
+        p, n, d, i = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_int
+        for suffix in ("f32", "f64"):
+            getattr(lib, f"layer_norm_forward_{suffix}").argtypes = [p, p, p, n, n, d, i, p]
+            getattr(lib, f"layer_norm_backward_{suffix}").argtypes = [p, p, p, n, n, d, i, p, p, p]
+            getattr(lib, f"group_norm_forward_{suffix}").argtypes = [p, p, p, n, n, n, n, d, i, p]
+    except (
+        OSError,
+        AttributeError,
+    ) as error:  # unloadable (a noexec folder, a damaged file): rebuild next time
+        library.unlink(missing_ok=True)
+        _warn(f"loading {library} failed ({error})")
+        return None
+    return lib
+
+
+def load() -> ctypes.CDLL | None:
+    """The compiled kernels, built on first use; ``None`` (with a warning) if they cannot be built
+    or loaded.
+
+    The shared library lands in ``$TMPDIR/norms-kernels-<uid>/kernels-<hash>.so``, where
+    the hash covers the source, the flags, the compiler and its version, and this CPU's
+    features, so an edit rebuilds it and processes on this machine share it. It is
+    written to a temporary name, then renamed (no process sees a half-written file);
+    one thread builds while the others wait.
+    """
+    with _LOCK:
+        return _load()
+
+
+@torch.compiler.assume_constant_result
+def available() -> bool:
+    """Whether the kernels are built (or can be): a C++ compiler is there and the source compiles.
+
+    Inside ``torch.compile`` the answer is taken as a constant, so a compiled model that
+    contains a :mod:`norms.fast.fused` layer traces without a graph break.
+    """
+    return load() is not None
+
+
+def supports(input: Tensor, *params: Tensor | None) -> bool:
+    """Whether the kernels can run this call: CPU, float32 or float64, parameters of the same dtype,
+    not empty."""
+    return (
+        input.device.type == "cpu"
+        and input.dtype in _SUFFIX
+        and input.numel() > 0
+        and all(p is None or (p.device.type == "cpu" and p.dtype == input.dtype) for p in params)
+        and available()
+    )
+
+
+def _ptr(t: Tensor | None) -> int | None:
+    return None if t is None else t.data_ptr()
+
+
+def _rows_cols(input: Tensor, normalized_shape: Sequence[int]) -> tuple[int, int]:
+    cols = math.prod(normalized_shape)
+    return input.numel() // cols, cols
+
+
+@torch.library.custom_op("norms::layer_norm_cpu", mutates_args=())
+def layer_norm(
+    input: Tensor,
+    normalized_shape: Sequence[int],
+    weight: Tensor | None,
+    bias: Tensor | None,
+    eps: float,
+) -> Tensor:
+    """LayerNorm's forward pass by the kernel: ``y`` of ``input``'s shape. Call only when
+    :func:`supports`."""
+    x = input.contiguous()
+    rows, cols = _rows_cols(x, normalized_shape)  # x seen as (rows, cols)
+    w = None if weight is None else weight.contiguous()
+    b = None if bias is None else bias.contiguous()
+    y = torch.empty_like(x)  # (rows, cols)
+    kernel = getattr(load(), f"layer_norm_forward_{_SUFFIX[x.dtype]}")
+    kernel(x.data_ptr(), _ptr(w), _ptr(b), rows, cols, eps, torch.get_num_threads(), y.data_ptr())
+    return y
+
+
+@layer_norm.register_fake
+def _(input, normalized_shape, weight, bias, eps):
+    return torch.empty_like(input, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("norms::layer_norm_cpu_backward", mutates_args=())
+def _backward(
+    dy: Tensor, input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None, eps: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """dx, d weight, d bias (the last two of shape ``normalized_shape``), in one sweep over
+    ``input`` and ``dy``."""
+    x, dy = input.contiguous(), dy.contiguous()
+    rows, cols = _rows_cols(x, normalized_shape)  # x, dy seen as (rows, cols)
+    w = None if weight is None else weight.contiguous()
+    threads = torch.get_num_threads()
+    dx = torch.empty_like(x)  # (rows, cols)
+    dw_part = x.new_zeros(threads, cols)  # (threads, cols): each thread's column sums
+    db_part = x.new_zeros(threads, cols)
+    kernel = getattr(load(), f"layer_norm_backward_{_SUFFIX[x.dtype]}")
+    kernel(
+        x.data_ptr(),
+        dy.data_ptr(),
+        _ptr(w),
+        rows,
+        cols,
+        eps,
+        threads,
+        dx.data_ptr(),
+        dw_part.data_ptr(),
+        db_part.data_ptr(),
+    )
+    shape = tuple(normalized_shape)
+    return dx, dw_part.sum(0).reshape(shape), db_part.sum(0).reshape(shape)
+
+
+@_backward.register_fake
+def _(dy, input, normalized_shape, weight, eps):
+    shape = tuple(normalized_shape)
+    return (
+        torch.empty_like(input, memory_format=torch.contiguous_format),
+        input.new_empty(shape),
+        input.new_empty(shape),
+    )
+
+
+@torch.library.custom_op("norms::group_norm_cpu", mutates_args=())
+def group_norm(
+    input: Tensor, num_groups: int, weight: Tensor | None, bias: Tensor | None, eps: float
+) -> Tensor:
+    """GroupNorm's forward pass by the kernel: ``y`` of ``input``'s shape. Call only when
+    :func:`supports`."""
+    x = input.contiguous()  # (N, C, *S)
+    n, c = x.shape[0], x.shape[1]
+    w = None if weight is None else weight.contiguous()
+    b = None if bias is None else bias.contiguous()
+    y = torch.empty_like(x)  # (N, C, *S)
+    kernel = getattr(load(), f"group_norm_forward_{_SUFFIX[x.dtype]}")
+    kernel(
+        x.data_ptr(),
+        _ptr(w),
+        _ptr(b),
+        n,
+        c,
+        num_groups,
+        x.numel() // (n * c),
+        eps,
+        torch.get_num_threads(),
+        y.data_ptr(),
+    )
+    return y
+
+
+@group_norm.register_fake
+def _(input, num_groups, weight, bias, eps):
+    return torch.empty_like(input, memory_format=torch.contiguous_format)
+
+
+def backward_in_ops(
+    x: Tensor, dy: Tensor, weight: Tensor | None, k: int, eps: float, sum_rows=None
+):
+    r"""LayerNorm's backward pass in torch ops: ``(dx, dw, db)``, differentiable again.
+
+    The formula of :func:`norms.functional.normalization_backward`:
+    :math:`\mathrm{d}x = \frac{1}{\sigma}(g - \langle g\rangle - \hat x\langle g\hat x\rangle)`
+    with :math:`g = \mathrm{d}y\cdot\gamma`, over the last ``k`` dims. ``sum_rows(t, k)``
+    sums ``t`` over its leading dims (default: ``t.sum``). Used for a second derivative
+    of the kernel's op, and by :class:`norms.fast.fused.CompiledLayerNorm` (compiled).
+    """
+    dims = tuple(range(x.dim() - k, x.dim()))  # the normalized dims
+    mean = x.mean(dims, keepdim=True)  # (*, 1, ..., 1)
+    xc = x - mean
+    rstd = torch.rsqrt((xc * xc).mean(dims, keepdim=True) + eps)  # (*, 1, ..., 1)
+    x_hat = xc * rstd  # (*, *S)
+    g = dy if weight is None else dy * weight
+    dx = F.normalization_backward_over(g, x_hat, rstd, dims)
+    if sum_rows is None:
+
+        def sum_rows(t, k):
+            return t.sum(tuple(range(t.dim() - k)))  # over the leading dims: (*, *S) -> S
+
+    return dx, sum_rows(dy * x_hat, k), sum_rows(dy, k)
+
+
+def _setup_context(ctx, inputs, output):
+    input, normalized_shape, weight, bias, eps = inputs
+    ctx.save_for_backward(input, weight)
+    ctx.normalized_shape, ctx.eps, ctx.has_bias = tuple(normalized_shape), eps, bias is not None
+
+
+def _layer_norm_grad(ctx, dy):
+    x, weight = ctx.saved_tensors
+    if torch.is_grad_enabled():
+        # create_graph=True (autograd runs a backward pass with grad mode on only then):
+        # the same formula in torch ops, so that it can be differentiated once more
+        dx, dw, db = backward_in_ops(x, dy, weight, len(ctx.normalized_shape), ctx.eps)
+    else:
+        dx, dw, db = _backward(dy, x, ctx.normalized_shape, weight, ctx.eps)
+    return dx, None, None if weight is None else dw, db if ctx.has_bias else None, None
+
+
+layer_norm.register_autograd(_layer_norm_grad, setup_context=_setup_context)

@@ -1,0 +1,27 @@
+"""Experiments: data, small models, training loops and the chapters' runs.
+
+* :mod:`~norms.lab.training`: ``load_digits`` as tensors, the MLP/CNN/residual models
+  whose normalization is an argument, :func:`~norms.lab.training.train`,
+  :func:`~norms.lab.training.evaluate`, :func:`~norms.lab.training.recalibrate_batchnorm`;
+* :mod:`~norms.lab.pitfalls`: parameter groups without weight decay, freezing BatchNorm;
+* :mod:`~norms.lab.transformer`: the transformer chapter's tiny training runs;
+* :mod:`~norms.lab.simulations`: the running-statistics and batch-noise simulations.
+
+The figures of these runs are in :mod:`norms.plots`.
+"""
+
+from .simulations import BatchNoise, RunningStatsTrace, simulate_batch_noise, simulate_running_stats
+
+__all__ = ["BatchNoise", "RunningStatsTrace", "simulate_batch_noise", "simulate_running_stats"]
+
+
+def __getattr__(name: str):
+    """A submodule loads on first use: ``norms.lab.x`` works after ``import norms``."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}.{name}":
+            raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

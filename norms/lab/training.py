@@ -1,0 +1,697 @@
+r"""Small models and a training loop for experiments with normalization on real data.
+
+The chapters on training (``book/training.ipynb``, ``book/pitfalls.ipynb``) train the
+same few networks many times: with no normalization, BatchNorm, LayerNorm, GroupNorm
+or RMSNorm, at several learning rates and batch sizes. This module holds what they
+share, so that each run in a notebook is one call and the lesson stays visible:
+
+* :func:`load_digits_data`: scikit-learn's ``load_digits`` (1797 images of 8 × 8
+  pixels, shipped with scikit-learn, nothing downloaded) as standardized tensors,
+  split into a training and a test set by a seeded permutation.
+* :func:`make_norm`: one normalization layer of ``norms`` by name (``"none"``,
+  ``"batch"``, ``"layer"``, ``"group"``, ``"rms"``) for a feature shape ``(C,)`` or
+  ``(C, H, W)``.
+* :class:`Block`, :class:`DigitsMLP`, :class:`CNN`, :class:`ResidualMLP`: the models, each a
+  stack of blocks *weight layer → norm → activation* whose normalization is an
+  argument. Each block can capture its pre-activation (the input of its
+  nonlinearity) and that tensor's gradient for :func:`train` to record.
+* :func:`train`: minibatch SGD with momentum (or any optimizer), seeded: the same
+  arguments give the same numbers on every run. It returns a :class:`TrainLog` with
+  the loss of every step, accuracies after every epoch (evaluation mode, and with
+  batch statistics), and per-layer activation and gradient statistics at regular
+  steps (means, stds, update-to-weight ratios and a fixed sample of values for
+  histograms).
+* :func:`recalibrate_batchnorm`: re-estimate the running statistics of every BatchNorm
+  of a trained model from data, with ``momentum=None`` (a plain average).
+* :func:`evaluate`: loss and accuracy of a model on a data set, in evaluation mode or
+  with every BatchNorm using the statistics of each test batch.
+
+Example:
+    >>> data = load_digits_data()
+    >>> model = DigitsMLP("batch", seed=0)
+    >>> log = train(model, data, lr=0.1, epochs=1, batch_size=64, seed=0)
+    >>> log.loss.shape, log.test_acc.shape
+    (torch.Size([23]), torch.Size([1]))
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..modules.batchnorm import BatchNorm1d, BatchNorm2d, _BatchNorm
+from ..modules.groupnorm import GroupNorm
+from ..modules.layernorm import LayerNorm
+from ..modules.rmsnorm import RMSNorm
+
+__all__ = [
+    "NORM_KINDS",
+    "NORM_LABELS",
+    "Data",
+    "load_digits_data",
+    "make_norm",
+    "Block",
+    "DigitsMLP",
+    "CNN",
+    "ResidualMLP",
+    "TrainLog",
+    "train",
+    "evaluate",
+    "summary",
+    "seeded",
+    "recalibrate_batchnorm",
+]
+
+#: The names :func:`make_norm` accepts, in the order the chapters show them.
+NORM_KINDS: tuple[str, ...] = ("none", "batch", "layer", "group", "rms")
+#: How the figures and summary lines name each kind.
+NORM_LABELS: dict[str, str] = {
+    "none": "no norm",
+    "batch": "BatchNorm",
+    "layer": "LayerNorm",
+    "group": "GroupNorm",
+    "rms": "RMSNorm",
+}
+
+
+# --------------------------------------------------------------------------
+# data
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Data:
+    """A training and a test set of images ``(n, 1, 8, 8)`` with integer labels."""
+
+    x_train: Tensor
+    y_train: Tensor
+    x_test: Tensor
+    y_test: Tensor
+
+    @property
+    def num_classes(self) -> int:
+        return int(max(self.y_train.max(), self.y_test.max())) + 1
+
+
+def load_digits_data(test_fraction: float = 0.2, seed: int = 0) -> Data:
+    """scikit-learn's digits as tensors: images ``(n, 1, 8, 8)``, labels 0 to 9.
+
+    Pixel values (0 to 16) are standardized with the mean and the std of the training
+    pixels (one number each, so every pixel keeps its meaning). The split is a
+    permutation drawn from ``torch.Generator().manual_seed(seed)``.
+
+    Args:
+        test_fraction: share of the 1797 images held out as the test set.
+        seed: seed of the split.
+    """
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction}")
+    from sklearn.datasets import load_digits  # ships with scikit-learn: nothing is downloaded
+
+    digits = load_digits()
+    x = torch.tensor(digits.images, dtype=torch.float32).unsqueeze(1)  # (1797, 1, 8, 8)
+    y = torch.tensor(digits.target, dtype=torch.long)
+    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
+    n_test = round(test_fraction * len(x))
+    test, tr = order[:n_test], order[n_test:]
+    mean, std = x[tr].mean(), x[tr].std()
+    x = (x - mean) / std
+    return Data(x[tr], y[tr], x[test], y[test])
+
+
+# --------------------------------------------------------------------------
+# models
+# --------------------------------------------------------------------------
+
+
+def make_norm(kind: str, shape: Sequence[int], groups: int = 4) -> nn.Module:
+    """The normalization layer ``kind`` for features of shape ``(C,)`` or ``(C, H, W)``.
+
+    * ``"none"``: :class:`torch.nn.Identity`;
+    * ``"batch"``: :class:`~norms.BatchNorm1d` (``(C,)``) or :class:`~norms.BatchNorm2d`
+      (``(C, H, W)``): statistics per channel over the batch (and the pixels);
+    * ``"layer"``: :class:`~norms.LayerNorm` over the whole ``shape``: statistics per
+      sample over every feature (for images: over C, H and W, as in Wu & He, 2018;
+      its γ and β have one entry per element);
+    * ``"group"``: :class:`~norms.GroupNorm` with ``groups`` groups of channels;
+    * ``"rms"``: :class:`~norms.RMSNorm` over the whole ``shape``.
+    """
+    shape = tuple(int(s) for s in shape)
+    if len(shape) not in (1, 3):
+        raise ValueError(f"shape must be (C,) or (C, H, W), got {shape}")
+    channels = shape[0]
+    if kind == "none":
+        return nn.Identity()
+    if kind == "batch":
+        return BatchNorm1d(channels) if len(shape) == 1 else BatchNorm2d(channels)
+    if kind == "layer":
+        return LayerNorm(shape)
+    if kind == "group":
+        return GroupNorm(groups, channels)
+    if kind == "rms":
+        return RMSNorm(shape)
+    raise ValueError(f"unknown norm {kind!r}; choose from {', '.join(NORM_KINDS)}")
+
+
+def seeded(seed: int):
+    """A context in which torch's global generator starts from ``seed`` and is restored after."""
+    ctx = torch.random.fork_rng(devices=[])
+
+    class _Seeded:
+        def __enter__(self):
+            ctx.__enter__()
+            torch.manual_seed(seed)
+
+        def __exit__(self, *exc):
+            return ctx.__exit__(*exc)
+
+    return _Seeded()
+
+
+class Block(nn.Module):
+    """``layer → norm → activation → dropout`` (or ``layer → activation → norm`` with
+    ``norm_after_activation=True``).
+
+    With :attr:`capture` set, :meth:`forward` keeps the input of the activation in
+    :attr:`z` (pre-activation; with the norm before the activation this is the norm's
+    output) and retains its gradient, for :func:`train` to record.
+
+    Args:
+        layer: the weight layer (``nn.Linear`` or ``nn.Conv2d``).
+        norm: the normalization layer (``nn.Identity()`` for none).
+        dropout: dropout probability after the activation (0: no dropout layer).
+        norm_after_activation: put the norm after the activation instead of before.
+    """
+
+    def __init__(
+        self,
+        layer: nn.Module,
+        norm: nn.Module,
+        dropout: float = 0.0,
+        norm_after_activation: bool = False,
+    ) -> None:
+        super().__init__()
+        self.layer = layer
+        self.norm = norm
+        self.act = nn.ReLU()
+        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+        self.norm_after_activation = norm_after_activation
+        self.capture = False
+        self.z: Tensor | None = None
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.layer(x)
+        z = h if self.norm_after_activation else self.norm(h)
+        if self.capture:
+            if z.requires_grad:
+                z.retain_grad()
+            self.z = z
+        out = self.act(z)
+        if self.norm_after_activation:
+            out = self.norm(out)
+        return self.dropout(out)
+
+    def extra_repr(self) -> str:
+        return "norm after activation" if self.norm_after_activation else ""
+
+
+class _Stack(nn.Module):
+    """Shared: ``blocks`` (a ModuleList of :class:`Block`) and ``head``."""
+
+    blocks: nn.ModuleList
+    head: nn.Module
+    norm_kind: str
+
+    def norm_layers(self) -> list[nn.Module]:
+        """The normalization layer of every block, first to last."""
+        return [b.norm for b in self.blocks]
+
+
+class DigitsMLP(_Stack):
+    """``depth`` blocks Linear → norm → ReLU on flattened 8 × 8 images, then a linear head.
+
+    A linear layer followed by a norm has no bias (BatchNorm would subtract it, the
+    other norms have their own β); without a norm it has one.
+
+    Args:
+        norm: a kind of :func:`make_norm` (``"none"``, ``"batch"``, ``"layer"``,
+            ``"group"``, ``"rms"``).
+        width: hidden width. depth: number of hidden blocks.
+        in_features, num_classes: input size (64 pixels) and number of classes.
+        groups: groups of GroupNorm. dropout: dropout after every activation.
+        norm_after_activation: see :class:`Block`.
+        seed: parameters are initialized from this seed (torch's global generator is
+            left as it was).
+
+    Shape:
+        input ``(N, 1, 8, 8)`` or ``(N, 64)``; output ``(N, num_classes)``.
+    """
+
+    def __init__(
+        self,
+        norm: str = "none",
+        width: int = 64,
+        depth: int = 3,
+        in_features: int = 64,
+        num_classes: int = 10,
+        groups: int = 8,
+        dropout: float = 0.0,
+        norm_after_activation: bool = False,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.norm_kind = norm
+        with seeded(seed):
+            self.blocks = nn.ModuleList(
+                Block(
+                    nn.Linear(in_features if i == 0 else width, width, bias=norm == "none"),
+                    make_norm(norm, (width,), groups),
+                    dropout,
+                    norm_after_activation,
+                )
+                for i in range(depth)
+            )
+            self.head = nn.Linear(width, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x.flatten(1)  # (N, 64)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+class CNN(_Stack):
+    """Three blocks Conv2d(3 × 3) → norm → ReLU on 8 × 8 images, global average pooling,
+    a linear head.
+
+    Channels ``channels`` at 8 × 8, then ``2·channels`` at 4 × 4 and 2 × 2 (stride 2).
+    The norms see feature maps of shape ``(C, 8, 8)``, ``(2C, 4, 4)`` and ``(2C, 2, 2)``.
+
+    Args:
+        norm: a kind of :func:`make_norm`. channels: channels of the first block.
+        groups: groups of GroupNorm (must divide ``channels``).
+        num_classes: classes. seed: initialization seed (global generator restored).
+
+    Shape:
+        input ``(N, 1, 8, 8)``; output ``(N, num_classes)``.
+    """
+
+    def __init__(
+        self,
+        norm: str = "none",
+        channels: int = 16,
+        groups: int = 4,
+        num_classes: int = 10,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.norm_kind = norm
+        c1, c2 = channels, 2 * channels
+        specs = [(1, c1, 1, 8), (c1, c2, 2, 4), (c2, c2, 2, 2)]  # (in, out, stride, output side)
+        with seeded(seed):
+            self.blocks = nn.ModuleList(
+                Block(
+                    nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=norm == "none"),
+                    make_norm(norm, (cout, side, side), groups),
+                )
+                for cin, cout, stride, side in specs
+            )
+            self.head = nn.Linear(c2, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() != 4 or x.shape[1:] != (1, 8, 8):
+            raise ValueError(f"CNN expects images of shape (N, 1, 8, 8), got {tuple(x.shape)}")
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x.mean(dim=(2, 3)))  # (N, 2C) after global average pooling
+
+
+class ResidualBlock(nn.Module):
+    """``x + norm2(linear2(relu(norm1(linear1(x)))))``, then ReLU (the ResNet basic block,
+    fully connected). With ``zero_init=True`` the γ of ``norm2`` starts at 0, so the
+    block starts as the identity (Goyal et al., 2017)."""
+
+    def __init__(self, width: int, norm: str, zero_init: bool = False, groups: int = 8) -> None:
+        super().__init__()
+        bias = norm == "none"
+        self.linear1, self.norm1 = (
+            nn.Linear(width, width, bias=bias),
+            make_norm(norm, (width,), groups),
+        )
+        self.linear2, self.norm2 = (
+            nn.Linear(width, width, bias=bias),
+            make_norm(norm, (width,), groups),
+        )
+        if zero_init:
+            if getattr(self.norm2, "weight", None) is None:
+                raise ValueError(f"zero_init needs a norm with a learnable γ, got {norm!r}")
+            nn.init.zeros_(self.norm2.weight)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.relu(x + self.norm2(self.linear2(torch.relu(self.norm1(self.linear1(x))))))
+
+
+class ResidualMLP(nn.Module):
+    """A linear stem, ``depth`` :class:`ResidualBlock` s of width ``width``, a linear head.
+
+    Args:
+        norm: a kind of :func:`make_norm`. width, depth: size. zero_init: start the last
+        norm of every residual block with γ = 0. seed: initialization seed.
+
+    Shape:
+        input ``(N, 1, 8, 8)`` or ``(N, 64)``; output ``(N, num_classes)``.
+    """
+
+    def __init__(
+        self,
+        norm: str = "batch",
+        width: int = 64,
+        depth: int = 4,
+        in_features: int = 64,
+        num_classes: int = 10,
+        zero_init: bool = False,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.norm_kind = norm
+        with seeded(seed):
+            self.stem = nn.Linear(in_features, width)
+            self.blocks = nn.ModuleList(ResidualBlock(width, norm, zero_init) for _ in range(depth))
+            self.head = nn.Linear(width, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = torch.relu(self.stem(x.flatten(1)))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+# --------------------------------------------------------------------------
+# training
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class TrainLog:
+    """What one run of :func:`train` recorded.
+
+    Per step (``S`` steps run): ``loss`` ``(S,)``, the training loss in training mode.
+    Per epoch (``E`` epochs): ``test_acc`` (evaluation mode: running statistics),
+    ``test_acc_batch_stats`` (every BatchNorm with the statistics of each test batch of
+    the training batch size), ``train_acc`` (evaluation mode, on the training set).
+    Per record (``R`` records, every ``record_every`` steps, step 0 included; ``L``
+    blocks): ``record_steps`` ``(R,)``; ``act_mean``, ``act_std`` ``(R, L)``, of each
+    block's pre-activation ``z``; ``grad_std`` ``(R, L)``, of ``∂loss/∂z`` (nan where no
+    gradient reaches ``z``, in a frozen block);
+    ``update_ratio`` ``(R, L)``, ``‖ΔW‖/‖W‖`` of each block's weight over that step;
+    ``act_sample``, ``grad_sample`` ``(R, L, sample_size)``: the same evenly spaced
+    elements of ``z`` and of its gradient, for histograms.
+    ``diverged_at`` is the step at which the loss stopped being finite (training stops
+    there), else ``None``.
+    """
+
+    name: str
+    lr: float
+    batch_size: int
+    epochs: int
+    loss: Tensor
+    test_acc: Tensor
+    test_acc_batch_stats: Tensor
+    train_acc: Tensor
+    record_steps: Tensor
+    act_mean: Tensor
+    act_std: Tensor
+    grad_std: Tensor
+    update_ratio: Tensor
+    act_sample: Tensor
+    grad_sample: Tensor
+    diverged_at: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def final_test_acc(self) -> float:
+        """Test accuracy after the last epoch (evaluation mode); 0.1 (chance) if diverged."""
+        if self.diverged_at is not None or len(self.test_acc) == 0:
+            return 0.1
+        return float(self.test_acc[-1])
+
+    def final_loss(self, last: int = 20) -> float:
+        """Mean training loss over the last ``last`` steps (nan if the run diverged)."""
+        if self.diverged_at is not None:
+            return float("nan")
+        return float(self.loss[-last:].mean())
+
+
+def _batch_stats_copy(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` in evaluation mode except its BatchNorms, which use batch statistics."""
+    twin = copy.deepcopy(model).eval()
+    for m in twin.modules():
+        if isinstance(m, _BatchNorm):
+            m.train()
+    return twin
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module, x: Tensor, y: Tensor, batch_size: int | None = None, batch_stats: bool = False
+) -> tuple[float, float]:
+    """(mean cross-entropy, accuracy) of ``model`` on ``(x, y)``.
+
+    Evaluation mode (BatchNorm uses its running statistics), in batches of ``batch_size``
+    (all at once if ``None``). With ``batch_stats=True`` every BatchNorm normalizes each
+    batch with that batch's own statistics instead (a copy of the model is used, so the
+    model's running statistics do not change), which is what it did during training.
+    The model's own mode is restored.
+    """
+    was_training = model.training
+    net = _batch_stats_copy(model) if batch_stats else model.eval()
+    n = len(x)
+    size = n if batch_size is None else int(batch_size)
+    total_loss, correct = 0.0, 0
+    for start in range(0, n, size):
+        out = net(x[start : start + size])
+        total_loss += float(F.cross_entropy(out, y[start : start + size], reduction="sum"))
+        correct += int((out.argmax(1) == y[start : start + size]).sum())
+    model.train(was_training)
+    return total_loss / n, correct / n
+
+
+@torch.no_grad()
+def recalibrate_batchnorm(model: nn.Module, x: Tensor, batch_size: int | None = None) -> nn.Module:
+    """Re-estimate the running statistics of every BatchNorm in ``model`` from the inputs ``x``.
+
+    Every BatchNorm's running statistics are reset and its ``momentum`` set to ``None``
+    (a cumulative average over the batches, :doc:`batchnorm`); the model runs over ``x``
+    in batches of ``batch_size`` (all at once if ``None``) with only its BatchNorms in
+    training mode (dropout stays off), without gradients; then momentum and mode are
+    restored. With one batch (``batch_size=None``) the running mean and variance are
+    exactly the mean and the unbiased variance of each BatchNorm's input over ``x``.
+    Nothing else in the model changes. Returns ``model``.
+    """
+    layers = [m for m in model.modules() if isinstance(m, _BatchNorm)]
+    if not layers:
+        raise ValueError(f"{type(model).__name__} has no BatchNorm layer to recalibrate")
+    if not all(m.track_running_stats for m in layers):
+        raise ValueError("every BatchNorm must have track_running_stats=True to be recalibrated")
+    was_training, momenta = model.training, [m.momentum for m in layers]
+    model.eval()
+    for m in layers:
+        m.reset_running_stats()
+        m.momentum = None
+        m.train()
+    size = len(x) if batch_size is None else int(batch_size)
+    for start in range(0, len(x), size):
+        model(x[start : start + size])
+    for m, momentum in zip(layers, momenta, strict=True):
+        m.momentum = momentum
+    model.train(was_training)
+    return model
+
+
+def _blocks(model: nn.Module) -> list[Block]:
+    return [m for m in model.modules() if isinstance(m, Block)]
+
+
+def _sample(t: Tensor, size: int) -> Tensor:
+    """``size`` evenly spaced elements of ``t`` (flattened); padded with nan if ``t`` is smaller."""
+    flat = t.detach().flatten()
+    if flat.numel() >= size:
+        idx = torch.arange(size) * (flat.numel() // size)
+        return flat[idx].clone()
+    return torch.cat([flat, torch.full((size - flat.numel(),), float("nan"))])
+
+
+def train(
+    model: nn.Module,
+    data: Data,
+    *,
+    lr: float,
+    epochs: int = 5,
+    batch_size: int = 32,
+    seed: int = 0,
+    momentum: float = 0.9,
+    weight_decay: float = 0.0,
+    optimizer: Callable[[nn.Module], torch.optim.Optimizer] | None = None,
+    record_every: int | None = None,
+    sample_size: int = 1024,
+    eval_batch_stats: bool = True,
+    name: str | None = None,
+) -> TrainLog:
+    """Train ``model`` on ``data`` with minibatch SGD; deterministic in ``seed``.
+
+    Every epoch visits the training set in a new order drawn from
+    ``torch.Generator().manual_seed(seed)``; dropout draws from torch's global generator,
+    seeded with ``seed`` for the run and restored afterwards. A last batch smaller than
+    ``batch_size`` is dropped (so BatchNorm never sees a batch of one by accident).
+
+    Args:
+        model: a module mapping ``(N, 1, 8, 8)`` to logits.
+        data: a :class:`Data`.
+        lr, momentum, weight_decay: of ``torch.optim.SGD`` (ignored with ``optimizer``).
+        epochs, batch_size: the budget: every run sees the same number of samples.
+        seed: seed of the data order and dropout.
+        optimizer: a function ``model -> optimizer`` to use instead of SGD (for
+            parameter groups, say).
+        record_every: record per-layer statistics of the :class:`Block` s of ``model``
+            every this many steps (and at step 0); ``None``: about 10 records per run.
+        sample_size: values of ``z`` and its gradient kept per block and record.
+        eval_batch_stats: also measure the test accuracy with batch statistics.
+        name: a label for :func:`summary` (default: the model's class and norm).
+
+    Returns:
+        a :class:`TrainLog`.
+    """
+    if batch_size < 1 or epochs < 1:
+        raise ValueError(f"batch_size and epochs must be positive, got {batch_size} and {epochs}")
+    n = len(data.x_train)
+    if batch_size > n:
+        raise ValueError(f"batch_size {batch_size} is larger than the training set ({n} samples)")
+    steps_per_epoch = n // batch_size
+    total_steps = steps_per_epoch * epochs
+    every = record_every or max(1, total_steps // 10)
+    opt = (
+        optimizer(model)
+        if optimizer is not None
+        else torch.optim.SGD(
+            model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay
+        )
+    )
+    blocks = _blocks(model)
+    gen = torch.Generator().manual_seed(seed)
+    losses: list[float] = []
+    test_acc, test_acc_bs, train_acc = [], [], []
+    rec: dict[str, list] = {
+        k: [] for k in ("steps", "mean", "std", "grad", "ratio", "act", "gsample")
+    }
+    diverged = None
+    step = 0
+    with seeded(seed):
+        for _ in range(epochs):
+            model.train()
+            order = torch.randperm(n, generator=gen)
+            for i in range(steps_per_epoch):
+                idx = order[i * batch_size : (i + 1) * batch_size]
+                record = bool(blocks) and step % every == 0
+                for b in blocks:
+                    b.capture = record
+                loss = F.cross_entropy(model(data.x_train[idx]), data.y_train[idx])
+                if not math.isfinite(loss.item()):
+                    diverged = step
+                    break
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if record:
+                    before = [b.layer.weight.detach().clone() for b in blocks]
+                opt.step()
+                if record:
+                    zs = [b.z for b in blocks]
+                    rec["steps"].append(step)
+                    rec["mean"].append([float(z.detach().mean()) for z in zs])
+                    rec["std"].append([float(z.detach().std()) for z in zs])
+                    rec["grad"].append(
+                        [float(z.grad.std()) if z.grad is not None else math.nan for z in zs]
+                    )
+                    rec["ratio"].append(
+                        [
+                            float((b.layer.weight.detach() - w).norm() / w.norm())
+                            for b, w in zip(blocks, before, strict=True)
+                        ]
+                    )
+                    rec["act"].append(torch.stack([_sample(z, sample_size) for z in zs]))
+                    rec["gsample"].append(
+                        torch.stack(
+                            [
+                                _sample(z.grad, sample_size)
+                                if z.grad is not None
+                                else torch.full((sample_size,), math.nan)
+                                for z in zs
+                            ]
+                        )
+                    )
+                    for b in blocks:
+                        b.capture, b.z = False, None
+                losses.append(loss.item())
+                step += 1
+            if diverged is not None:
+                break
+            test_acc.append(evaluate(model, data.x_test, data.y_test)[1])
+            if eval_batch_stats:
+                test_acc_bs.append(
+                    evaluate(model, data.x_test, data.y_test, batch_size, batch_stats=True)[1]
+                )
+            train_acc.append(evaluate(model, data.x_train, data.y_train)[1])
+    for b in blocks:
+        b.capture, b.z = False, None
+    model.train()
+    n_blocks = len(blocks)
+
+    def table(key):
+        return torch.tensor(rec[key], dtype=torch.float32).reshape(len(rec["steps"]), n_blocks)
+
+    def samples(key):
+        if not rec[key]:
+            return torch.empty(0, n_blocks, sample_size)
+        return torch.stack(rec[key])
+
+    label = (
+        name
+        or f"{type(model).__name__} {NORM_LABELS.get(getattr(model, 'norm_kind', ''), '')}".strip()
+    )
+    return TrainLog(
+        name=label,
+        lr=lr,
+        batch_size=batch_size,
+        epochs=epochs,
+        loss=torch.tensor(losses),
+        test_acc=torch.tensor(test_acc),
+        test_acc_batch_stats=torch.tensor(test_acc_bs),
+        train_acc=torch.tensor(train_acc),
+        record_steps=torch.tensor(rec["steps"], dtype=torch.long),
+        act_mean=table("mean"),
+        act_std=table("std"),
+        grad_std=table("grad"),
+        update_ratio=table("ratio"),
+        act_sample=samples("act"),
+        grad_sample=samples("gsample"),
+        diverged_at=diverged,
+    )
+
+
+def summary(log: TrainLog) -> str:
+    """One line per run: name, learning rate, batch size, final loss and accuracies."""
+    head = f"{log.name:<22s} lr={log.lr:<6g} batch={log.batch_size:<3d}"
+    if log.diverged_at is not None:
+        return f"{head} diverged at step {log.diverged_at}"
+    text = (
+        f"{head} loss {log.final_loss():.3f}  train acc {float(log.train_acc[-1]):6.1%}"
+        f"  test acc {float(log.test_acc[-1]):6.1%}"
+    )
+    if len(log.test_acc_batch_stats):
+        text += f" (batch stats {float(log.test_acc_batch_stats[-1]):6.1%})"
+    return text

@@ -1,0 +1,65 @@
+"""BatchNorm with frozen statistics and affine parameters (as
+``torchvision.ops.FrozenBatchNorm2d``)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from .batchnorm import _BatchNorm
+
+__all__ = ["FrozenBatchNorm"]
+
+
+class FrozenBatchNorm(nn.Module):
+    r"""BatchNorm with frozen statistics and affine parameters, for any input ``(N, C, *)``.
+
+    .. math::
+        y = \frac{x - \text{running\_mean}}{\sqrt{\text{running\_var} + \epsilon}}
+            \cdot \gamma + \beta
+
+    always, in ``train()`` and ``eval()`` mode alike; γ, β and the statistics are buffers,
+    so no optimizer sees them and nothing updates them.
+
+    Args:
+        num_features: C. eps: as in BatchNorm.
+
+    Shape:
+        input ``(N, C)`` or ``(N, C, *)``; output the same shape.
+    """
+
+    def __init__(self, num_features: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.num_features, self.eps = num_features, eps
+        self.register_buffer("weight", torch.ones(num_features))
+        self.register_buffer("bias", torch.zeros(num_features))
+        self.register_buffer("running_mean", torch.zeros(num_features))
+        self.register_buffer("running_var", torch.ones(num_features))
+
+    @classmethod
+    def from_batchnorm(cls, bn: _BatchNorm) -> FrozenBatchNorm:
+        """A frozen copy of ``bn``'s current statistics and γ, β (1 and 0 if it has none)."""
+        if bn.running_mean is None:
+            raise ValueError(
+                "cannot freeze a BatchNorm with track_running_stats=False: it has no statistics"
+            )
+        frozen = cls(bn.num_features, bn.eps)
+        with torch.no_grad():
+            frozen.running_mean.copy_(bn.running_mean)
+            frozen.running_var.copy_(bn.running_var)
+            if bn.weight is not None:
+                frozen.weight.copy_(bn.weight)
+            if getattr(bn, "bias", None) is not None:
+                frozen.bias.copy_(bn.bias)
+        return frozen
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() < 2 or x.shape[1] != self.num_features:
+            raise ValueError(f"expected input (N, {self.num_features}, *), got {tuple(x.shape)}")
+        shape = (1, -1) + (1,) * (x.dim() - 2)  # broadcast over N and the positions
+        scale = self.weight * torch.rsqrt(self.running_var + self.eps)
+        shift = self.bias - self.running_mean * scale
+        return x * scale.view(shape) + shift.view(shape)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, eps={self.eps}"

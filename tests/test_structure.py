@@ -1,0 +1,184 @@
+"""The layout of norms/: imports point one way, no cycles, small modules, a light ``import norms``.
+
+The import graph is read from the source (every ``import`` statement, those inside
+functions included), so a cycle hidden in a function-level import fails here too.
+Python imports a module's parent packages first; those implicit edges are not in the
+graph. ``norms/__init__.py`` loads its lazy subpackages by name, so it has an edge to
+each of them: a submodule that writes ``import norms`` then closes a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "norms"
+MAX_LINES = 800
+
+sys.path.insert(0, str(ROOT / "tools"))
+import architecture  # noqa: E402
+
+#: What each part of norms/ may import from the others (tools/architecture.py, the README's
+#: diagram): the maths at the bottom, the layers on it, the teaching tools on top.
+ALLOWED = {name: set(imports) for name, (_, imports) in architecture.PARTS.items()}
+LAYERS = set(architecture.EAGER)
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _resolve(importer: str, level: int, module: str | None) -> str:
+    if level == 0:
+        return module or ""
+    is_package = MODULES[importer].name == "__init__.py"
+    base = importer.split(".")
+    base = base if is_package else base[:-1]
+    base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([module] if module else []))
+
+
+def imports_of(name: str) -> set[str]:
+    """The norms modules ``name`` imports, anywhere in its source."""
+    tree = ast.parse(MODULES[name].read_text())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(name, node.level, node.module)
+            for alias in node.names:
+                child = f"{target}.{alias.name}"
+                found.add(child if child in MODULES else target)
+    if name == "norms":  # the lazy subpackages of norms/__init__.py
+        tree_lazy = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)]
+        for node in tree_lazy:
+            if any(getattr(t, "id", "") == "_LAZY" for t in node.targets):
+                found |= {f"norms.{c.value}" for c in node.value.elts}
+    return {m for m in found if m in MODULES and m != name}
+
+
+GRAPH = {name: imports_of(name) for name in MODULES}
+
+
+def part(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_graph_is_read_from_the_source():
+    """The reader of the graph finds the edges it must (so an empty graph cannot pass)."""
+    assert "norms.functional" in GRAPH["norms.modules.layernorm"]
+    assert "norms.modules.syncbatchnorm" in GRAPH["norms.quiz.syncbatchnorm"]
+    assert "norms.quiz" in GRAPH["norms"] and "norms.modules" in GRAPH["norms"]
+
+
+def test_no_import_cycle():
+    assert find_cycle(GRAPH) is None, " -> ".join(find_cycle(GRAPH))
+
+
+def test_cycle_finder_finds_a_cycle():
+    graph = {**GRAPH, "norms.axes": GRAPH["norms.axes"] | {"norms"}}
+    assert find_cycle(graph) is not None
+
+
+def test_imports_point_one_way():
+    wrong = []
+    for name, targets in GRAPH.items():
+        here = part(name)
+        if here is None:
+            continue
+        for target in targets:
+            there = part(target)
+            if there is not None and there != here and there not in ALLOWED[here]:
+                wrong.append(f"{name} imports {target}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_part_is_listed():
+    assert {part(n) for n in MODULES if part(n)} == set(ALLOWED)
+
+
+def test_the_two_explorer_front_ends_do_not_import_each_other():
+    web = {n for n in MODULES if n.startswith("norms.explore.web")}
+    assert not GRAPH["norms.explore.widgets"] & web
+    assert all("norms.explore.widgets" not in GRAPH[n] for n in web)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module_is_small(name):
+    lines = len(MODULES[name].read_text().splitlines())
+    assert lines <= MAX_LINES, f"{MODULES[name]} has {lines} lines (at most {MAX_LINES})"
+
+
+def test_import_norms_loads_torch_and_the_layers_only():
+    code = (
+        "import json, sys\n"
+        "import norms\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m == 'norms' or m.startswith(('norms.', "
+        "'matplotlib', 'ipywidgets', 'jupyterquiz', 'IPython', 'sklearn')))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    loaded = json.loads(out.splitlines()[-1])
+    heavy = [m for m in loaded if not m.startswith("norms")]
+    assert not heavy, f"import norms loads {heavy}"
+    assert {part(m) for m in loaded if part(m)} <= LAYERS, loaded
+    assert "norms.modules.batchnorm" in loaded
+
+
+def test_lazy_subpackages_load_on_first_use():
+    code = "import norms, sys; norms.quiz.questions_for; print('norms.quiz' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    assert out.strip() == "True"
+    with pytest.raises(AttributeError, match="no attribute 'nonsense'"):
+        import norms
+
+        norms.nonsense  # noqa: B018
+
+
+def test_readme_shows_the_architecture():
+    readme = (ROOT / "README.md").read_text()
+    assert architecture.diagram() in readme, "README.md: paste `python tools/architecture.py`"
+
+
+def test_parts_are_listed_bottom_up():
+    seen: set[str] = set()
+    for name, (_, imports) in architecture.PARTS.items():
+        assert set(imports) <= seen, f"{name} imports a part listed after it"
+        seen.add(name)
