@@ -18,18 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from norms import modules
 from norms.axes import NORMS, is_unbatched
-from norms.modules import (
-    BatchNorm1d,
-    BatchNorm2d,
-    BatchNorm3d,
-    GroupNorm,
-    InstanceNorm1d,
-    InstanceNorm2d,
-    InstanceNorm3d,
-    LayerNorm,
-    RMSNorm,
-)
 
 __all__ = [
     "BATCH_SIZE_INFO",
@@ -47,17 +37,13 @@ __all__ = [
 #: The colour of an error message, in the kernel and on the website.
 ERROR_COLOR = "#B3261E"
 
+# The layers by how the explorer reads their sizes off the shape (norms.axes.NORMS' kinds).
 _CHANNEL_NORMS: dict[str, type[torch.nn.Module]] = {
-    "BatchNorm1d": BatchNorm1d,
-    "BatchNorm2d": BatchNorm2d,
-    "BatchNorm3d": BatchNorm3d,
-    "InstanceNorm1d": InstanceNorm1d,
-    "InstanceNorm2d": InstanceNorm2d,
-    "InstanceNorm3d": InstanceNorm3d,
+    name: getattr(modules, name) for name, n in NORMS.items() if n.kind in ("batch", "instance")
 }
-_LAST_DIMS_NORMS: dict[str, type[torch.nn.Module]] = {"LayerNorm": LayerNorm, "RMSNorm": RMSNorm}
-
-#: The norms offered by :func:`reduction_explorer`.
+_LAST_DIMS_NORMS: dict[str, type[torch.nn.Module]] = {
+    name: getattr(modules, name) for name, n in NORMS.items() if n.kind in ("layer", "rms")
+}
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -128,7 +114,7 @@ def build_module(
     if norm == "GroupNorm":
         if len(shape) < 2:
             raise ValueError(f"GroupNorm expects an (N, C, ...) input, got {len(shape)}-D {shape}")
-        return GroupNorm(groups, shape[1])
+        return modules.GroupNorm(groups, shape[1])
     if norm not in _CHANNEL_NORMS:
         raise ValueError(f"unknown norm {norm!r}; choose one of {tuple(NORMS)}")
     channel_dim = 0 if len(shape) < 2 or is_unbatched(norm, len(shape)) else 1
