@@ -129,7 +129,7 @@ serve: book ## serve the built site on http://127.0.0.1:8000 (HOST=, PORT= to ch
 execute: setup ## re-run every notebook and store its outputs (commit the result)
 	@$(PY) tools/execute.py
 
-bench: setup ## time every layer (torch.nn, norms, fused) into _build/bench/ (BENCH_ARGS="--threads 2")
+bench: setup ## time every layer (torch.nn, norms, fused) into _build/bench/, at 1 and 2 threads (BENCH_ARGS="--threads 1")
 	@$(PY) tools/bench.py $(BENCH_ARGS)
 
 clean: ## remove the build, the venv and node_modules
