@@ -40,13 +40,15 @@ NO_PYTHON := $(PYTHON) not found: install Python 3.11 (Debian: apt-get install p
 BAD_PYTHON := $(PYTHON) is not a Python 3.11 with venv and ensurepip: install python3.11-venv or run make PYTHON=/path/to/python3.11
 NO_NPM := npm not found: install Node.js and npm (Debian: apt-get install nodejs npm); the site's MathJax and widget scripts come from the npm registry
 NO_CXX := g++ not found: install it (Debian: apt-get install g++); torch.compile on the CPU and the kernels of norms.fast.cpu_kernels compile C++
+NO_CROSS_CXX := optional: aarch64-linux-gnu-g++ not found, so the test that builds the C++ kernels for ARM skips (Debian: apt-get install g++-aarch64-linux-gnu)
 
 # Each missing prerequisite stops make with one line ($(error) prints exactly one).
-prereqs: ## check that python3.11, npm and g++ are on this machine
+prereqs: ## check that python3.11, npm and g++ are on this machine (and say if the optional aarch64 cross compiler is not)
 	$(if $(shell command -v $(PYTHON)),,$(error $(NO_PYTHON)))
 	$(if $(shell $(PYTHON) -c 'import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null && echo ok),,$(error $(BAD_PYTHON)))
 	$(if $(shell command -v npm),,$(error $(NO_NPM)))
 	$(if $(shell command -v g++),,$(error $(NO_CXX)))
+	$(if $(shell command -v aarch64-linux-gnu-g++),,$(info $(NO_CROSS_CXX)))
 	@:
 
 $(PY_STAMP): requirements.txt pyproject.toml | prereqs
@@ -129,7 +131,7 @@ serve: book ## serve the built site on http://127.0.0.1:8000 (HOST=, PORT= to ch
 execute: setup ## re-run every notebook and store its outputs (commit the result)
 	@$(PY) tools/execute.py
 
-bench: setup ## time every layer (torch.nn, norms, fused) into _build/bench/ (BENCH_ARGS="--threads 2")
+bench: setup ## time every layer (torch.nn, norms, fused) into _build/bench/, at 1 and 2 threads (BENCH_ARGS="--threads 1")
 	@$(PY) tools/bench.py $(BENCH_ARGS)
 
 clean: ## remove the build, the venv and node_modules

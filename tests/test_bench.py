@@ -72,6 +72,7 @@ def test_written_json_and_report(records, tmp_path):
     rows = bench.summary(records)
     assert len(rows) == len(CASES) * len(bench.DIRECTIONS)
     assert all(row["torch_x"] == 1.0 for row in rows)
+    assert "CPU: " in text and "SIMD: " in text and "## 1 thread(s)" in text
 
 
 def test_perfect_bytes_counts_inputs_and_outputs_once():
@@ -109,7 +110,33 @@ def test_command_line_writes_the_files(tmp_path, capsys):
     records = json.loads((tmp_path / "results.json").read_text())
     assert {r["impl"] for r in records} == {"torch", "norms", "fused", "copy"}
     assert {r["op"] for r in records} == {"RMSNorm", "copy"}
-    assert "RMSNorm" in capsys.readouterr().out
+    assert {r["threads"] for r in records} == {1, 2}  # the default: one thread, then two
+    out = capsys.readouterr().out
+    assert "RMSNorm" in out
+    assert out.count("CPU: ") >= 3 and "SIMD: " in out  # one line per thread count, the report
+    assert "## 1 thread(s)" in out and "## 2 thread(s)" in out
+
+
+def test_the_machine_is_named():
+    info = bench.machine(3)
+    assert info["cpu"] and info["threads"] == 3 and info["cores"] >= 1
+    assert info["simd"] in ("AVX-512", "AVX2", "AVX", "SSE4.2", "NEON", "SVE", "none", "unknown")
+    line = bench.machine_line(info)
+    assert info["cpu"] in line and info["simd"] in line and "3 thread(s)" in line
+
+
+@pytest.mark.parametrize(
+    "features, arch, level",
+    [
+        ("flags : fpu sse4_2 avx avx2 avx512f", "x86_64", "AVX-512"),
+        ("flags : fpu sse4_2 avx avx2 fma", "x86_64", "AVX2"),
+        ("flags : fpu sse4_2", "x86_64", "SSE4.2"),
+        ("Features : fp asimd", "aarch64", "NEON"),
+        ("Features : fp asimd sve", "aarch64", "SVE"),
+    ],
+)
+def test_simd_level(features, arch, level):
+    assert bench._simd_level(features, arch) == level
 
 
 def test_importing_norms_loads_no_benchmark_or_cpp_extension_tools():

@@ -4,14 +4,19 @@ Outputs and gradients on hypothesis-drawn shapes and configurations, in float64
 (where any real difference shows above the rounding) and float32; with one and two
 threads (the backward pass sums the gradients of gamma and beta per thread); the
 ops through torch.library.opcheck (schema, fake tensors, autograd, torch.compile);
-second derivatives; and the fallback when no compiler is found. No timing here:
-speed is measured by ``make bench``.
+second derivatives; the fallback when no compiler is found; and the flags of each
+architecture, by compiling the kernels for aarch64 (Debian's cross compiler) and for
+x86-64 without AVX-512 (``-march=x86-64-v3``). No timing here: speed is measured by
+``make bench``.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import platform
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -115,6 +120,67 @@ def test_group_norm_matches_torch(threads, n, groups_channels, spatial, affine, 
     )
 
 
+@FEW
+@given(
+    n=st.integers(1, 5),
+    groups_channels=st.sampled_from([(1, 3), (2, 6), (3, 6), (4, 4), (32, 64)]),
+    spatial=st.sampled_from([(), (5,), (5, 7), (2, 3, 5), (48, 48)]),
+    affine=st.booleans(),
+    dtype=st.sampled_from([torch.float64, torch.float32]),
+    seed=st.integers(0, 99),
+)
+def test_group_norm_backward_matches_torch(
+    threads, n, groups_channels, spatial, affine, dtype, seed
+):
+    """dx, d weight, d bias of the one-sweep kernel against torch's GroupNorm (float64
+    autograd on the same numbers)."""
+    g, c = groups_channels
+    assume(n * (c // g) * math.prod(spatial) > 1)  # else torch raises: one value per group
+    gen = torch.Generator().manual_seed(seed)
+    x = (3 + 2 * torch.randn((n, c, *spatial), generator=gen, dtype=torch.float64)).to(dtype)
+    dy = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(dtype)
+    w, b = _params((c,), dtype, seed, affine), _params((c,), dtype, seed + 1, affine)
+    x64 = x.double().requires_grad_(True)
+    w64, b64 = (None if p is None else p.detach().double().requires_grad_(True) for p in (w, b))
+    y = torch.nn.functional.group_norm(x64, g, w64, b64, 1e-5)
+    want = _grads(y, (x64, w64, b64), dy.double())
+    dx, dw, db = cpu_kernels.group_norm_backward(dy, x, g, None if w is None else w.detach(), 1e-5)
+    got = (dx, dw, db) if affine else (dx,)
+    # in float32, a group with a tiny variance magnifies rounding by 1/sigma
+    tol = TOL[dtype] if dtype == torch.float64 else dict(atol=2e-4, rtol=2e-4)
+    for a, e in zip(got, want, strict=True):
+        torch.testing.assert_close(a, e.to(dtype), **tol)
+
+
+def test_group_norm_backward_does_not_depend_on_the_thread_count():
+    """The per-thread partial sums of d weight and d bias add up to the same gradients."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 8, 5, 5, generator=gen, dtype=torch.float64)
+    dy, w = torch.randn_like(x), torch.randn(8, generator=gen, dtype=torch.float64)
+    before, results = torch.get_num_threads(), []
+    try:
+        for t in (1, 2):
+            torch.set_num_threads(t)
+            results.append(cpu_kernels.group_norm_backward(dy, x, 4, w, 1e-5))
+    finally:
+        torch.set_num_threads(before)
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b, **TOL[torch.float64])
+
+
+def test_group_norm_gradcheck_through_the_kernels():
+    """The fused GroupNorm's autograd.Function with the kernels forward and backward (not
+    compiled)."""
+    x = torch.randn(2, 6, 5, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(6, dtype=torch.float64, requires_grad=True)
+
+    def op(x, w, b):
+        return norms.fast.fused._GroupNormFunction.apply(x, 3, w, b, 1e-5, True)
+
+    assert torch.autograd.gradcheck(op, (x, w, b))
+
+
 def test_rows_longer_than_a_chunk_keep_the_variance_exact():
     """Rows of 5000 numbers (three chunks of the two-pass sums) with mean 1e4: no cancellation."""
     gen = torch.Generator().manual_seed(0)
@@ -153,7 +219,9 @@ def test_gradcheck_and_second_derivative():
     assert torch.autograd.gradgradcheck(op, (x, w, b))
 
 
-@pytest.mark.parametrize("which", ["layer_norm", "layer_norm_backward", "group_norm"])
+@pytest.mark.parametrize(
+    "which", ["layer_norm", "layer_norm_backward", "group_norm", "group_norm_backward"]
+)
 def test_opcheck(which):
     """torch.library.opcheck: the schema, the fake (meta) implementation, autograd registration,
     torch.compile."""
@@ -167,9 +235,14 @@ def test_opcheck(which):
         torch.library.opcheck(
             torch.ops.norms.layer_norm_cpu_backward, (torch.randn_like(x), x, [5], w, 1e-5)
         )
-    else:
+    elif which == "group_norm":
         wc, bc = torch.randn(6, dtype=torch.float64), torch.randn(6, dtype=torch.float64)
         torch.library.opcheck(torch.ops.norms.group_norm_cpu, (x, 3, wc, bc, 1e-5))
+    else:
+        wc = torch.randn(6, dtype=torch.float64)
+        torch.library.opcheck(
+            torch.ops.norms.group_norm_cpu_backward, (torch.randn_like(x), x, 3, wc, 1e-5)
+        )
 
 
 def test_fused_layers_run_the_kernels_on_a_cpu():
@@ -177,6 +250,14 @@ def test_fused_layers_run_the_kernels_on_a_cpu():
     assert "norms_layer_norm_cpu" in type(norms.fast.fused.LayerNorm(8)(x).grad_fn).__name__
     ops = norms.fast.passes.full_size_ops(norms.fast.fused.GroupNorm(2, 4), torch.randn(2, 4, 6))
     assert "group_norm_cpu" in ops, ops
+
+    def forward_backward(x, layer):
+        layer(x).sum().backward()
+
+    ops = norms.fast.passes.full_size_ops(
+        forward_backward, torch.randn(2, 4, 6, requires_grad=True), norms.fast.fused.GroupNorm(2, 4)
+    )
+    assert "group_norm_cpu_backward" in ops, ops
 
 
 def test_fused_layer_norm_falls_back_where_the_kernel_does_not_apply():
@@ -298,3 +379,85 @@ def test_a_compiled_model_with_a_fused_layer_has_no_graph_break():
     explanation = torch._dynamo.explain(model)(torch.randn(4, 8))
     assert explanation.graph_break_count == 0, explanation.break_reasons
     assert explanation.graph_count == 1
+
+
+# ---------------------------------------------------------------------------
+# Flags per architecture, and the kernels compiled for other CPUs
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "machine, features, target, isa",
+    [
+        (
+            "x86_64",
+            "flags : fpu sse4_2 avx2 avx512f",
+            "native",
+            ["-march=native", "-mprefer-vector-width=512"],
+        ),
+        ("x86_64", "flags : fpu sse4_2 avx2 fma", "native", ["-march=native"]),
+        ("x86_64", "flags : avx512f", "x86-64-v3", ["-march=x86-64-v3"]),
+        ("aarch64", "Features : fp asimd", "native", ["-mcpu=native"]),
+        ("aarch64", "Features : fp asimd", "armv8.2-a", ["-march=armv8.2-a"]),
+        ("riscv64", "", "native", []),
+    ],
+)
+def test_flags_per_architecture(machine, features, target, isa):
+    got = cpu_kernels.flags(machine, features, target)
+    assert [f for f in got if f.startswith(("-march", "-mcpu", "-mprefer"))] == isa, got
+    assert {"-O3", "-fopenmp", "-shared", "-fPIC"} <= set(got), got
+
+
+def test_the_flags_of_this_cpu_are_the_ones_used():
+    assert cpu_kernels.FLAGS == cpu_kernels.flags()
+
+
+# The assembly of each target must hold SIMD arithmetic on full vectors: packed float
+# adds/multiplies on ymm (256-bit AVX2) registers, or on NEON's v registers (.4s: four
+# floats, .2d: two doubles).
+_VECTOR_CODE = {
+    "aarch64": re.compile(r"\bf(add|mul|mla|sub)\s+v\d+\.(4s|2d)"),
+    "x86-64-v3": re.compile(r"\bv(add|mul|fmadd\w*|sub)p[sd]\s+[^\n]*%ymm"),
+}
+
+
+def _cross_compile(cxx: str, flags: tuple[str, ...], tmp_path) -> str:
+    """Compile the kernels with ``cxx`` and ``flags`` to assembly; return it."""
+    flags = tuple(f for f in flags if f not in ("-shared", "-fPIC"))
+    out = tmp_path / "kernels.s"
+    done = subprocess.run(
+        [cxx, *flags, "-S", str(cpu_kernels.SOURCE), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out.read_text()
+
+
+def test_the_kernels_compile_to_neon_code_for_aarch64(tmp_path):
+    """Debian's cross compiler builds the kernels with the flags of an ARM CPU (named target: the
+    cross compiler cannot see the CPU that will run them)."""
+    cxx = "g++" if platform.machine() == "aarch64" else shutil.which("aarch64-linux-gnu-g++")
+    if cxx is None:
+        pytest.skip("no aarch64 cross compiler: apt-get install g++-aarch64-linux-gnu (see README)")
+    assembly = _cross_compile(cxx, cpu_kernels.flags("aarch64", "", "armv8-a"), tmp_path)
+    for name in (
+        "layer_norm_forward",
+        "layer_norm_backward",
+        "group_norm_forward",
+        "group_norm_backward",
+    ):
+        assert f"{name}_f32" in assembly and f"{name}_f64" in assembly, name
+    assert len(_VECTOR_CODE["aarch64"].findall(assembly)) > 20
+
+
+def test_the_kernels_compile_to_avx2_code_for_x86_64_v3(tmp_path):
+    """The flags of an x86-64 CPU without AVX-512 (AVX2, FMA: ``-march=x86-64-v3``) give 256-bit
+    SIMD code and no 512-bit register."""
+    cxx = "g++" if platform.machine() == "x86_64" else shutil.which("x86_64-linux-gnu-g++")
+    if cxx is None:
+        pytest.skip("no x86-64 compiler: apt-get install g++-x86-64-linux-gnu")
+    assembly = _cross_compile(cxx, cpu_kernels.flags("x86_64", "", "x86-64-v3"), tmp_path)
+    assert len(_VECTOR_CODE["x86-64-v3"].findall(assembly)) > 20
+    assert "%zmm" not in assembly

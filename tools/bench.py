@@ -1,6 +1,6 @@
 """``make bench``: time every normalization layer (torch.nn, norms, fused) and write _build/bench/.
 
-Usage: ``python tools/bench.py [--threads N] [--rounds R] [--tiny] [--device cuda] [--ops
+Usage: ``python tools/bench.py [--threads N ...] [--rounds R] [--tiny] [--device cuda] [--ops
 LayerNorm ...]``.
 The benchmark itself is :mod:`norms.fast.bench`; see its docstring for what is measured.
 """

@@ -12,8 +12,8 @@ for three implementations (``impl``):
 * ``"torch"``: the ``torch.nn`` layer (torch's own C++ kernels);
 * ``"norms"``: the from-scratch :mod:`norms` layer, op by op, gradients by autograd;
 * ``"fused"``: the same :mod:`norms` layer compiled with ``torch.compile``
-  (:mod:`norms.fast.fused`; on a CPU, LayerNorm's forward and backward passes and
-  GroupNorm's forward pass run the one-sweep C++ kernels of :mod:`norms.fast.cpu_kernels`).
+  (:mod:`norms.fast.fused`; on a CPU, LayerNorm's and GroupNorm's forward and backward
+  passes run the one-sweep C++ kernels of :mod:`norms.fast.cpu_kernels`).
 
 Timing uses :mod:`torch.utils.benchmark` with a fixed number of threads: a
 warm-up (which also compiles the fused path, timed separately as
@@ -40,6 +40,11 @@ at random. On a busy machine the times still
 vary from run to run; compare ratios from the same run, never absolute times
 from different runs.
 
+Ratios differ between CPUs (their SIMD width, caches and memory bandwidth), so every
+record names the CPU (:func:`machine`: its model, its SIMD level, the kernels'
+flags) and the thread count; ``make bench`` runs at one thread and at two (Colab's
+free tier has two cores).
+
 Entry points: :func:`run` (returns the records), :func:`write` (writes
 ``results.json`` and ``report.md``), :func:`main` (what ``make bench`` runs),
 :data:`CASES` (the realistic shapes) and :data:`TINY_CASES` (for tests and the
@@ -51,6 +56,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import platform
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -66,7 +73,7 @@ from norms import modules
 if TYPE_CHECKING:
     from torch.utils import benchmark
 
-from . import fused
+from . import cpu_kernels, fused
 
 __all__ = [
     "Case",
@@ -75,6 +82,7 @@ __all__ = [
     "TINY_CASES",
     "IMPLS",
     "DIRECTIONS",
+    "machine",
     "make_layer",
     "perfect_bytes",
     "flops",
@@ -242,6 +250,60 @@ def make_layer(
     return layer.train()
 
 
+def _cpu_model() -> str:
+    """The CPU's name from ``/proc/cpuinfo`` (``model name``, or ``CPU part`` on ARM), else
+    :func:`platform.processor`."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("model name", "Model", "CPU part")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _simd_level(features: str, arch: str) -> str:
+    """The widest SIMD instruction set in a ``/proc/cpuinfo`` feature line."""
+    flags = set(features.split())
+    if arch in ("aarch64", "arm64"):
+        return "SVE" if "sve" in flags else "NEON" if "asimd" in flags else "none"
+    for level, flag in (
+        ("AVX-512", "avx512f"),
+        ("AVX2", "avx2"),
+        ("AVX", "avx"),
+        ("SSE4.2", "sse4_2"),
+    ):
+        if flag in flags:
+            return level
+    return "unknown"
+
+
+def machine(threads: int | None = None) -> dict:
+    """What the numbers were measured on: ``cpu`` (the model), ``simd`` (its widest SIMD level),
+    ``torch_simd`` (the level torch's own kernels use), ``kernel_flags`` (the
+    instruction-set flags the C++ kernels are compiled with), ``cores`` and ``threads``."""
+    arch = platform.machine().lower()
+    return {
+        "cpu": _cpu_model(),
+        "simd": _simd_level(cpu_kernels._cpu_features(), arch),
+        "torch_simd": torch.backends.cpu.get_cpu_capability(),
+        "kernel_flags": " ".join(
+            f for f in cpu_kernels.FLAGS if f.startswith(("-march", "-mcpu", "-mprefer"))
+        ),
+        "cores": os.cpu_count(),
+        "threads": torch.get_num_threads() if threads is None else threads,
+    }
+
+
+def machine_line(info: dict) -> str:
+    """:func:`machine` in one line of text."""
+    return (
+        f"CPU: {info['cpu']} ({info['cores']} cores), SIMD: {info['simd']} "
+        f"(torch uses {info['torch_simd']}; kernels: {info['kernel_flags'] or 'default flags'}), "
+        f"{info['threads']} thread(s)"
+    )
+
+
 def _functions(case: Case, impl: str, device, dtype) -> dict[str, Callable[[], object]]:
     """The zero-argument functions timed for ``fwd`` and ``fwd+bwd``."""
     gen = torch.Generator().manual_seed(1)
@@ -398,6 +460,7 @@ def run(
         "threads": threads,
         "device": str(torch.device(device)),
         "dtype": str(dtype).removeprefix("torch."),
+        **{k: v for k, v in machine(threads).items() if k in ("cpu", "simd")},
     }
     # Static shapes inside this call only (see the module docstring).
     static_shapes = torch._dynamo.config.patch(
@@ -469,7 +532,10 @@ def run(
                     if impl == "fused":
                         rec["compile_s"] = compile_s[impl]
                     records.append(rec)
-                    line.append(f"{impl} {rec['median_s'] * 1e3:.2f} ms")
+                    line.append(
+                        f"{impl} {rec['median_s'] * 1e3:.2f} ms "
+                        f"({100 * rec['copy_fraction']:.0f}% of copy)"
+                    )
                 ratios = ""
                 if "torch" in ms and "fused" in ms:
                     ratios = f"  (fused/torch {ms['fused'][0].median / ms['torch'][0].median:.2f}x)"
@@ -486,13 +552,13 @@ def run(
 
 
 def _key(r: dict) -> tuple:
-    return (r["op"], tuple(r["shape"]), r["direction"])
+    return (r.get("threads"), r["op"], tuple(r["shape"]), r["direction"])
 
 
 def summary(records: Sequence[dict]) -> list[dict]:
-    """One row per (op, shape, direction): each impl's median and its ratio to torch.
+    """One row per (threads, op, shape, direction): each impl's median and its ratio to torch.
 
-    Returns dicts with ``op``, ``shape``, ``direction``, ``<impl>_s``,
+    Returns dicts with ``threads``, ``op``, ``shape``, ``direction``, ``<impl>_s``,
     ``<impl>_x`` (median over torch's median) and ``<impl>_frac`` (fraction of
     the copy bandwidth) for every impl present.
     """
@@ -501,7 +567,13 @@ def summary(records: Sequence[dict]) -> list[dict]:
         if r["impl"] == "copy":
             continue
         row = rows.setdefault(
-            _key(r), {"op": r["op"], "shape": tuple(r["shape"]), "direction": r["direction"]}
+            _key(r),
+            {
+                "threads": r.get("threads"),
+                "op": r["op"],
+                "shape": tuple(r["shape"]),
+                "direction": r["direction"],
+            },
         )
         row[f"{r['impl']}_s"] = r["median_s"]
         row[f"{r['impl']}_frac"] = r["copy_fraction"]
@@ -513,23 +585,26 @@ def summary(records: Sequence[dict]) -> list[dict]:
     return list(rows.values())
 
 
+def _gpu(device: str) -> str:
+    """``", GPU: <name>"`` when the records were measured on a GPU, else ``""``."""
+    if not device.startswith("cuda") or not torch.cuda.is_available():
+        return ""
+    return f", GPU: {torch.cuda.get_device_name(torch.device(device))} (the times are the GPU's)"
+
+
 def report_markdown(records: Sequence[dict]) -> str:
-    """A readable table of ``records`` (Markdown)."""
+    """A readable table of ``records`` (Markdown): the CPU, then one table per thread count."""
     first = records[0] if records else {}
+    info = machine(first.get("threads"))
     lines = [
         "# How fast is a normalization layer?",
         "",
-        f"torch {torch.__version__}, device {first.get('device', '?')}, {first.get('dtype', '?')}, "
-        f"{first.get('threads', '?')} thread(s). Median of interleaved runs "
+        f"{machine_line(info).rsplit(', ', 1)[0]}{_gpu(first.get('device', 'cpu'))}. "
+        f"torch {torch.__version__}, device {first.get('device', '?')}, {first.get('dtype', '?')}. "
+        "Median of interleaved runs "
         "(torch.utils.benchmark); IQR in the JSON. `x torch`: median over torch's median. "
         "`% copy`: bytes a perfect kernel moves per second, as a percentage of the copy bandwidth "
         "of the same tensor in the same run.",
-        "",
-        (
-            "| layer | shape | direction | torch ms | norms ms (x torch) | fused ms (x torch) "
-            "| % copy: torch / norms / fused |"
-        ),
-        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
 
     def ms(row, impl):
@@ -538,36 +613,51 @@ def report_markdown(records: Sequence[dict]) -> str:
         x = f" ({row[f'{impl}_x']:.2f}x)" if f"{impl}_x" in row and impl != "torch" else ""
         return f"{row[f'{impl}_s'] * 1e3:.2f}{x}"
 
-    for row in summary(records):
-        frac = " / ".join(
-            f"{100 * row[f'{i}_frac']:.0f}" if f"{i}_frac" in row else "-" for i in IMPLS
-        )
-        shape = "x".join(map(str, row["shape"]))
-        lines.append(
-            f"| {row['op']} | {shape} | {row['direction']} | {ms(row, 'torch')} | "
-            f"{ms(row, 'norms')} | {ms(row, 'fused')} | {frac} |"
-        )
+    rows = summary(records)
+    for threads in sorted({row["threads"] for row in rows}, key=str):
+        lines += [
+            "",
+            f"## {threads} thread(s)",
+            "",
+            (
+                "| layer | shape | direction | torch ms | norms ms (x torch) | fused ms (x torch) "
+                "| % copy: torch / norms / fused |"
+            ),
+            "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+        ]
+        for row in (r for r in rows if r["threads"] == threads):
+            frac = " / ".join(
+                f"{100 * row[f'{i}_frac']:.0f}" if f"{i}_frac" in row else "-" for i in IMPLS
+            )
+            shape = "x".join(map(str, row["shape"]))
+            lines.append(
+                f"| {row['op']} | {shape} | {row['direction']} | {ms(row, 'torch')} | "
+                f"{ms(row, 'norms')} | {ms(row, 'fused')} | {frac} |"
+            )
+        fused_rows = [r for r in rows if r["threads"] == threads and "fused_x" in r]
+        if fused_rows:
+            worst = max(fused_rows, key=lambda r: r["fused_x"])
+            lines += [
+                "",
+                f"Largest fused/torch ratio: {worst['fused_x']:.2f}x ({worst['op']} "
+                f"{'x'.join(map(str, worst['shape']))} {worst['direction']}).",
+            ]
     copies = [r for r in records if r["impl"] == "copy"]
     if copies:
         lines += ["", "Copy bandwidth (`dst.copy_(src)`, read + write):", ""]
         for r in copies:
             lines.append(
-                f"- {'x'.join(map(str, r['shape']))}: {r['bytes'] / r['median_s'] / 1e9:.1f} GB/s "
+                f"- {'x'.join(map(str, r['shape']))}, {r['threads']} thread(s): "
+                f"{r['bytes'] / r['median_s'] / 1e9:.1f} GB/s "
                 f"({r['median_s'] * 1e3:.2f} ms, IQR {r['iqr_s'] * 1e3:.2f} ms)"
             )
-    rows = summary(records)
-    if any("fused_x" in r for r in rows):
-        worst = max(rows, key=lambda r: r.get("fused_x", 0))
+    compiles = [r["compile_s"] for r in records if "compile_s" in r]
+    if compiles:
         lines += [
             "",
-            f"Largest fused/torch ratio: {worst['fused_x']:.2f}x ({worst['op']} "
-            f"{'x'.join(map(str, worst['shape']))} {worst['direction']}).",
-        ]
-        compiles = [r["compile_s"] for r in records if "compile_s" in r]
-        lines.append(
             f"Compile time of the fused path (first call): {sum(compiles):.1f} s in all, "
-            f"at most {max(compiles):.1f} s for one case."
-        )
+            f"at most {max(compiles):.1f} s for one case.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -589,7 +679,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--out", default="_build/bench", help="output folder (default: _build/bench)"
     )
     parser.add_argument(
-        "--threads", type=int, default=1, help="torch threads, fixed for the run (default: 1)"
+        "--threads",
+        type=int,
+        nargs="+",
+        default=[1, 2],
+        help="torch threads, one run for each (default: 1 2)",
     )
     parser.add_argument(
         "--rounds", type=int, default=7, help="interleaved blocks per implementation (default: 7)"
@@ -600,18 +694,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cases = [c for c in (TINY_CASES if args.tiny else CASES) if not args.ops or c.op in args.ops]
     start = time.perf_counter()
+    threads = " and ".join(map(str, args.threads))
     print(
         f"benchmark: {len(cases)} cases x {len(DIRECTIONS)} directions x {len(IMPLS)} "
-        f"implementations, {args.threads} thread(s), {args.device}",
+        f"implementations, {threads} thread(s), {args.device}",
         flush=True,
     )
-    records = run(
-        cases,
-        threads=args.threads,
-        rounds=args.rounds,
-        device=args.device,
-        progress=lambda s: print(s, flush=True),
-    )
+    records = []
+    for n in args.threads:
+        print(machine_line(machine(n)), flush=True)
+        records += run(
+            cases,
+            threads=n,
+            rounds=args.rounds,
+            device=args.device,
+            progress=lambda s: print(s, flush=True),
+        )
     results, report = write(records, args.out)
     print(report.read_text())
     print(f"wrote {results} and {report} in {time.perf_counter() - start:.0f} s")

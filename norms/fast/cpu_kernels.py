@@ -1,21 +1,22 @@
-r"""Small C++ kernels for the CPU (LayerNorm forward and backward, GroupNorm forward): building,
+r"""Small C++ kernels for the CPU (LayerNorm and GroupNorm, forward and backward): building,
 loading, calling.
 
-The kernels are ``norms/fast/csrc/kernels.cpp``, about 180 lines of plain loops and
+The kernels are ``norms/fast/csrc/kernels.cpp``, about 260 lines of plain loops and
 comments (read them: they are the lesson). :func:`load` compiles them with the
-system's C++ compiler (``$NORMS_CXX``, ``$CXX`` or ``g++``, with ``-O3 -march=native
--fopenmp``: about a second) the first time they are needed on a machine, into a
-cache folder keyed by the source, the flags, the compiler and the CPU, and loads
-them with :mod:`ctypes`. Custom operators
+system's C++ compiler (``$NORMS_CXX``, ``$CXX`` or ``g++``, with the flags of
+:func:`flags` for this CPU, e.g. ``-O3 -march=native -fopenmp``: about a second) the
+first time they are needed on a machine, into a cache folder keyed by the source, the
+flags, the compiler and the CPU, and loads them with :mod:`ctypes`. Custom operators
 (:func:`torch.library.custom_op`) call them, so that autograd, ``torch.compile``
 and the dispatcher see ordinary torch ops:
 
 * ``norms::layer_norm_cpu(input, normalized_shape, weight, bias, eps) -> y``,
   differentiable: its backward pass is
 * ``norms::layer_norm_cpu_backward(dy, input, normalized_shape, weight, eps) -> (dx, dw, db)``;
-* ``norms::group_norm_cpu(input, num_groups, weight, bias, eps) -> y`` (forward
-  only: :mod:`norms.fast.fused` gives it the compiled backward pass of
-  :class:`norms.fast.fused._GroupNormFunction`).
+* ``norms::group_norm_cpu(input, num_groups, weight, bias, eps) -> y`` and
+* ``norms::group_norm_cpu_backward(dy, input, num_groups, weight, eps) -> (dx, dw, db)``
+  (:class:`norms.fast.fused._GroupNormFunction` calls both; its backward pass is the
+  shared formula in torch ops where the kernels do not apply).
 
 They take float32 or float64 CPU tensors (:func:`supports` says which calls
 qualify); :mod:`norms.fast.fused` uses them there and compiled code everywhere else (a
@@ -55,30 +56,73 @@ from .. import functional as F
 __all__ = [
     "SOURCE",
     "FLAGS",
+    "flags",
     "source_of",
     "load",
     "available",
     "supports",
     "layer_norm",
     "group_norm",
+    "group_norm_backward",
     "backward_in_ops",
 ]
 
 #: The kernels' source file.
 SOURCE = Path(__file__).with_name("csrc") / "kernels.cpp"
 
-#: Compiler flags: optimize for this CPU (its widest SIMD registers, loops unrolled),
-#: OpenMP for the threads and the SIMD loops.
-FLAGS = (
-    "-O3",
-    "-march=native",
-    "-mprefer-vector-width=512",
-    "-funroll-loops",
-    "-fopenmp",
-    "-std=c++17",
-    "-shared",
-    "-fPIC",
-)
+
+def flags(
+    machine: str | None = None, features: str | None = None, target: str = "native"
+) -> tuple[str, ...]:
+    """The compiler flags for a CPU: ``-O3``, OpenMP, and the instruction set of the CPU.
+
+    * x86-64: ``-march=<target>`` (``native``: this CPU's widest SIMD registers, AVX2
+      or AVX-512), plus ``-mprefer-vector-width=512`` where the CPU has AVX-512 (g++
+      otherwise keeps to 256-bit vectors);
+    * aarch64 (ARM): ``-mcpu=native`` (NEON, and SVE where the CPU has it), or
+      ``-march=<target>`` for a named target (g++ knows no ``-march=native`` there for
+      every version, nor ``-mprefer-vector-width``);
+    * anything else: no instruction-set flag (the compiler's default).
+
+    Args:
+        machine: ``platform.machine()`` of the CPU (default: this one's).
+        features: its feature flags as ``/proc/cpuinfo`` lists them (default: this
+            CPU's); only ``avx512f`` matters.
+        target: ``"native"`` for the CPU that compiles, or an ``-march`` value such as
+            ``"x86-64-v3"`` or ``"armv8.2-a"`` (what the cross-compilation test uses).
+    """
+    machine = (machine or platform.machine()).lower()
+    if features is None:
+        features = _cpu_features()
+    if machine in ("x86_64", "amd64"):
+        isa = (f"-march={target}",)
+        if target == "native" and "avx512f" in features.split():
+            isa += ("-mprefer-vector-width=512",)
+    elif machine in ("aarch64", "arm64"):
+        isa = ("-mcpu=native",) if target == "native" else (f"-march={target}",)
+    else:
+        isa = ()
+    return ("-O3", *isa, "-funroll-loops", "-fopenmp", "-std=c++17", "-shared", "-fPIC")
+
+
+def _cpu_features() -> str:
+    """The ``flags`` (x86) or ``Features`` (ARM) line of ``/proc/cpuinfo``; empty if there is
+    none."""
+    try:
+        return next(
+            (
+                line
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith(("flags", "Features"))
+            ),
+            "",
+        )
+    except OSError:
+        return ""
+
+
+#: The compiler flags for this CPU (:func:`flags`).
+FLAGS = flags()
 
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64"}  # the C function for each dtype
 
@@ -184,6 +228,9 @@ def _load() -> ctypes.CDLL | None:
             getattr(lib, f"layer_norm_forward_{suffix}").argtypes = [p, p, p, n, n, d, i, p]
             getattr(lib, f"layer_norm_backward_{suffix}").argtypes = [p, p, p, n, n, d, i, p, p, p]
             getattr(lib, f"group_norm_forward_{suffix}").argtypes = [p, p, p, n, n, n, n, d, i, p]
+            getattr(lib, f"group_norm_backward_{suffix}").argtypes = [
+                *(p, p, p, n, n, n, n, d, i, p, p, p)
+            ]
     except (
         OSError,
         AttributeError,
@@ -334,6 +381,47 @@ def group_norm(
 @group_norm.register_fake
 def _(input, num_groups, weight, bias, eps):
     return torch.empty_like(input, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("norms::group_norm_cpu_backward", mutates_args=())
+def group_norm_backward(
+    dy: Tensor, input: Tensor, num_groups: int, weight: Tensor | None, eps: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """GroupNorm's backward pass by the kernel: dx, d weight, d bias (the last two of shape
+    ``(C,)``), in one sweep over ``input`` and ``dy``. Call only when :func:`supports`."""
+    x, dy = input.contiguous(), dy.contiguous()  # (N, C, *S)
+    n, c = x.shape[0], x.shape[1]
+    w = None if weight is None else weight.contiguous()
+    threads = torch.get_num_threads()
+    dx = torch.empty_like(x)  # (N, C, *S)
+    dw_part = x.new_zeros(threads, c)  # (threads, C): each thread's channel sums
+    db_part = x.new_zeros(threads, c)
+    kernel = getattr(load(), f"group_norm_backward_{_SUFFIX[x.dtype]}")
+    kernel(
+        x.data_ptr(),
+        dy.data_ptr(),
+        _ptr(w),
+        n,
+        c,
+        num_groups,
+        x.numel() // (n * c),
+        eps,
+        threads,
+        dx.data_ptr(),
+        dw_part.data_ptr(),
+        db_part.data_ptr(),
+    )
+    return dx, dw_part.sum(0), db_part.sum(0)
+
+
+@group_norm_backward.register_fake
+def _(dy, input, num_groups, weight, eps):
+    c = input.shape[1]
+    return (
+        torch.empty_like(input, memory_format=torch.contiguous_format),
+        input.new_empty(c),
+        input.new_empty(c),
+    )
 
 
 def backward_in_ops(

@@ -20,8 +20,8 @@ And on a CPU, two places still read the input from memory twice in the code
 Inductor emits: LayerNorm's backward pass sums the gradients of gamma and beta
 down the columns in a second sweep, and GroupNorm's forward pass writes its
 output in a sweep after the one for all the statistics. There the fused layers
-call the small C++ kernels of :mod:`norms.fast.cpu_kernels` (LayerNorm forward and
-backward, GroupNorm forward: one sweep each); :class:`CompiledLayerNorm` is
+call the small C++ kernels of :mod:`norms.fast.cpu_kernels` (LayerNorm and GroupNorm,
+forward and backward: one sweep each); :class:`CompiledLayerNorm` is
 LayerNorm compiled alone, for comparison and for a GPU.
 
 The fused layers take the same arguments, have the same parameters, buffers and
@@ -239,12 +239,16 @@ class _GroupNormFunction(torch.autograd.Function):
     :math:`\sum \mathrm{d}y\,x`. A second sweep writes
     :math:`\mathrm{d}x = a\,\mathrm{d}y + b\,x + c` with one :math:`(a, b, c)` per
     ``(n, c)``. Autograd's derived backward writes a full-size temporary in between.
+    Where the C++ kernels run the forward pass (``kernel``), the backward pass is the
+    kernel :func:`norms.fast.cpu_kernels.group_norm_backward`: the same formula in one
+    sweep, each group's sums taken while it is in cache.
     """
 
     @staticmethod
     def forward(ctx, x, num_groups, weight, bias, eps, kernel):
         ctx.save_for_backward(x, weight)
         ctx.groups, ctx.eps, ctx.bias_dtype = num_groups, eps, None if bias is None else bias.dtype
+        ctx.kernel = kernel
         if kernel:  # one sweep over memory instead of two (norms.fast.cpu_kernels)
             return cpu_kernels.group_norm(x, num_groups, weight, bias, eps)
         return F.group_norm(x, num_groups, weight, bias, eps)
@@ -252,6 +256,11 @@ class _GroupNormFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         x, weight = ctx.saved_tensors
+        if ctx.kernel:  # one sweep over x and dy (norms.fast.cpu_kernels)
+            dx, dweight, dbias = cpu_kernels.group_norm_backward(dy, x, ctx.groups, weight, ctx.eps)
+            dweight = None if weight is None else dweight
+            dbias = None if ctx.bias_dtype is None else dbias
+            return dx, None, dweight, dbias, None, None
         dtype = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
         n, c, g = x.shape[0], x.shape[1], ctx.groups
         xr = x.to(dtype).reshape(n, c, -1)  # (N, C, HW)
@@ -301,7 +310,8 @@ class GroupNorm(groupnorm.GroupNorm):
 
     Same arguments, parameters and numbers as :class:`norms.GroupNorm`; see
     :mod:`norms.fast.fused` and :class:`_GroupNormFunction`. For float32 and float64
-    tensors on a CPU, the forward pass is the C++ kernel of :mod:`norms.fast.cpu_kernels`.
+    tensors on a CPU, forward and backward run the C++ kernels of
+    :mod:`norms.fast.cpu_kernels`.
     """
 
     def forward(self, input: Tensor) -> Tensor:
