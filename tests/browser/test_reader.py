@@ -244,3 +244,24 @@ def test_search_snippets_show_no_tex_and_a_result_is_highlighted(open_page):
     assert page.evaluate("() => document.querySelectorAll('span.highlighted').length") > 0, (
         "the page opened from a search result does not highlight the term"
     )
+
+
+def test_no_tooltip_stays_up_after_a_tap_on_a_phone(browser, base_url):
+    context = browser.new_context(
+        viewport={"width": NARROW, "height": 900}, has_touch=True, is_mobile=True
+    )
+    try:
+        page = context.new_page()
+        page.goto(f"{base_url}/{CHAPTER}", wait_until="networkidle")
+        page.locator(".bd-header-article .secondary-toggle").tap()
+        page.wait_for_timeout(300)
+        assert _dialog_open(page, "secondary")
+        page.keyboard.press("Escape")  # the drawer closes; the theme refocuses the button
+        page.wait_for_timeout(500)
+        shown = page.evaluate(
+            """() => [...document.querySelectorAll('.tooltip')]
+                 .filter(t => getComputedStyle(t).display !== 'none').map(t => t.textContent)"""
+        )
+        assert not shown, f"tooltips left over the header's icons: {shown}"
+    finally:
+        context.close()

@@ -305,13 +305,22 @@
 
   function drawChart(box, chart) {
     // panels side by side, or stacked where the column is narrow (a phone: one column)
-    var n = chart.panels.length, w = 230, h = 210, top = chart.title ? 20 : 0;
+    var n = chart.panels.length, w = 230, h = 210;
     var cols = Math.max(1, Math.min(n, Math.floor((box.clientWidth || 700) / 200)));
+    // the title wraps between words where it is wider than the drawing (about 7 units a character)
+    var lines = [], most = Math.floor(cols * w / 7);
+    (chart.title ? chart.title.split(" ") : []).forEach(function (word) {
+      if (lines.length && (lines[lines.length - 1] + " " + word).length <= most) lines[lines.length - 1] += " " + word;
+      else lines.push(word);
+    });
+    var top = lines.length ? 6 + 14 * lines.length : 0;
     var rows = Math.ceil(n / cols), width = cols * w, height = top + rows * h;
     var svg = sv("svg", { viewBox: "0 0 " + width + " " + height, width: "100%", role: "img", class: "norms-chart",
       style: "max-width:" + Math.round(width * 1.25) + "px",
       "aria-label": chart.title || "figure" }, box);
-    if (chart.title) sv("text", { x: width / 2, y: 13, class: "ne-title", "text-anchor": "middle" }, svg, chart.title);
+    lines.forEach(function (line, i) {
+      sv("text", { x: width / 2, y: 13 + 14 * i, class: "ne-title", "text-anchor": "middle" }, svg, line);
+    });
     chart.panels.forEach(function (p, i) { drawPanel(svg, p, (i % cols) * w, top + Math.floor(i / cols) * h, w, h); });
   }
 
