@@ -157,6 +157,25 @@ def test_every_topic_has_questions():
         assert len(quiz.questions_for(topic, 5)) == 5
 
 
+# Maths written the ASCII way (W_(t+1), h_(l-1), x^(-2k)): a reader sees the underscore
+# and brackets. Quiz texts are plain text (no MathJax in Colab), so they use Unicode
+# sub- and superscripts (Wₜ₊₁, x⁻²ᵏ).
+ASCII_MATHS = re.compile(r"[A-Za-zͰ-Ͽ]_\(|\^\(|\b[A-Za-z]_[a-z]\b")
+
+
+def test_quiz_maths_reads_as_maths():
+    texts = []
+    for topic in quiz.topics():
+        for seed in range(2):
+            for q in quiz.questions_for(topic, 4, seed):
+                texts.append(re.sub(r"<code>.*?</code>", "", q["question"]))
+                for a in q["answers"]:
+                    texts.append(re.sub(r"<code>.*?</code>", "", a.get("answer", "")))
+                    texts.append(re.sub(r"<code>.*?</code>", "", a.get("feedback", "")))
+    bad = sorted({m.string for t in texts if (m := ASCII_MATHS.search(t))})
+    assert not bad, f"quiz texts with ASCII maths: {bad[:5]}"
+
+
 def test_concepts_cover_the_issue():
     texts = " ".join(
         q["question"]

@@ -301,10 +301,18 @@ def test_plots_draw_one_line_per_run_and_per_layer(small):
     fig = tp.plot_layer_stats(logs, "update_ratio")
     assert all(len(ax.lines) == 2 for ax in fig.axes)
     assert len(fig.axes[0].lines[0].get_xdata()) == len(logs["MLP no norm"].record_steps)
+    fig.canvas.draw()  # a log axis labels its minor ticks no larger than its major ones
+    sizes = {
+        "major": {t.get_fontsize() for t in fig.axes[0].yaxis.get_majorticklabels()},
+        "minor": {t.get_fontsize() for t in fig.axes[0].yaxis.get_minorticklabels()},
+    }
+    assert max(sizes["minor"], default=0) <= min(sizes["major"])
     with pytest.raises(ValueError, match="unknown statistic 'loss'"):
         tp.plot_layer_stats(logs, "loss")
     fig = tp.plot_lr_sweep([0.01, 0.1], {"BatchNorm": [0.5, 0.9]}, threshold=0.8)
     assert fig.axes[0].lines[0].get_ydata().tolist() == [50.0, 90.0]
+    legend = fig.axes[0].get_legend().get_texts()[0].get_fontsize()
+    assert legend >= fig.axes[0].xaxis.label.get_fontsize() - 1  # readable when shrunk
     fig = tp.plot_batch_size_sweep(
         [32, 2], {"GroupNorm": [0.05, 0.06]}, dashed={"BatchNorm": [0.04, 0.3]}
     )

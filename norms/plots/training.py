@@ -175,7 +175,8 @@ def plot_lr_sweep(
     ax.set_ylim(0, 100)
     if title:
         ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7.5, frameon=False, loc="lower left")
+    # as large as the axis labels: the sweep is often drawn two to a figure, then shrunk
+    ax.legend(fontsize=9, frameon=False, loc="lower left")
     return fig
 
 
@@ -267,7 +268,8 @@ def plot_layer_stats(
             ax.set_yscale("log")
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("SGD step", fontsize=8.5)
-        ax.tick_params(labelsize=7.5)
+        # minor ticks too: a log axis labels them (2×10⁻¹, ...), at matplotlib's 10 pt
+        ax.tick_params(which="both", labelsize=7.5)
     axes[0].set_ylabel(_STAT_LABELS[stat], fontsize=8.5)
     axes[-1].legend(fontsize=7, frameon=False)
     return fig

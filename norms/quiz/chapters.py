@@ -311,8 +311,8 @@ def q_instance_contrast(rng, names=None):
         )  # ≥ 1: eps stays negligible
         shift = torch.randn(C, 1, 1, generator=gen, dtype=torch.float64) * 2
         change = (
-            "given its own contrast and brightness per channel: channel c becomes a_c·x + b_c, "
-            "with a scale a_c between 1 and 4 and a shift b_c that differ from channel to channel"
+            "given its own contrast and brightness per channel: channel c becomes a·x + b, "
+            "with a scale a between 1 and 4 and a shift b that differ from channel to channel"
         )
     x2 = x.clone()
     x2[0] = x[0] * scale + shift

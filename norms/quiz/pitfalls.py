@@ -343,7 +343,7 @@ def q_decay_effective_lr(rng, names=None):
         value,
         dict(kind="decay_effective_lr", lr=lr, wd=wd, k=k),
         correct_fb=f"Correct: each step multiplies W by 1 − ηλ = {1 - lr * wd:g}, so ‖W‖ shrinks "
-        f"by {1 / shrink:.4g} and η/‖W‖² grows by (1 − ηλ)^(−2k) = {value:.4g}. On a "
+        f"by {1 / shrink:.4g} and η/‖W‖² grows by (1 − ηλ)⁻²ᵏ = {value:.4g}. On a "
         "scale-invariant layer weight decay does not simplify the function; it raises the "
         "effective learning rate (van Laarhoven, 2017).",
         wrong=[

@@ -32,7 +32,7 @@ def q_relu_depth(rng, names=None):
     cands = [
         (
             math.sqrt(c * c / 2),
-            "Var[z_l] = n σ² E[h²] and ReLU keeps half of a symmetric z, so E[h²] = Var[z]/2: "
+            "Var[zₗ] = n σ² E[h²] and ReLU keeps half of a symmetric z, so E[h²] = Var[z]/2: "
             "the variance changes by nσ²/2 = c²/2 per layer and the std by its square root.",
         ),
         (c, "that forgets that ReLU sets half of z to zero, which halves E[h²]."),
@@ -60,7 +60,7 @@ def q_relu_depth(rng, names=None):
         options.append((f"{value:.3g}", ok, fb, value))
     options.sort(key=lambda o: o[3])
     question = (
-        "A plain MLP without normalization computes z_l = W_l h_(l−1) and h_l = ReLU(z_l) (no "
+        "A plain MLP without normalization computes zₗ = Wₗ hₗ₋₁ and hₗ = ReLU(zₗ) (no "
         f"bias), width n = 256, every weight drawn from N(0, σ²) with σ = c/√n and c = {c:g}. By "
         "what factor does the std of the pre-activations z change from one layer to the next?"
     )
@@ -347,7 +347,7 @@ def q_weight_norm_growth(rng, names=None):
     )
     options = [
         (
-            "It grows at every step: ‖W_(t+1)‖² = ‖W_t‖² + η²‖g_t‖².",
+            "It grows at every step: ‖Wₜ₊₁‖² = ‖Wₜ‖² + η²‖gₜ‖².",
             outcome == "grows",
             "Correct: the loss does not depend on ‖W‖, so the gradient is orthogonal to W, and by "
             "Pythagoras each step can only add length. The effective learning rate η/‖W‖² "

@@ -249,10 +249,19 @@
     var y0 = Math.min.apply(null, ys), y1 = Math.max.apply(null, ys);
     var pad = (y1 - y0) * 0.06 || 0.5; y0 -= pad; y1 += pad;
     if (x1 === x0) { x0 -= 1; x1 += 1; }
-    var L = 42, B = 30, T = 18, R = 8, pw = w - L - R, ph = h - B - T;
+    // points and markers keep their whole dot inside the frame
+    var dots = panel.series.some(function (s) { return s.type === "scatter" || s.marker; });
+    if (dots && !panel.xlim) { var xpad = (x1 - x0) * 0.06; x0 -= xpad; x1 += xpad; }
+    // the legend sits under the panel, in rows, never over the data
+    var labelled = panel.series.filter(function (s) { return s.label; });
+    var perRow = Math.max(1, Math.floor((w - 16) / 105)), legendRows = Math.ceil(labelled.length / perRow);
+    var L = 42, B = 36 + 13 * legendRows, T = 18, R = 8, pw = w - L - R, ph = h - B - T;
     var X = function (x) { return ox + L + (fx(x) - x0) / (x1 - x0) * pw; };
     var Y = function (y) { return oy + T + (1 - (y - y0) / (y1 - y0)) * ph; };
     sv("rect", { x: ox + L, y: oy + T, width: pw, height: ph, fill: "none", stroke: "#999" }, svg);
+    var clipId = "ne-clip-" + (++clipCount), clip = sv("clipPath", { id: clipId }, sv("defs", {}, svg));
+    sv("rect", { x: ox + L, y: oy + T, width: pw, height: ph }, clip);
+    var data = sv("g", { "clip-path": "url(#" + clipId + ")" }, svg);
     sv("text", { x: ox + L + pw / 2, y: oy + 12, class: "ne-label", "text-anchor": "middle" }, svg, panel.title || "");
     niceTicks(y0, y1, 5).forEach(function (t) {
       sv("text", { x: ox + L - 4, y: Y(t) + 3, class: "ne-tick", "text-anchor": "end" }, svg, String(t));
@@ -266,40 +275,52 @@
         sv("text", { x: X(t[0]), y: oy + T + ph + 12 + 10 * i, class: "ne-tick", "text-anchor": "middle" }, svg, line);
       });
     });
-    if (panel.xlabel) sv("text", { x: ox + L + pw / 2, y: oy + h - 1, class: "ne-tick", "text-anchor": "middle" }, svg, panel.xlabel);
+    if (panel.xlabel) sv("text", { x: ox + L + pw / 2, y: oy + T + ph + 30, class: "ne-tick", "text-anchor": "middle" }, svg, panel.xlabel);
     if (panel.ylabel) sv("text", { x: ox + 9, y: oy + T + ph / 2, class: "ne-tick", "text-anchor": "middle",
       transform: "rotate(-90 " + (ox + 9) + " " + (oy + T + ph / 2) + ")" }, svg, panel.ylabel);
-    var ly = oy + T + 10;
+    var entry = 0;
     panel.series.forEach(function (s) {
       var dash = s.dash ? { "stroke-dasharray": s.dash } : {};
       if (s.type === "hline") {
-        sv("line", Object.assign({ x1: ox + L, x2: ox + L + pw, y1: Y(s.y[0]), y2: Y(s.y[0]), stroke: s.color, "stroke-width": 1 }, dash), svg);
+        sv("line", Object.assign({ x1: ox + L, x2: ox + L + pw, y1: Y(s.y[0]), y2: Y(s.y[0]), stroke: s.color, "stroke-width": 1 }, dash), data);
       } else if (s.type === "line") {
         var pts = s.y.map(function (y, i) { return X(s.x ? s.x[i] : i).toFixed(1) + "," + Y(y).toFixed(1); });
-        sv("polyline", Object.assign({ points: pts.join(" "), fill: "none", stroke: s.color, "stroke-width": 1.5 }, dash), svg);
-        if (s.marker) s.y.forEach(function (y, i) { sv("circle", { cx: X(s.x[i]), cy: Y(y), r: 2.6, fill: s.color }, svg); });
+        sv("polyline", Object.assign({ points: pts.join(" "), fill: "none", stroke: s.color, "stroke-width": 1.5 }, dash), data);
+        if (s.marker) s.y.forEach(function (y, i) { sv("circle", { cx: X(s.x[i]), cy: Y(y), r: 2.6, fill: s.color }, data); });
       } else if (s.type === "scatter") {
         s.y.forEach(function (y, i) {
-          sv("circle", { cx: X(s.x[i]), cy: Y(y), r: s.r || 2.2, fill: s.color, "fill-opacity": 0.6 }, svg);
+          sv("circle", { cx: X(s.x[i]), cy: Y(y), r: s.r || 2.2, fill: s.color, "fill-opacity": 0.6 }, data);
         });
       }
       if (s.label) {
-        sv("line", Object.assign({ x1: ox + L + 6, x2: ox + L + 20, y1: ly - 3, y2: ly - 3, stroke: s.color, "stroke-width": 1.5 }, dash), svg);
-        sv("text", { x: ox + L + 24, y: ly, class: "ne-tick" }, svg, s.label);
-        ly += 11;
+        var lx = ox + 8 + (entry % perRow) * 105, ly = oy + T + ph + 46 + 13 * Math.floor(entry / perRow);
+        sv("line", Object.assign({ x1: lx, x2: lx + 14, y1: ly - 3, y2: ly - 3, stroke: s.color, "stroke-width": 1.5 }, dash), svg);
+        sv("text", { x: lx + 18, y: ly, class: "ne-tick" }, svg, s.label);
+        entry += 1;
       }
     });
   }
 
+  var clipCount = 0;
+
   function drawChart(box, chart) {
-    // panels side by side, or stacked where the column is narrow (a phone)
-    var n = chart.panels.length, w = 230, h = 210, top = chart.title ? 20 : 0;
-    var cols = Math.max(Math.min(2, n), Math.min(n, Math.floor((box.clientWidth || 700) / 200)));
+    // panels side by side, or stacked where the column is narrow (a phone: one column)
+    var n = chart.panels.length, w = 230, h = 210;
+    var cols = Math.max(1, Math.min(n, Math.floor((box.clientWidth || 700) / 200)));
+    // the title wraps between words where it is wider than the drawing (about 7 units a character)
+    var lines = [], most = Math.floor(cols * w / 7);
+    (chart.title ? chart.title.split(" ") : []).forEach(function (word) {
+      if (lines.length && (lines[lines.length - 1] + " " + word).length <= most) lines[lines.length - 1] += " " + word;
+      else lines.push(word);
+    });
+    var top = lines.length ? 6 + 14 * lines.length : 0;
     var rows = Math.ceil(n / cols), width = cols * w, height = top + rows * h;
     var svg = sv("svg", { viewBox: "0 0 " + width + " " + height, width: "100%", role: "img", class: "norms-chart",
       style: "max-width:" + Math.round(width * 1.25) + "px",
       "aria-label": chart.title || "figure" }, box);
-    if (chart.title) sv("text", { x: width / 2, y: 13, class: "ne-title", "text-anchor": "middle" }, svg, chart.title);
+    lines.forEach(function (line, i) {
+      sv("text", { x: width / 2, y: 13 + 14 * i, class: "ne-title", "text-anchor": "middle" }, svg, line);
+    });
     chart.panels.forEach(function (p, i) { drawPanel(svg, p, (i % cols) * w, top + Math.floor(i / cols) * h, w, h); });
   }
 
