@@ -27,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -39,6 +40,63 @@ OUT = ROOT / "_build" / "assignments"
 _RAW = re.compile(r"#\s*(BEGIN|END)\s+(QUESTION|SOLUTION|TESTS|PROMPT)\b", re.I)
 _LINE = re.compile(r"^\s*#\s*(BEGIN|END)\s+SOLUTION\b", re.I)
 _SUFFIX = re.compile(r"#\s*SOLUTION(\s+NO\s+PROMPT)?\s*$", re.I)
+
+
+#: the check every test that calls ``own_code(make, *shape)`` runs first: a layer that is,
+#: extends or calls torch's or norms' normalization scores zero for that test. Written once
+#: here and put inside each such test function by :func:`prepare` (otter keeps only the
+#: test function of a test cell).
+OWN_CODE = '''
+def own_code(make, *shape):
+    """Zero for this part when the layer is, extends or calls torch's or norms' normalization."""
+    import os
+    import sys
+
+    import norms
+    import torch
+    import torch.nn.functional as F
+
+    layer = make()
+    library = ("norms", "torch.nn.modules.batchnorm", "torch.nn.modules.normalization",
+               "torch.nn.modules.instancenorm")
+    for m in layer.modules():
+        for k in type(m).__mro__:
+            assert not (k.__module__ or "").startswith(library), (
+                f"{type(m).__name__} is or extends {k.__module__}.{k.__name__}: write the layer "
+                "yourself; a layer of torch.nn or norms scores zero for this part")
+    names = ["batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm",
+             "native_batch_norm", "native_layer_norm", "native_group_norm"]
+    banned = {getattr(mod, n) for mod in (F, torch) for n in names if hasattr(mod, n)}
+    package = os.path.dirname(norms.__file__)
+    seen = set()
+
+    class Spy(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func in banned:
+                seen.add(f"torch's {func.__name__}")
+            return func(*args, **(kwargs or {}))
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(package):
+            seen.add("norms." + frame.f_globals.get("__name__", "?").removeprefix("norms."))
+
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    sys.setprofile(profile)
+    try:
+        with Spy():
+            layer(x).sum().backward()
+    finally:
+        sys.setprofile(None)
+    assert not seen, (
+        f"your layer calls {', '.join(sorted(seen))}: write the normalization yourself; "
+        "calling the library's scores zero for this part")
+'''
+
+#: where the student notebook's setup cell writes the public tests (next to the notebook)
+TESTS_DIR = "{name}-tests"
+
+#: the line of every master's setup cell that :func:`student_notebook` replaces
+GRADER_LINE = re.compile(r'^grader = otter\.Notebook\("[^"]*"\)$', re.M)
 
 
 class MasterError(ValueError):
@@ -144,20 +202,96 @@ def check_master(nb, path="master") -> list[str]:
     return questions
 
 
+def prepare(nb):
+    """A copy of a master with :data:`OWN_CODE` inside every test function that calls it."""
+    nb = nbformat.from_dict(nb)
+    body = "".join("    " + line if line.strip() else line for line in OWN_CODE.splitlines(True))
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "own_code(" in cell.source:
+            cell.source = re.sub(
+                r"^(def test_\w+\(.*\):\n)", lambda m: m.group(1) + body, cell.source, flags=re.M
+            )
+    return nb
+
+
+def points(nb) -> dict[str, tuple[float, float]]:
+    """question -> (public points, hidden points), from the tests' configs."""
+    out, question = {}, None
+    for cell in nb.cells:
+        if cell.cell_type == "raw" and re.match(r"#\s*BEGIN QUESTION", cell.source):
+            question = re.search(r"^name:\s*(\S+)", cell.source, re.M).group(1)
+            out[question] = (0.0, 0.0)
+        config = re.search(r"# BEGIN TEST CONFIG\n(.*?)\"\"\" # END TEST CONFIG", cell.source, re.S)
+        if cell.cell_type == "code" and config and question:
+            pts = float(re.search(r"points:\s*([\d.]+)", config.group(1)).group(1))
+            hidden = re.search(r"hidden:\s*true", config.group(1)) is not None
+            public, secret = out[question]
+            out[question] = (public, secret + pts) if hidden else (public + pts, secret)
+    return out
+
+
+def student_notebook(path: Path, name: str, pts: dict) -> None:
+    """Make otter's student notebook run where students work, under any file name.
+
+    otter 7 reads the public tests from the notebook's own file (not found on Colab, which
+    keeps notebooks in Drive, nor under another name): the setup cell writes them into
+    ``NAME-tests/`` next to the notebook and opens the grader on that folder, which otter
+    supports everywhere (Colab, Jupyter, JupyterHub). Each question's points are added to
+    its title."""
+    nb = nbformat.read(path, as_version=4)
+    otter_metadata = nb.metadata.get("otter", {})
+    tests = otter_metadata.pop("tests", {})
+    otter_metadata.pop("OK_FORMAT", None)  # otter reads the two together
+    folder = TESTS_DIR.format(name=name)
+    block = (
+        "# The public tests, written next to this notebook: otter finds them there on Colab,\n"
+        "# Jupyter and JupyterHub, whatever this file is called.\n"
+        "import pathlib\n\n"
+        f"PUBLIC_TESTS = {tests!r}\n"
+        f"pathlib.Path({folder!r}).mkdir(exist_ok=True)\n"
+        "for _question, _source in PUBLIC_TESTS.items():\n"
+        f"    (pathlib.Path({folder!r}) / f'{{_question}}.py').write_text(_source)\n"
+        f"grader = otter.Notebook(tests_dir={folder!r})"
+    )
+    setup = [c for c in nb.cells if c.cell_type == "code" and GRADER_LINE.search(c.source)]
+    if len(setup) != 1:
+        raise RuntimeError(f"{path}: no setup cell with one '{GRADER_LINE.pattern}' line")
+    setup[0].source = GRADER_LINE.sub(lambda _: block, setup[0].source)
+    titles = [
+        c for c in nb.cells if c.cell_type == "markdown" and re.match(r"\*\*Question \d+", c.source)
+    ]
+    for cell, (question, (public, hidden)) in zip(titles, pts.items(), strict=True):
+        cell.source += (
+            f"\n\n*{public + hidden:g} point{'s' * (public + hidden != 1)} ({question}): "
+            f"{public:g} from the public tests "
+            f"that `grader.check({question!r})` runs, {hidden:g} from hidden tests run after "
+            "you submit.*"
+        )
+    nbformat.write(nb, path)
+
+
 def build(args) -> str:
     master, out = Path(args[0]), Path(args[1])
     shown = master.relative_to(ROOT) if master.is_relative_to(ROOT) else master
-    check_master(nbformat.read(master, as_version=4), shown)
+    nb = nbformat.read(master, as_version=4)
+    check_master(nb, shown)
     dest = out / master.stem
     shutil.rmtree(dest, ignore_errors=True)
     otter = Path(sys.executable).with_name("otter")
-    run = subprocess.run(
-        [str(otter), "assign", str(master), str(dest)], capture_output=True, text=True
-    )
+    with tempfile.TemporaryDirectory() as tmp:
+        prepared = Path(tmp) / master.name
+        nbformat.write(prepare(nb), prepared)
+        run = subprocess.run(
+            [str(otter), "assign", str(prepared), str(dest.resolve())],
+            capture_output=True,
+            text=True,
+            cwd=master.parent,
+        )
     if run.returncode != 0:
         raise RuntimeError(
             f"otter assign failed on {shown}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
         )
+    student_notebook(dest / "student" / master.name, master.stem, points(nb))
     return str(shown)
 
 
