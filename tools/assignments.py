@@ -14,8 +14,15 @@ the cell named: unbalanced markers (raw or in code), a solution cell without a m
 (students would get the solution), a question with neither a solution nor tests, tests
 of a question before any solution.
 
+Around ``otter assign``: every test function that calls ``own_code(make, *shape)`` gets
+:data:`OWN_CODE` (a layer that is, extends or calls torch's or norms' normalization scores
+zero for that test), and the student notebook's setup cell writes the public tests next
+to the notebook (otter 7 cannot read them from the notebook on Colab or under another
+file name); each question's title gets its points.
+
 Usage: ``python tools/assignments.py [--out DIR] [MASTER ...]`` (default: every
-``assignments/*.ipynb``). Grade a submission locally, without Docker::
+``assignments/*.ipynb``). Grade a class with ``make grade`` (``tools/grade.py``), or one
+submission locally, without Docker::
 
     otter run -a _build/assignments/NAME/autograder/NAME-autograder_*.zip -o OUT submission.ipynb
 """
