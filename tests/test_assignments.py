@@ -515,3 +515,25 @@ def test_student_notebook_carries_its_public_tests_and_points(name, tmp_path):
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert checks and (renamed.parent / f"{name}-tests" / "q1.py").exists()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_autograder_environment_installs_torch_and_a_wheel_of_norms(name):
+    """Gradescope builds the autograder's environment from the zip's environment.yml: it
+    must install the pinned torch and norms, from a wheel inside the zip (the hidden tests
+    import norms.check), and the wheel (the reference) is not in the student's folder."""
+    import zipfile
+
+    import yaml
+
+    zip_path, student = autograder(name)
+    with zipfile.ZipFile(zip_path) as z:
+        env = yaml.safe_load(z.read("environment.yml"))
+        names = z.namelist()
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    pin = re.search(r"^torch==\S+", (ROOT / "requirements.txt").read_text(), re.M).group(0)
+    wheels = [p for p in pip if p.endswith(".whl")]
+    assert pin in pip and len(wheels) == 1 and wheels[0] in names, (pip, names)
+    with zipfile.ZipFile(zip_path) as z, zipfile.ZipFile(z.open(wheels[0])) as wheel:
+        assert "norms/check/grader.py" in wheel.namelist()
+    assert not list(student.parent.glob("*.whl"))

@@ -209,9 +209,36 @@ def check_master(nb, path="master") -> list[str]:
     return questions
 
 
-def prepare(nb):
-    """A copy of a master with :data:`OWN_CODE` inside every test function that calls it."""
+def torch_pin() -> str:
+    """The pinned torch of requirements.txt (``torch==X``)."""
+    return re.search(r"^torch==\S+", (ROOT / "requirements.txt").read_text(), re.M).group(0)
+
+
+def build_wheel(out: Path) -> Path:
+    """A wheel of ``norms`` from this tree, for the autograders' environment."""
+    shutil.rmtree(out, ignore_errors=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+        + ["-w", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+    )
+    wheels = sorted(out.glob("norms-*.whl"))
+    if run.returncode != 0 or not wheels:
+        raise RuntimeError(f"could not build a wheel of norms:\n{run.stderr[-2000:]}")
+    return wheels[0]
+
+
+def prepare(nb, wheel: str | None = None):
+    """A copy of a master with :data:`OWN_CODE` inside every test function that calls it,
+    and (with ``wheel``, a file name) a configuration whose autograder environment installs
+    the pinned torch and that wheel of norms (otter puts the wheel in the zip's ``files/``;
+    Gradescope builds the environment from the zip's ``environment.yml``)."""
     nb = nbformat.from_dict(nb)
+    if wheel is not None:
+        config = nb.cells[0].source
+        config = re.sub(r"^files:.*$", f"files: [{wheel}]", config, flags=re.M)
+        nb.cells[0].source = config.rstrip("\n") + "\nrequirements: requirements.txt\n"
     body = "".join("    " + line if line.strip() else line for line in OWN_CODE.splitlines(True))
     for cell in nb.cells:
         if cell.cell_type == "code" and "own_code(" in cell.source:
@@ -278,7 +305,7 @@ def student_notebook(path: Path, name: str, pts: dict) -> None:
 
 
 def build(args) -> str:
-    master, out = Path(args[0]), Path(args[1])
+    master, out, wheel = Path(args[0]), Path(args[1]), Path(args[2])
     shown = master.relative_to(ROOT) if master.is_relative_to(ROOT) else master
     nb = nbformat.read(master, as_version=4)
     check_master(nb, shown)
@@ -287,17 +314,21 @@ def build(args) -> str:
     otter = Path(sys.executable).with_name("otter")
     with tempfile.TemporaryDirectory() as tmp:
         prepared = Path(tmp) / master.name
-        nbformat.write(prepare(nb), prepared)
+        nbformat.write(prepare(nb, wheel.name), prepared)
+        shutil.copyfile(wheel, Path(tmp) / wheel.name)
+        # relative to environment.yml in the zip, where the wheel is files/NAME
+        (Path(tmp) / "requirements.txt").write_text(f"{torch_pin()}\nfiles/{wheel.name}\n")
         run = subprocess.run(
             [str(otter), "assign", str(prepared), str(dest.resolve())],
             capture_output=True,
             text=True,
-            cwd=master.parent,
+            cwd=tmp,
         )
     if run.returncode != 0:
         raise RuntimeError(
             f"otter assign failed on {shown}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
         )
+    (dest / "student" / wheel.name).unlink(missing_ok=True)  # the reference: not for students
     student_notebook(dest / "student" / master.name, master.stem, points(nb))
     return str(shown)
 
@@ -319,8 +350,9 @@ def main(argv) -> int:
     if args.check:
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
+    wheel = build_wheel(args.out / "wheel")
     with ProcessPoolExecutor(max_workers=2) as pool:
-        for shown in pool.map(build, [(m, args.out) for m in masters]):
+        for shown in pool.map(build, [(m, args.out, wheel) for m in masters]):
             print(
                 f"assignment built: {shown} -> "
                 f"{args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}"
