@@ -30,7 +30,7 @@ NPM_STAMP    := node_modules/.installed
 ASSET_STAMP  := _build/assets/.copied
 CHROME_STAMP := $(VENV)/.chromium
 
-.PHONY: help book test lint test-unit test-notebooks test-browser test-colab colab-venv bench-book serve execute clean prereqs setup bench student assignments test-courses
+.PHONY: help book test lint test-unit test-notebooks test-browser test-colab colab-venv bench-book serve execute clean prereqs setup bench student assignments test-courses grade
 
 help: ## list the targets
 	@echo "Normalization, from Scratch"
@@ -120,6 +120,10 @@ student: book ## the student edition: the site without solutions (_build/student
 
 assignments: setup ## the otter-grader assignments: student notebooks and autograders in _build/assignments
 	@$(PY) tools/assignments.py
+
+grade: assignments ## grade a class without Docker: make grade ASSIGNMENT=<name> SUBMISSIONS=<folder> (grades.csv, feedback/)
+	@test -n "$(ASSIGNMENT)" -a -n "$(SUBMISSIONS)" || { echo "make grade: give ASSIGNMENT=<name> SUBMISSIONS=<folder of .ipynb>"; exit 2; }
+	@$(PY) tools/grade.py $(ASSIGNMENT) $(SUBMISSIONS) $(if $(GRADES),--out $(GRADES))
 
 test-courses: student assignments ## only the checks of the student edition and of the assignments (otter run)
 	@$(BIN)/pytest -n $(JOBS) tests -q -m courses

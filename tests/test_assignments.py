@@ -379,3 +379,161 @@ def test_autograder_tests_pass_on_the_reference_solution(name, tmp_path):
     for f in files:
         f.run(env)
     assert all(f.passed_all for f in files), "\n".join(f.summary() for f in files)
+
+
+#: classic bugs the PUBLIC tests must catch (so "All test cases passed!" means the basics are
+#: right): assignment -> bug -> replacements in the reference solution
+PUBLIC_CATCHES = {
+    "batchnorm2d": {
+        "eps_outside_sqrt": CATALOGUE["batchnorm2d"]["eps_outside_sqrt"],
+        "running_var_biased": CATALOGUE["batchnorm2d"]["running_var_biased"],
+        "eval_uses_batch_stats": CATALOGUE["batchnorm2d"]["eval_uses_batch_stats"],
+    },
+    "groupnorm": {
+        "unbiased_variance": CATALOGUE["groupnorm"]["unbiased_variance"],
+        "eps_outside_sqrt": CATALOGUE["groupnorm"]["eps_outside_sqrt"],
+        "interleaved_groups": [
+            (
+                "groups = x.reshape(N, num_groups, -1)",
+                "groups = x.reshape(N, -1, num_groups).transpose(1, 2)",
+            )
+        ],
+    },
+    "layernorm-rmsnorm": {
+        "eps_outside_sqrt": CATALOGUE["layernorm-rmsnorm"]["eps_outside_sqrt"],
+        "backward_mean_over_dim_1": [
+            ("g - g.mean(-1, keepdim=True)", "g - g.mean(1, keepdim=True)"),
+        ],
+        "backward_drops_the_x_hat_term": CATALOGUE["layernorm-rmsnorm"]["gradient_mismatch"],
+    },
+}
+
+
+def public_failures(name, replacements, tmp_path) -> list[str]:
+    """The names of the public test cases that fail on the solution with ``replacements``."""
+    files = autograder_tests(name, tmp_path)
+    env = environment(name, replacements)
+    for f in files:
+        f.run(env)
+    return [
+        r.test_case.name
+        for f in files
+        for r in f.test_case_results
+        if not r.passed and not r.test_case.hidden
+    ]
+
+
+@pytest.mark.parametrize("name, bug", [(n, b) for n in NAMES for b in PUBLIC_CATCHES[n]])
+def test_public_tests_catch_each_classic_bug(name, bug, tmp_path):
+    assert public_failures(name, PUBLIC_CATCHES[name][bug], tmp_path)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_public_tests_pass_on_the_reference_solution(name, tmp_path):
+    assert public_failures(name, [], tmp_path) == []
+
+
+def test_layernorm_backward_over_the_wrong_dim_loses_points_by_otter_run(tmp_path):
+    """Summing over dim 1 instead of -1 is right on 2-D input only: the 3-D and 4-D tests
+    catch it, through ``otter run``."""
+    answers = solutions("layernorm-rmsnorm")
+    [i] = [k for k, a in enumerate(answers) if "g - g.mean(-1, keepdim=True)" in a]
+    answers[i] = answers[i].replace("g - g.mean(-1, keepdim=True)", "g - g.mean(1, keepdim=True)")
+    notebook = submission("layernorm-rmsnorm", tmp_path, answers)
+    score, possible, output = otter_run("layernorm-rmsnorm", notebook, tmp_path)
+    assert 0 < score < possible, output
+    assert "input of shape (3, 4, 6)" in output, output
+
+
+#: assignment -> (answers using the library's layer, the questions graded on the layer)
+LIBRARY = {
+    "batchnorm2d": [
+        "class BatchNorm2d(nn.BatchNorm2d):\n    pass\n",
+    ],
+    "groupnorm": [
+        "import norms\n\ndef group_statistics(x, num_groups):\n"
+        "    g = x.reshape(x.shape[0], num_groups, -1)\n"
+        "    return g.mean(-1), g.var(-1, unbiased=False)\n\n"
+        "class GroupNorm(nn.Module):\n"
+        "    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True):\n"
+        "        super().__init__()\n"
+        "        self.inner = nn.GroupNorm(num_groups, num_channels, eps, affine)\n"
+        "        self.weight, self.bias = self.inner.weight, self.inner.bias\n\n"
+        "    def forward(self, x):\n"
+        "        return torch.nn.functional.group_norm(x, self.inner.num_groups, self.weight,"
+        " self.bias, self.inner.eps)\n",
+    ],
+}
+
+
+@pytest.mark.parametrize("name", list(LIBRARY))
+def test_a_submission_using_the_library_layer_scores_zero_for_it(name, tmp_path):
+    """Subclassing torch's layer, or calling torch's normalization function, gets no point
+    for the layer, and the output says why."""
+    notebook = submission(name, tmp_path, LIBRARY[name])
+    score, possible, output = otter_run(name, notebook, tmp_path)
+    results = json.loads((tmp_path / "results" / "results.json").read_text())
+    layer = {"batchnorm2d": {"q1", "q2", "q3"}, "groupnorm": {"q2"}}[name]
+    scores = {t["name"]: t["score"] for t in results["tests"] if "max_score" in t}
+    assert layer <= set(scores) and [scores[q] for q in sorted(layer)] == [0] * len(layer), output
+    assert "write the layer yourself" in output or "write the normalization yourself" in output
+
+
+def test_a_renamed_submission_gets_full_marks(tmp_path):
+    """A student's download is often renamed ("batchnorm2d (1).ipynb")."""
+    notebook = submission("batchnorm2d", tmp_path, solutions("batchnorm2d"))
+    renamed = notebook.with_name("batchnorm2d (1).ipynb")
+    notebook.rename(renamed)
+    score, possible, output = otter_run("batchnorm2d", renamed, tmp_path)
+    assert possible > 0 and score == possible, output
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_student_notebook_carries_its_public_tests_and_points(name, tmp_path):
+    """The setup cell writes the public tests next to the notebook (Colab keeps no notebook
+    file otter could read them from; a renamed file breaks otter's notebook lookup): run in
+    a folder under another name, without otter's notebook metadata, grader.check passes on
+    the reference solution. Each question's title gives its points."""
+    nb = nbformat.read(autograder(name)[1], as_version=4)
+    assert "tests" not in nb.metadata.get("otter", {})
+    titles = [c.source for c in nb.cells if c.source.startswith("**Question")]
+    assert titles and all(re.search(r"\*[\d.]+ points? \(q\d+\)", t) for t in titles), titles
+    assert "Time:" in nb.cells[0].source or any("**Time:**" in c.source for c in nb.cells[:3])
+    notebook = submission(name, tmp_path, solutions(name))
+    renamed = notebook.with_name("copy of it.ipynb")
+    notebook.rename(renamed)
+    code = [c.source for c in nbformat.read(renamed, as_version=4).cells if c.cell_type == "code"]
+    script = "\n\n".join(
+        "\n".join(line for line in cell.splitlines() if not line.lstrip().startswith(("%", "!")))
+        for cell in code
+    )
+    checks = re.findall(r'grader\.check\("(q\d+)"\)', "\n".join(code))
+    script += "\n" + "\n".join(f"assert grader.check({q!r}).passed_all, {q!r}" for q in checks)
+    (renamed.parent / "run.py").write_text(script)
+    run = subprocess.run(
+        [sys.executable, "run.py"], cwd=renamed.parent, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert checks and (renamed.parent / f"{name}-tests" / "q1.py").exists()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_autograder_environment_installs_torch_and_a_wheel_of_norms(name):
+    """Gradescope builds the autograder's environment from the zip's environment.yml: it
+    must install the pinned torch and norms, from a wheel inside the zip (the hidden tests
+    import norms.check), and the wheel (the reference) is not in the student's folder."""
+    import zipfile
+
+    import yaml
+
+    zip_path, student = autograder(name)
+    with zipfile.ZipFile(zip_path) as z:
+        env = yaml.safe_load(z.read("environment.yml"))
+        names = z.namelist()
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    pin = re.search(r"^torch==\S+", (ROOT / "requirements.txt").read_text(), re.M).group(0)
+    wheels = [p for p in pip if p.endswith(".whl")]
+    assert pin in pip and len(wheels) == 1 and wheels[0] in names, (pip, names)
+    with zipfile.ZipFile(zip_path) as z, zipfile.ZipFile(z.open(wheels[0])) as wheel:
+        assert "norms/check/grader.py" in wheel.namelist()
+    assert not list(student.parent.glob("*.whl"))

@@ -6,14 +6,17 @@ skip, when it is missing or older than the chapters."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import re
 import sys
+import urllib.parse
 
 import nbformat
 import pytest
 
-from .notebooks import ROOT, read
+from .notebooks import ROOT, read, repository_url
 
 sys.path.insert(0, str(ROOT / "tools"))
 import exercises  # noqa: E402
@@ -159,3 +162,134 @@ def test_a_cell_that_needs_a_solution_stops_the_student_build(tmp_path):
     student.student_notebook((path, tmp_path / "out"))
     ran = nbformat.read(tmp_path / "out" / "t.ipynb", as_version=4)
     assert [c.execution_count for c in ran.cells if c.cell_type == "code"] == [1, 2]
+
+
+# --- Every file of the student edition, and every link of its pages ---------------------
+
+#: where a link must not lead from the student edition: the notebook launchers and the
+#: repository, which open or hold the full notebooks
+FORBIDDEN_HOSTS = ("colab.research.google.com", "mybinder.org", "deepnote.com", "jupyterhub")
+
+
+def solution_material() -> tuple[dict[str, str], dict[str, str]]:
+    """{line: chapter} of solution code and outputs found in no other cell of any chapter,
+    and {sha256 of an image: chapter} of the images solutions output."""
+    chapters = with_solutions()
+    elsewhere = []
+    for c in CHAPTERS:
+        nb = read(c)
+        inside = exercises.solution_cells(nb, c.name)
+        elsewhere += [
+            cell.source + "\n" + "\n".join(str(o) for o in cell.get("outputs", []))
+            for i, cell in enumerate(nb.cells)
+            if i not in inside
+        ]
+    elsewhere = "\n".join(elsewhere)
+    lines, images = {}, {}
+    for c in chapters:
+        nb = read(c)
+        code, outputs = fingerprints(nb, c.name)
+        lines.update({line: c.name for line in code + outputs if line not in elsewhere})
+        for i in exercises.solution_cells(nb, c.name):
+            for out in nb.cells[i].get("outputs", []):
+                for mime, data in out.get("data", {}).items():
+                    if mime.startswith("image/") and mime != "image/svg+xml":
+                        blob = base64.b64decode("".join(data))
+                        images[hashlib.sha256(blob).hexdigest()] = c.name
+                        lines["".join(data).replace("\n", "")[:200]] = c.name
+    return lines, images
+
+
+def views(path) -> list[str]:
+    """The texts of a file in which a solution could be read: raw, HTML text, notebook
+    cells."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return []
+    out = [raw, html.unescape(raw)]
+    if path.suffix in {".html", ".htm", ".xml", ".svg"}:
+        out.append(visible_text(raw))
+    if path.suffix == ".ipynb":
+        nb = nbformat.reads(raw, as_version=4)
+        out.append(
+            "\n".join(
+                c.source + "\n" + "\n".join(str(o) for o in c.get("outputs", [])) for c in nb.cells
+            )
+        )
+    if path.suffix in {".js", ".json"}:
+        out.append(raw.encode().decode("unicode_escape", errors="ignore"))
+    return out
+
+
+def leaks(folder) -> list[str]:
+    """Every place under ``folder`` where a solution's code, text output or image is."""
+    lines, images = solution_material()
+    found = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest in images:
+            found.append(f"{path}: an image a solution of {images[digest]} outputs")
+        texts = views(path)
+        for line, chapter in lines.items():
+            if any(line in t for t in texts):
+                found.append(f"{path}: solution of {chapter}: {line[:80]!r}")
+    return found
+
+
+def links(site) -> list[tuple[str, str]]:
+    """(page, target) of every href and src of every HTML page of ``site`` (not the theme's
+    Jinja macros under ``_static``, nor the replacement patterns of inline scripts)."""
+    out = []
+    for page in sorted(site.rglob("*.html")):
+        if "_static" in page.relative_to(site).parts:
+            continue
+        for target in re.findall(r'(?:href|src)\s*=\s*"([^"]*)"', page.read_text()):
+            if "$" not in target and "{{" not in target:
+                out.append((page, html.unescape(target)))
+    return out
+
+
+def test_no_solution_in_any_file_of_the_student_edition():
+    """Pages, ``_sources`` (the download button's notebooks), images, search index, student
+    notebooks: every file of ``_build/student``."""
+    built(OUT / "html" / "index.html")
+    lines, images = solution_material()
+    assert len(lines) > 50, "too few solution fingerprints to prove anything"
+    assert leaks(OUT) == []
+
+
+def test_every_link_of_the_student_site_stays_clear_of_solutions():
+    """A local link leads to a file of the student site (scanned above); no link leads to a
+    notebook launcher (Colab, Binder: they open the full notebooks) or to the repository."""
+    site = built(OUT / "html" / "index.html").parent
+    repository = repository_url().rstrip("/")
+    found = links(site)
+    assert len(found) > 100
+    bad = []
+    for page, target in found:
+        parts = urllib.parse.urlsplit(target)
+        if parts.scheme in {"http", "https"} or target.startswith("//"):
+            if any(h in parts.netloc for h in FORBIDDEN_HOSTS) or target.startswith(repository):
+                bad.append((page.relative_to(site), target))
+        elif parts.scheme in {"", "file"} and parts.path:
+            local = (page.parent / urllib.parse.unquote(parts.path)).resolve()
+            if not local.is_relative_to(site.resolve()) or not local.exists():
+                bad.append((page.relative_to(site), target))
+    assert bad == []
+    downloads = [t for _, t in found if "_sources/" in t and t.endswith(".ipynb")]
+    assert downloads, "the download button offers the student notebooks"
+
+
+def test_the_leak_scan_finds_a_full_notebook_and_a_colab_link(tmp_path):
+    """The scan can fail: a full chapter copied into a folder is found, and so is a page
+    linking to Colab."""
+    chapter = with_solutions()[0]
+    (tmp_path / "_sources").mkdir()
+    (tmp_path / "_sources" / chapter.name).write_bytes(chapter.read_bytes())
+    assert leaks(tmp_path)
+    page = tmp_path / "p.html"
+    page.write_text(
+        '<a href="https://colab.research.google.com/github/x/y/blob/main/book/a.ipynb">Colab</a>'
+    )
+    assert [t for _, t in links(tmp_path) if "colab" in t]

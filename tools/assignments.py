@@ -14,8 +14,15 @@ the cell named: unbalanced markers (raw or in code), a solution cell without a m
 (students would get the solution), a question with neither a solution nor tests, tests
 of a question before any solution.
 
+Around ``otter assign``: every test function that calls ``own_code(make, *shape)`` gets
+:data:`OWN_CODE` (a layer that is, extends or calls torch's or norms' normalization scores
+zero for that test), and the student notebook's setup cell writes the public tests next
+to the notebook (otter 7 cannot read them from the notebook on Colab or under another
+file name); each question's title gets its points.
+
 Usage: ``python tools/assignments.py [--out DIR] [MASTER ...]`` (default: every
-``assignments/*.ipynb``). Grade a submission locally, without Docker::
+``assignments/*.ipynb``). Grade a class with ``make grade`` (``tools/grade.py``), or one
+submission locally, without Docker::
 
     otter run -a _build/assignments/NAME/autograder/NAME-autograder_*.zip -o OUT submission.ipynb
 """
@@ -27,6 +34,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -39,6 +47,63 @@ OUT = ROOT / "_build" / "assignments"
 _RAW = re.compile(r"#\s*(BEGIN|END)\s+(QUESTION|SOLUTION|TESTS|PROMPT)\b", re.I)
 _LINE = re.compile(r"^\s*#\s*(BEGIN|END)\s+SOLUTION\b", re.I)
 _SUFFIX = re.compile(r"#\s*SOLUTION(\s+NO\s+PROMPT)?\s*$", re.I)
+
+
+#: the check every test that calls ``own_code(make, *shape)`` runs first: a layer that is,
+#: extends or calls torch's or norms' normalization scores zero for that test. Written once
+#: here and put inside each such test function by :func:`prepare` (otter keeps only the
+#: test function of a test cell).
+OWN_CODE = '''
+def own_code(make, *shape):
+    """Zero for this part when the layer is, extends or calls torch's or norms' normalization."""
+    import os
+    import sys
+
+    import norms
+    import torch
+    import torch.nn.functional as F
+
+    layer = make()
+    library = ("norms", "torch.nn.modules.batchnorm", "torch.nn.modules.normalization",
+               "torch.nn.modules.instancenorm")
+    for m in layer.modules():
+        for k in type(m).__mro__:
+            assert not (k.__module__ or "").startswith(library), (
+                f"{type(m).__name__} is or extends {k.__module__}.{k.__name__}: write the layer "
+                "yourself; a layer of torch.nn or norms scores zero for this part")
+    names = ["batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm",
+             "native_batch_norm", "native_layer_norm", "native_group_norm"]
+    banned = {getattr(mod, n) for mod in (F, torch) for n in names if hasattr(mod, n)}
+    package = os.path.dirname(norms.__file__)
+    seen = set()
+
+    class Spy(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func in banned:
+                seen.add(f"torch's {func.__name__}")
+            return func(*args, **(kwargs or {}))
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(package):
+            seen.add("norms." + frame.f_globals.get("__name__", "?").removeprefix("norms."))
+
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    sys.setprofile(profile)
+    try:
+        with Spy():
+            layer(x).sum().backward()
+    finally:
+        sys.setprofile(None)
+    assert not seen, (
+        f"your layer calls {', '.join(sorted(seen))}: write the normalization yourself; "
+        "calling the library's scores zero for this part")
+'''
+
+#: where the student notebook's setup cell writes the public tests (next to the notebook)
+TESTS_DIR = "{name}-tests"
+
+#: the line of every master's setup cell that :func:`student_notebook` replaces
+GRADER_LINE = re.compile(r'^grader = otter\.Notebook\("[^"]*"\)$', re.M)
 
 
 class MasterError(ValueError):
@@ -144,20 +209,127 @@ def check_master(nb, path="master") -> list[str]:
     return questions
 
 
+def torch_pin() -> str:
+    """The pinned torch of requirements.txt (``torch==X``)."""
+    return re.search(r"^torch==\S+", (ROOT / "requirements.txt").read_text(), re.M).group(0)
+
+
+def build_wheel(out: Path) -> Path:
+    """A wheel of ``norms`` from this tree, for the autograders' environment."""
+    shutil.rmtree(out, ignore_errors=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+        + ["-w", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+    )
+    wheels = sorted(out.glob("norms-*.whl"))
+    if run.returncode != 0 or not wheels:
+        raise RuntimeError(f"could not build a wheel of norms:\n{run.stderr[-2000:]}")
+    return wheels[0]
+
+
+def prepare(nb, wheel: str | None = None):
+    """A copy of a master with :data:`OWN_CODE` inside every test function that calls it,
+    and (with ``wheel``, a file name) a configuration whose autograder environment installs
+    the pinned torch and that wheel of norms (otter puts the wheel in the zip's ``files/``;
+    Gradescope builds the environment from the zip's ``environment.yml``)."""
+    nb = nbformat.from_dict(nb)
+    if wheel is not None:
+        config = nb.cells[0].source
+        config = re.sub(r"^files:.*$", f"files: [{wheel}]", config, flags=re.M)
+        nb.cells[0].source = config.rstrip("\n") + "\nrequirements: requirements.txt\n"
+    body = "".join("    " + line if line.strip() else line for line in OWN_CODE.splitlines(True))
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "own_code(" in cell.source:
+            cell.source = re.sub(
+                r"^(def test_\w+\(.*\):\n)", lambda m: m.group(1) + body, cell.source, flags=re.M
+            )
+    return nb
+
+
+def points(nb) -> dict[str, tuple[float, float]]:
+    """question -> (public points, hidden points), from the tests' configs."""
+    out, question = {}, None
+    for cell in nb.cells:
+        if cell.cell_type == "raw" and re.match(r"#\s*BEGIN QUESTION", cell.source):
+            question = re.search(r"^name:\s*(\S+)", cell.source, re.M).group(1)
+            out[question] = (0.0, 0.0)
+        config = re.search(r"# BEGIN TEST CONFIG\n(.*?)\"\"\" # END TEST CONFIG", cell.source, re.S)
+        if cell.cell_type == "code" and config and question:
+            pts = float(re.search(r"points:\s*([\d.]+)", config.group(1)).group(1))
+            hidden = re.search(r"hidden:\s*true", config.group(1)) is not None
+            public, secret = out[question]
+            out[question] = (public, secret + pts) if hidden else (public + pts, secret)
+    return out
+
+
+def student_notebook(path: Path, name: str, pts: dict) -> None:
+    """Make otter's student notebook run where students work, under any file name.
+
+    otter 7 reads the public tests from the notebook's own file (not found on Colab, which
+    keeps notebooks in Drive, nor under another name): the setup cell writes them into
+    ``NAME-tests/`` next to the notebook and opens the grader on that folder, which otter
+    supports everywhere (Colab, Jupyter, JupyterHub). Each question's points are added to
+    its title."""
+    nb = nbformat.read(path, as_version=4)
+    otter_metadata = nb.metadata.get("otter", {})
+    tests = otter_metadata.pop("tests", {})
+    otter_metadata.pop("OK_FORMAT", None)  # otter reads the two together
+    folder = TESTS_DIR.format(name=name)
+    block = (
+        "# The public tests, written next to this notebook: otter finds them there on Colab,\n"
+        "# Jupyter and JupyterHub, whatever this file is called.\n"
+        "import pathlib\n\n"
+        f"PUBLIC_TESTS = {tests!r}\n"
+        f"pathlib.Path({folder!r}).mkdir(exist_ok=True)\n"
+        "for _question, _source in PUBLIC_TESTS.items():\n"
+        f"    (pathlib.Path({folder!r}) / f'{{_question}}.py').write_text(_source)\n"
+        f"grader = otter.Notebook(tests_dir={folder!r})"
+    )
+    setup = [c for c in nb.cells if c.cell_type == "code" and GRADER_LINE.search(c.source)]
+    if len(setup) != 1:
+        raise RuntimeError(f"{path}: no setup cell with one '{GRADER_LINE.pattern}' line")
+    setup[0].source = GRADER_LINE.sub(lambda _: block, setup[0].source)
+    titles = [
+        c for c in nb.cells if c.cell_type == "markdown" and re.match(r"\*\*Question \d+", c.source)
+    ]
+    for cell, (question, (public, hidden)) in zip(titles, pts.items(), strict=True):
+        cell.source += (
+            f"\n\n*{public + hidden:g} point{'s' * (public + hidden != 1)} ({question}): "
+            f"{public:g} from the public tests "
+            f"that `grader.check({question!r})` runs, {hidden:g} from hidden tests run after "
+            "you submit.*"
+        )
+    nbformat.write(nb, path)
+
+
 def build(args) -> str:
-    master, out = Path(args[0]), Path(args[1])
+    master, out, wheel = Path(args[0]), Path(args[1]), Path(args[2])
     shown = master.relative_to(ROOT) if master.is_relative_to(ROOT) else master
-    check_master(nbformat.read(master, as_version=4), shown)
+    nb = nbformat.read(master, as_version=4)
+    check_master(nb, shown)
     dest = out / master.stem
     shutil.rmtree(dest, ignore_errors=True)
     otter = Path(sys.executable).with_name("otter")
-    run = subprocess.run(
-        [str(otter), "assign", str(master), str(dest)], capture_output=True, text=True
-    )
+    with tempfile.TemporaryDirectory() as tmp:
+        prepared = Path(tmp) / master.name
+        nbformat.write(prepare(nb, wheel.name), prepared)
+        shutil.copyfile(wheel, Path(tmp) / wheel.name)
+        # relative to environment.yml in the zip, where the wheel is files/NAME
+        (Path(tmp) / "requirements.txt").write_text(f"{torch_pin()}\nfiles/{wheel.name}\n")
+        run = subprocess.run(
+            [str(otter), "assign", str(prepared), str(dest.resolve())],
+            capture_output=True,
+            text=True,
+            cwd=tmp,
+        )
     if run.returncode != 0:
         raise RuntimeError(
             f"otter assign failed on {shown}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
         )
+    (dest / "student" / wheel.name).unlink(missing_ok=True)  # the reference: not for students
+    student_notebook(dest / "student" / master.name, master.stem, points(nb))
     return str(shown)
 
 
@@ -178,8 +350,9 @@ def main(argv) -> int:
     if args.check:
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
+    wheel = build_wheel(args.out / "wheel")
     with ProcessPoolExecutor(max_workers=2) as pool:
-        for shown in pool.map(build, [(m, args.out) for m in masters]):
+        for shown in pool.map(build, [(m, args.out, wheel) for m in masters]):
             print(
                 f"assignment built: {shown} -> "
                 f"{args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}"

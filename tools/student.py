@@ -9,6 +9,12 @@
   every other cell executed anew, top to bottom. A cell that needed a solution's
   variables fails here, naming the notebook and the cell.
 
+Nothing in the student site leads to a solution: its download button serves the student
+notebooks (they replace the full notebooks Sphinx copies into ``_sources``), and it has
+no launch button (Colab, Binder) and no repository button, since those open the full
+notebooks of the repository. ``tests/test_student.py`` scans every file under
+``_build/student``, and every link of its pages, for solution code and outputs.
+
 Usage: ``python tools/student.py [--no-html] [--no-notebooks] [--out DIR] [NOTEBOOK ...]``.
 """
 
@@ -119,29 +125,82 @@ def build_notebooks(paths, out: Path, jobs: int = 2, fresh: bool = True) -> None
             print(f"student notebook {name} in {seconds:.1f} s")
 
 
-def build_html(out: Path) -> None:
-    """The site with hide_solutions, warnings as errors, like make book."""
+def student_theme_options() -> dict:
+    """The site's theme options without a way to the full notebooks: no launch buttons
+    (Colab and Binder open the notebooks of the repository, solutions included) and no
+    repository, edit or issues button. The download button stays: it serves the student
+    notebooks that :func:`replace_sources` puts in ``_sources``."""
+    from jupyter_book.config import get_final_config
+
+    config, _ = get_final_config(
+        user_yaml=ROOT / "_config.yml",
+        cli_config={"latex_individualpages": False},
+        sourcedir=ROOT,
+        use_external_toc=True,
+    )
+    options = dict(config.get("html_theme_options", {}))
+    # jupyter-book merges these into the site's options key by key: each launcher's URL is
+    # emptied rather than the key left out
+    options["launch_buttons"] = {
+        key: "" for key in ("colab_url", "binderhub_url", "jupyterhub_url", "deepnote_url")
+    } | {"thebe": False}
+    options.update(use_repository_button=False, use_edit_page_button=False, use_issues_button=False)
+    return options
+
+
+def replace_sources(html: Path, notebooks: Path | None) -> list[str]:
+    """Put a student notebook in place of every ``_sources/**/*.ipynb`` (the page's download
+    button serves that file, and Sphinx copies the full notebook there): the executed one of
+    ``notebooks`` when it was built, otherwise the chapter stripped of its solutions."""
+    replaced = []
+    for target in sorted((html / "_sources").rglob("*.ipynb")):
+        rel = target.relative_to(html / "_sources")
+        built = notebooks / rel.name if notebooks is not None else None
+        source = ROOT / rel
+        if built is not None and built.exists() and built.stat().st_mtime >= source.stat().st_mtime:
+            shutil.copyfile(built, target)
+        else:
+            nbformat.write(strip(nbformat.read(source, as_version=4), rel), target)
+        replaced.append(str(rel))
+    return replaced
+
+
+def build_html(out: Path, notebooks: Path | None = None) -> None:
+    """The site with hide_solutions, warnings as errors, like make book.
+
+    Sphinx and myst-nb write next to the output folder (``jupyter_execute``: every notebook
+    and output image, solutions included; the doctrees): the site is built in
+    ``_build/student-build`` and only its HTML folder is moved to ``out``, so nothing under
+    ``_build/student`` holds a solution."""
     from jupyter_book.sphinx import build_sphinx
 
+    work = ROOT / "_build" / "student-build"
+    shutil.rmtree(work / "html", ignore_errors=True)
     if out.exists():
         shutil.rmtree(out)
+    for left in ("jupyter_execute", ".doctrees", ".png_cache"):  # from a build before this one
+        shutil.rmtree(out.parent / left, ignore_errors=True)
     result = build_sphinx(
         ROOT,
-        out,
+        work / "html",
         noconfig=True,
         path_config=str(ROOT / "_config.yml"),
         confoverrides={
             "external_toc_path": (ROOT / "_toc.yml").as_posix(),
             "latex_individualpages": False,
             "hide_solutions": True,
+            "html_theme_options": student_theme_options(),
         },
-        doctreedir=out.parent / ".doctrees",
+        doctreedir=work / ".doctrees",
         warningiserror=True,
         keep_going=True,
         quiet=True,
     )
     if result:
         raise SystemExit(f"student site: the build failed ({result})")
+    replace_sources(work / "html", notebooks)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(work / "html", out)
     print(
         "student site built: "
         f"{out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}/index.html"
@@ -159,7 +218,7 @@ def main(argv) -> int:
     if not args.no_notebooks:
         build_notebooks(paths, args.out / "notebooks", fresh=not args.notebooks)
     if not args.no_html:
-        build_html(args.out / "html")
+        build_html(args.out / "html", args.out / "notebooks")
     return 0
 
 

@@ -109,8 +109,12 @@ PROBLEM_CODES = {
     ),
     "gradient_mismatch": (
         "Outputs agree but gradients do not",
-        "Do not detach the statistics (no .detach(), .data, .item() or torch.no_grad() "
-        "around the mean and variance used in the output).",
+        "With autograd, do not detach the statistics (no .detach(), .data, .item() or "
+        "torch.no_grad() around the mean and variance used in the output). With a "
+        "hand-written backward, dx has three terms, rstd·(g − mean(g) − x̂·mean(g·x̂)) with "
+        "g = γ·dy and both means over the elements that share a statistic (RMSNorm: no "
+        "mean(g) term): a missing x̂·mean(g·x̂) term, a missing mean(g) term or a mean over "
+        "the wrong dims gives this.",
     ),
     "backward_failed": (
         "Backpropagating through the layer raised an exception",
