@@ -183,6 +183,18 @@ def test_run_cnn_puts_channels_first_dyt_where_batchnorm_was(monkeypatch):
 # --- the quiz questions of both chapters, keys re-derived from the formulas ---------------------
 
 
+#: The question kinds of norms.quiz.dyt that the tests below check (tests/test_quiz.py reads it).
+QUIZ_KINDS = {
+    "dyt_value",
+    "dyt_params",
+    "dyt_converted",
+    "dyt_depends",
+    "qk_gamma_shape",
+    "qk_bound",
+    "identity_at_init",
+}
+
+
 def _qs(topic):
     return [q for seed in range(4) for q in quiz.questions_for(topic, 6, seed)]
 
@@ -192,10 +204,10 @@ def _correct(q):
 
 
 def test_quiz_topics_are_deterministic_and_complete():
-    kinds = {q["_meta"]["kind"] for q in _qs("without-normalization")}
-    assert kinds == {"dyt_value", "dyt_params", "dyt_converted", "dyt_depends"}
-    kinds = {q["_meta"]["kind"] for q in _qs("modern-transformers")}
-    assert kinds == {"qk_gamma_shape", "qk_bound", "identity_at_init"}
+    kinds = {
+        q["_meta"]["kind"] for t in ("without-normalization", "modern-transformers") for q in _qs(t)
+    }
+    assert kinds == QUIZ_KINDS
     assert quiz.questions_for("modern-transformers", 3, 1) == quiz.questions_for(
         "modern-transformers", 3, 1
     )

@@ -11,13 +11,13 @@ from norms import modules
 from norms.lab import modern
 from norms.lab.transformer import TinyEncoder
 
-from .builders import _choice, _num, _numeric, _shape
+from .builders import _choice, _factor, _num, _numeric, _plus, _shape
 
 
 def q_dyt_value(rng, names=None):
     """DyT's output for one element: tanh(α x)·γ + β, computed by norms.DynamicTanh."""
-    alpha, x = rng.choice([0.5, 1.0, 2.0]), rng.choice([-3.0, -1.0, 0.5, 2.0, 4.0])
-    gamma, beta = rng.choice([1.0, 2.0, 0.5]), rng.choice([0.0, 1.0, -0.5])
+    alpha, x = rng.choice([0.5, 1.5, 2.0]), rng.choice([-1.5, -1.0, 1.0, 1.5])
+    gamma, beta = rng.choice([2.0, 3.0]), rng.choice([1.0, -0.5, 0.25])
     layer = modules.DynamicTanh(1, alpha_init_value=alpha, dtype=torch.float64)
     with torch.no_grad():
         layer.weight.fill_(gamma)
@@ -28,10 +28,17 @@ def q_dyt_value(rng, names=None):
         f"value x = {_num(x)}. What does it output (two decimals)?",
         key,
         dict(kind="dyt_value", alpha=alpha, x=x, gamma=gamma, beta=beta, answer=key),
-        correct_fb=f"Correct: tanh({_num(alpha)}·{_num(x)})·{_num(gamma)} + {_num(beta)} = {key}.",
+        correct_fb=(
+            f"Correct: tanh({_num(alpha)}·{_factor(x)})·{_num(gamma)}{_plus(beta)} = {_num(key)}."
+        ),
         wrong=[
             (round(math.tanh(x) * gamma + beta, 2), "That leaves out α: DyT computes tanh(α x)."),
             (round(math.tanh(alpha * x), 2), "That leaves out γ and β, applied after the tanh."),
+            (round(math.tanh(alpha * x) * gamma, 2), "β is added after the scaling by γ."),
+            (
+                round(alpha * x * gamma + beta, 2),
+                "That is the straight line α x·γ + β; tanh bends it towards ±1.",
+            ),
         ],
         default_fb="DyT maps each element on its own: y = tanh(α x)·γ + β.",
         tol=0.01,
