@@ -6,7 +6,8 @@
   :class:`LayerNorm`, :class:`RMSNorm`, :class:`GroupNorm`,
   :class:`InstanceNorm1d`/``2d``/``3d``, :class:`SyncBatchNorm`, the transformer
   layers :class:`TransformerEncoderLayer` and :class:`TransformerDecoderLayer` (with
-  their :class:`MLP` block), :class:`FrozenBatchNorm` and :class:`MaskedBatchNorm1d`.
+  their :class:`MLP` block), :class:`FrozenBatchNorm` and :class:`MaskedBatchNorm1d`,
+  and :class:`DynamicTanh` with :func:`convert_ln_to_dyt` (no norm at all).
   They have torch.nn's constructor signatures, parameter and buffer names and
   ``state_dict`` layout;
 * the maths they compute through: :mod:`norms.functional` (forward passes from
@@ -29,6 +30,7 @@ from .modules import (
     BatchNorm1d,
     BatchNorm2d,
     BatchNorm3d,
+    DynamicTanh,
     FrozenBatchNorm,
     GroupNorm,
     InstanceNorm1d,
@@ -40,6 +42,7 @@ from .modules import (
     SyncBatchNorm,
     TransformerDecoderLayer,
     TransformerEncoderLayer,
+    convert_ln_to_dyt,
 )
 
 #: The subpackages that load on first use: ``norms.quiz`` imports ``norms.quiz``.
@@ -54,6 +57,7 @@ __all__ = [
     "BatchNorm1d",
     "BatchNorm2d",
     "BatchNorm3d",
+    "DynamicTanh",
     "FrozenBatchNorm",
     "GroupNorm",
     "InstanceNorm1d",
@@ -66,6 +70,7 @@ __all__ = [
     "SyncBatchNorm",
     "TransformerDecoderLayer",
     "TransformerEncoderLayer",
+    "convert_ln_to_dyt",
 ]
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "group_norm",
     "normalization_backward",
     "normalization_backward_over",
+    "dynamic_tanh",
 ]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -586,3 +587,50 @@ def normalization_backward_over(
     dims = tuple(dims)
     mean_g = g.mean(dims, keepdim=True) if centred else None
     return normalization_backward(g, x_hat, rstd, mean_g, (g * x_hat).mean(dims, keepdim=True))
+
+
+# --------------------------------------------------------------------------
+# dynamic_tanh (Zhu et al., 2025): no statistics at all
+# --------------------------------------------------------------------------
+
+
+def dynamic_tanh(
+    input: Tensor,
+    alpha: Tensor,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    channels_last: bool = True,
+) -> Tensor:
+    r"""Dynamic Tanh, :math:`y = \tanh(\alpha x)\,\gamma + \beta`, element by element.
+
+    ``alpha`` has one element. With ``channels_last=True`` ``weight`` and ``bias`` have the
+    shape of the input's trailing dims; with ``channels_last=False`` they have shape ``(C,)``
+    and the input is ``(N, C, H, W)``. Unlike the authors' module, which broadcasts whatever
+    it is given, a shape that does not fit is an error naming both shapes.
+    """
+    params = [p for p in (weight, bias) if p is not None]
+    if params:
+        ns = _shape(params[0])
+        if channels_last:
+            k = len(ns)
+            if input.dim() < k or _shape(input)[input.dim() - k :] != ns:
+                raise RuntimeError(
+                    f"dynamic_tanh: normalized_shape={ns} needs input of shape "
+                    f"(*, {', '.join(map(str, ns))}), but got input of shape {_shape(input)}"
+                )
+        else:
+            if len(ns) != 1 or input.dim() != 4 or input.shape[1] != ns[0]:
+                raise RuntimeError(
+                    f"dynamic_tanh with channels_last=False: normalized_shape={ns} needs input "
+                    f"of shape (N, {ns[0] if len(ns) == 1 else ns}, H, W), but got input of "
+                    f"shape {_shape(input)}"
+                )
+    y = torch.tanh(alpha * input)
+    if not channels_last:
+        weight = None if weight is None else weight[:, None, None]  # (C, 1, 1)
+        bias = None if bias is None else bias[:, None, None]  # (C, 1, 1)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y

@@ -74,6 +74,27 @@ CHAPTERS = {
         {"welford1962note", "williams2009roofline"},
         {"speed"},
     ),
+    # Today's transformers: tiny training runs; no new norm to check against torch.nn or to
+    # differentiate by hand, no reduction widget.
+    "modern-transformers": (
+        {"eq", "figure", "exercise", "quiz", "cite"},
+        {
+            "henry2020query",
+            "dehghani2023scaling",
+            "wortsman2024small",
+            "kim2025peri",
+            "jiang2023pre",
+            "peebles2023scalable",
+        },
+        {"modern-transformers"},
+    ),
+    # Transformers without normalization: DyT is element-wise (no reduction widget, no hand-written
+    # backward pass); checked against its formula and torch.nn's LayerNorm in the timing.
+    "without-normalization": (
+        {"eq", "checked", "figure", "exercise", "quiz", "cite"},
+        {"zhu2025transformers", "chen2025stronger"},
+        {"without-normalization"},
+    ),
 }
 
 
@@ -154,7 +175,7 @@ def parts_of(nb) -> tuple[set[str], set[str], set[str]]:
         cited |= {k.strip() for k in keys.split(",")}
     if cited:
         found.add("cite")
-    topics = set(re.findall(r"quiz\.show\(\s*[\"'](\w+)[\"']", source))
+    topics = set(re.findall(r"quiz\.show\(\s*[\"']([\w-]+)[\"']", source))
     return found, cited, topics
 
 

@@ -471,6 +471,9 @@ def test_every_kind_is_checked_against_torch():
         "backward_sweeps",
         "variance_formula",
     }  # test_quiz_speed.py
+    from .test_lab_modern import QUIZ_KINDS  # norms.quiz.dyt, checked against its formulas there
+
+    checked |= QUIZ_KINDS
     assert {q["_meta"]["kind"] for q in QUESTIONS} <= checked
 
 
@@ -1146,6 +1149,7 @@ _SELECT_ALL_KINDS = {
 _SELECT_ALL_KINDS |= (
     PRACTICE_SELECT_ALL_KINDS  # the training and pitfalls topics: tests/test_quiz_practice.py
 )
+_SELECT_ALL_KINDS |= {"dyt_depends", "identity_at_init"}  # norms.quiz.dyt: tests/test_lab_modern.py
 
 
 def test_select_all_questions_are_many_choice_and_neutral():

@@ -9,12 +9,15 @@
   the BatchNorm variants of the pitfalls chapter;
 * :mod:`~norms.modules.transformer`: ``torch.nn``'s transformer layers with
   :class:`~norms.LayerNorm`; :mod:`~norms.modules.llama`: the RMSNorm block of
-  LLaMA-style models.
+  LLaMA-style models;
+* :mod:`~norms.modules.dynamic_tanh`: Dynamic Tanh, the element-wise stand-in for
+  LayerNorm, and :func:`~norms.modules.dynamic_tanh.convert_ln_to_dyt`.
 
 Every layer computes through :mod:`norms.functional`; none imports a teaching tool.
 """
 
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from .dynamic_tanh import DynamicTanh, convert_ln_to_dyt
 from .frozen_batchnorm import FrozenBatchNorm
 from .groupnorm import GroupNorm
 from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
@@ -30,6 +33,7 @@ __all__ = [
     "BatchNorm1d",
     "BatchNorm2d",
     "BatchNorm3d",
+    "DynamicTanh",
     "FrozenBatchNorm",
     "GroupNorm",
     "InstanceNorm1d",
@@ -45,4 +49,5 @@ __all__ = [
     "SyncBatchNorm",
     "TransformerDecoderLayer",
     "TransformerEncoderLayer",
+    "convert_ln_to_dyt",
 ]

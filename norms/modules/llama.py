@@ -48,16 +48,21 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, eps=eps) if qk_norm else None
         self.k_norm = RMSNorm(self.head_dim, eps=eps) if qk_norm else None
 
-    def forward(self, x: Tensor, causal: bool = True) -> Tensor:
-        B, T, D = x.shape
+    def _heads(self, t: Tensor) -> Tensor:
+        B, T, _ = t.shape
+        return t.view(B, T, self.nhead, self.head_dim).transpose(1, 2)  # (B, H, T, d_h)
 
-        def heads(t: Tensor) -> Tensor:
-            return t.view(B, T, self.nhead, self.head_dim).transpose(1, 2)  # (B, H, T, d_h)
-
-        q, k, v = heads(self.wq(x)), heads(self.wk(x)), heads(self.wv(x))
+    def logits(self, x: Tensor) -> Tensor:
+        r"""The attention logits :math:`q k^\top / \sqrt{d_h}` of every head, before the mask
+        and the softmax: shape :math:`(B, H, T, T)`."""
+        q, k = self._heads(self.wq(x)), self._heads(self.wk(x))
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)  # per head, over d_h
-        scores = q @ k.transpose(-2, -1) / self.head_dim**0.5  # (B, H, T, T)
+        return q @ k.transpose(-2, -1) / self.head_dim**0.5  # (B, H, T, T)
+
+    def forward(self, x: Tensor, causal: bool = True) -> Tensor:
+        B, T, D = x.shape
+        scores, v = self.logits(x), self._heads(self.wv(x))
         if causal:
             scores = scores.masked_fill(
                 torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf")

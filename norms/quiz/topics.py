@@ -17,6 +17,15 @@ from .computed import (
     q_which_layer,
 )
 from .concepts import _concept
+from .dyt import (
+    q_dyt_converted,
+    q_dyt_depends,
+    q_dyt_params,
+    q_dyt_value,
+    q_identity_at_init,
+    q_qk_bound,
+    q_qk_gamma_shape,
+)
 from .pitfalls import (
     q_autocast_dtype,
     q_btd_without_transpose,
@@ -214,6 +223,19 @@ TOPICS["running"] = [
     _for(q_train_eval, _BN),
 ]
 
+# what without-normalization.ipynb and modern-transformers.ipynb teach (norms.quiz.dyt)
+TOPICS["without-normalization"] = [
+    _for(q_dyt_value, None),
+    _for(q_dyt_params, None),
+    _for(q_dyt_converted, None),
+    _for(q_dyt_depends, None),
+]
+TOPICS["modern-transformers"] = [
+    _for(q_qk_gamma_shape, None),
+    _for(q_qk_bound, None),
+    _for(q_identity_at_init, None),
+]
+
 
 #: The chapter (its file name in book/, without .ipynb) whose quiz asks each topic's questions; the
 #: self-quiz points a wrong answer there. Every topic has one (tests/test_quiz.py checks it against
@@ -232,6 +254,8 @@ CHAPTER_OF: dict[str, str] = {
     "pitfalls": "pitfalls",
     "transformer": "transformer",
     "speed": "speed",
+    "without-normalization": "without-normalization",
+    "modern-transformers": "modern-transformers",
 }
 
 
