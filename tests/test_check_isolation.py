@@ -7,6 +7,7 @@ that a broken time limit fails the test instead of hanging it.
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import subprocess
@@ -162,10 +163,33 @@ class Uncopyable(GoodBatchNorm):
         self.lock = threading.Lock()  # copy.deepcopy cannot copy a lock
 
 
-def test_a_module_that_cannot_be_copied_is_reported_not_graded_in_place():
+def test_a_module_deepcopy_refuses_is_still_graded_on_copies():
+    """copy.deepcopy fails on a lock: the grader copies the modules and tensors itself and grades
+    the copies (it used to grade the module in place, and its running statistics moved)."""
+    from norms.check import grader
+
+    module = Uncopyable(3)
+    twin = grader._copy(module)
+    assert twin is not module and twin.running_mean is not module.running_mean
+    twin(torch.randn(4, 3))
+    assert torch.equal(module.running_mean, torch.zeros(3))  # the original did not move
     report = grade(Uncopyable, nn.BatchNorm1d)
-    assert "not_copyable" in codes(report), report.problems
-    assert "grader_error" not in codes(report)
+    assert report.ok, report.problems
+
+
+class Unclonable(GoodBatchNorm):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lock = threading.Lock()  # no deepcopy, and a dict whose type cannot be rebuilt:
+        self.table = collections.defaultdict(list, {"a": [torch.ones(1)]})
+
+
+def test_a_module_that_cannot_be_copied_at_all_is_reported():
+    from norms.check import grader
+
+    module = Unclonable(3)
+    with pytest.raises(grader._Uncopyable):
+        grader._copy(module)
 
 
 def test_a_configured_candidate_is_built_as_given():

@@ -357,7 +357,7 @@ class GroupNorm(groupnorm.GroupNorm):
         if kernel or input.numel() == 0:
             F.check_group_norm(input, self.num_groups, self.weight, self.bias)
         if input.numel() == 0:  # an empty batch: nothing to fuse (Inductor cannot split zero rows)
-            return _group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+            return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
         return _compiled_group_norm(
             input, self.num_groups, self.weight, self.bias, self.eps, kernel
         )
