@@ -237,3 +237,11 @@ def sleep_reporting_pid(rank: int, world_size: int, folder: str) -> None:
         f.write(str(os.getpid()))
     os.replace(os.path.join(folder, f"rank{rank}.pid.tmp"), os.path.join(folder, f"rank{rank}.pid"))
     time.sleep(600)
+
+
+def eval_on_rank_one(rank: int, world_size: int) -> None:
+    """Rank 1 runs the layer in eval mode (no collective); rank 0 in training mode waits for it."""
+    layer = norms.SyncBatchNorm(3)
+    if rank == 1:
+        layer.eval()
+    layer(torch.randn(4, 3))

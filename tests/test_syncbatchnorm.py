@@ -281,6 +281,16 @@ def test_worker_error_reports_the_rank_that_failed_first_and_keeps_every_error()
     assert sorted(error.errors) == [0, 1] and error.errors[1][0] == "KeyError"
 
 
+def test_a_rank_in_eval_mode_gives_the_others_an_error_that_names_the_disagreement():
+    results = distributed.launch(
+        W.eval_on_rank_one, 2, timeout=LAUNCH_TIMEOUT, grace=60, return_errors=True
+    )
+    assert results[1] is None
+    kind, message, _ = results[0]
+    assert kind == "RuntimeError" and "all_gather of the input shapes" in message, message
+    assert "training mode on every process" in message
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/status").read_text()
