@@ -201,3 +201,41 @@ def test_a_configured_candidate_is_built_as_given():
     )
     assert "constructor_failed" not in codes(report), report.problems
     assert report.ok, report.problems
+
+
+class BnParamBatchNorm(nn.Module):
+    """CS231n's batchnorm_forward in a module: running statistics in the bn_param dict, created
+    by the first forward pass (zeros for both), updated with the biased variance."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.ones(num_features))
+        self.beta = nn.Parameter(torch.zeros(num_features))
+        self.bn_param = {"mode": "train", "eps": eps, "momentum": 0.9}
+
+    def train(self, mode=True):
+        super().train(mode)
+        self.bn_param["mode"] = "train" if mode else "test"
+        return self
+
+    def forward(self, x):
+        p = self.bn_param
+        d = x.shape[1]
+        rm = p.get("running_mean", torch.zeros(d))
+        rv = p.get("running_var", torch.zeros(d))
+        dims, shape = [0, *range(2, x.dim())], [1, -1] + [1] * (x.dim() - 2)
+        if p["mode"] == "train":
+            mean, var = x.mean(dims), x.var(dims, unbiased=False)
+            out = (x - mean.view(shape)) / torch.sqrt(var.view(shape) + p["eps"])
+            rm = p["momentum"] * rm + (1 - p["momentum"]) * mean.detach()
+            rv = p["momentum"] * rv + (1 - p["momentum"]) * var.detach()
+        else:
+            out = (x - rm.view(shape)) / torch.sqrt(rv.view(shape) + p["eps"])
+        p["running_mean"], p["running_var"] = rm, rv
+        return self.gamma.view(shape) * out + self.beta.view(shape)
+
+
+def test_running_statistics_kept_in_a_dict_and_created_lazily_are_graded():
+    report = grade(BnParamBatchNorm, nn.BatchNorm1d)
+    assert "running_stats_missing" not in codes(report), report.problems
+    assert "running_var_biased" in codes(report), report.problems
