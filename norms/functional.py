@@ -24,6 +24,7 @@ torch's kernels do.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -57,6 +58,15 @@ def _opmath(dtype: torch.dtype) -> torch.dtype:
 
 def _shape(t: Tensor) -> tuple[int, ...]:
     return tuple(t.shape)
+
+
+def _check_eps(eps, fname: str) -> None:
+    # torch: TypeError: layer_norm(): argument 'eps' (position 5) must be float, not str
+    if isinstance(eps, bool) or not isinstance(eps, (numbers.Real, Tensor)):
+        raise TypeError(
+            f"{fname}(): argument 'eps' must be a float (a small positive number such as "
+            f"1e-5), not {type(eps).__name__} {eps!r}"
+        )
 
 
 def _check_floating(input: Tensor, fname: str) -> None:
@@ -426,6 +436,7 @@ def layer_norm(
     applied element-wise.
     """
     ns = check_layer_norm(input, normalized_shape, weight, bias)
+    _check_eps(eps, "layer_norm")
     dtype = _opmath(input.dtype)
     x = input.to(dtype)  # (*, *normalized_shape)
     dims = axes.layer_norm_dims(input.dim(), len(ns))  # the last k dims
@@ -530,6 +541,7 @@ def group_norm(
     ``weight``/``bias`` are per channel, shape ``(C,)``.
     """
     check_group_norm(input, num_groups, weight, bias)
+    _check_eps(eps, "group_norm")
     ndim = input.dim()
     dtype = _opmath(input.dtype)
     x = input.to(dtype).reshape(axes.group_norm_shape(input.shape, num_groups))

@@ -214,6 +214,34 @@ def hang(rank: int, world_size: int) -> None:
 
 
 def fail_on_rank_one(rank: int, world_size: int) -> int:
+    dist.barrier()  # both ranks are past init_process_group before rank 1 leaves
     if rank == 1:
         raise ValueError("rank one fails on purpose")
     return rank
+
+
+def key_error_on_rank_one(rank: int, world_size: int) -> int:
+    """Rank 1 raises; rank 0 waits for it in a collective and fails after it (a peer error)."""
+    if rank == 1:
+        raise KeyError("rank one's own error")
+    dist.barrier()
+    dist.barrier()
+    return rank
+
+
+def sleep_reporting_pid(rank: int, world_size: int, folder: str) -> None:
+    """Write this process's id to ``folder/rank<r>.pid``, then sleep (until killed)."""
+    import time
+
+    with open(os.path.join(folder, f"rank{rank}.pid.tmp"), "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(os.path.join(folder, f"rank{rank}.pid.tmp"), os.path.join(folder, f"rank{rank}.pid"))
+    time.sleep(600)
+
+
+def eval_on_rank_one(rank: int, world_size: int) -> None:
+    """Rank 1 runs the layer in eval mode (no collective); rank 0 in training mode waits for it."""
+    layer = norms.SyncBatchNorm(3)
+    if rank == 1:
+        layer.eval()
+    layer(torch.randn(4, 3))

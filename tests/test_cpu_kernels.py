@@ -16,10 +16,13 @@ import math
 import os
 import platform
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import pytest
 import torch
@@ -351,7 +354,7 @@ def test_threads_that_load_at_once_build_once(tmp_path):
         {"TMPDIR": str(tmp_path)},
     )
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
-    assert len(list(tmp_path.glob("norms-kernels-*/*"))) == 1, list(tmp_path.rglob("*"))
+    assert len(list(tmp_path.glob("norms-kernels-*/*.so"))) == 1, list(tmp_path.rglob("*"))
 
 
 def test_fused_layers_keep_subnormal_numbers():
@@ -461,3 +464,222 @@ def test_the_kernels_compile_to_avx2_code_for_x86_64_v3(tmp_path):
     assembly = _cross_compile(cxx, cpu_kernels.flags("x86_64", "", "x86-64-v3"), tmp_path)
     assert len(_VECTOR_CODE["x86-64-v3"].findall(assembly)) > 20
     assert "%zmm" not in assembly
+
+
+# ---------------------------------------------------------------------------
+# Faults in the cache, each in a fresh process with its own cache folder ($TMPDIR)
+# and a time limit (_run: 300 s)
+# ---------------------------------------------------------------------------
+
+_FUSED_OK = """
+import warnings, torch, norms.fast.fused
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    x = torch.randn(2, 3, 8, dtype=torch.float64, requires_grad=True)
+    layer = norms.fast.fused.LayerNorm(8, dtype=torch.float64)
+    y = layer(x)
+    torch.testing.assert_close(y, torch.nn.functional.layer_norm(x, [8], layer.weight, layer.bias))
+    y.sum().backward()
+    g = torch.randn(2, 4, 5, dtype=torch.float64)
+    torch.testing.assert_close(norms.fast.fused.GroupNorm(2, 4, dtype=torch.float64)(g),
+                               torch.nn.functional.group_norm(g, 2))
+messages = [str(w.message) for w in caught if "norms.fast.fused" in str(w.message)]
+print("warnings:", len(messages), messages)
+print("ok")
+"""
+
+
+def _cache_of(tmp_path):
+    return tmp_path / f"norms-kernels-{os.getuid()}"
+
+
+def test_a_truncated_library_is_rebuilt_not_loaded(tmp_path):
+    """Loading a truncated .so can kill the process (SIGBUS): the loader checks the file first."""
+    env = {"TMPDIR": str(tmp_path)}
+    assert (
+        _run("from norms.fast import cpu_kernels; assert cpu_kernels.available()", env).returncode
+        == 0
+    )
+    (library,) = _cache_of(tmp_path).glob("kernels-*.so")
+    size = library.stat().st_size
+    with open(library, "r+b") as f:
+        f.truncate(size // 2)
+    done = _run(
+        _FUSED_OK + "from norms.fast import cpu_kernels; assert cpu_kernels.available()", env
+    )
+    assert done.returncode == 0 and "ok" in done.stdout, (done.returncode, done.stderr[-3000:])
+    assert "warnings: 0" in done.stdout, done.stdout
+    assert library.stat().st_size == size  # rebuilt
+
+
+def _read_only(command: list[str], folder) -> list[str]:
+    """``command`` run with ``folder`` read-only: mode 500, and for root (who ignores modes) a
+    read-only bind mount in a mount namespace of its own."""
+    folder.chmod(0o500)
+    if os.getuid() != 0:
+        return command
+    if (
+        shutil.which("unshare") is None
+        or subprocess.run(["unshare", "-m", "true"], capture_output=True, timeout=60).returncode
+        != 0
+    ):
+        pytest.skip("running as root without unshare: cannot make a folder read-only")
+    mount = f"mount --bind -o ro {shlex.quote(str(folder))} {shlex.quote(str(folder))}"
+    return ["unshare", "-m", "sh", "-c", f"{mount} && exec {shlex.join(command)}"]
+
+
+def test_a_cache_folder_that_cannot_be_written_builds_privately(tmp_path):
+    """The cache folder is read-only: the kernels are built in a temporary folder, which is
+    removed; the fused layers work, without a warning."""
+    cache = _cache_of(tmp_path)
+    cache.mkdir(mode=0o700)
+    command = _read_only([sys.executable, "-c", _FUSED_OK], cache)
+    done = subprocess.run(
+        command,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    cache.chmod(0o700)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-3000:]
+    assert "warnings: 0" in done.stdout, done.stdout
+    assert [p.name for p in tmp_path.glob("norms-kernels-*")] == [cache.name], list(
+        tmp_path.rglob("*")
+    )
+
+
+def test_a_cache_path_that_is_not_a_folder_leaves_no_temporary_folder(tmp_path):
+    cache = _cache_of(tmp_path)
+    cache.write_text("not a folder")
+    done = _run(_FUSED_OK, {"TMPDIR": str(tmp_path)})
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-3000:]
+    assert [p.name for p in tmp_path.glob("norms-kernels-*")] == [cache.name], list(
+        tmp_path.rglob("*")
+    )
+
+
+def test_without_any_compiler_every_fused_layer_runs_the_plain_code_with_one_warning(tmp_path):
+    """No g++ on the PATH and $CXX pointing nowhere: torch.compile cannot build either, so every
+    fused layer runs the norms code (correct numbers, gradients) and warns once."""
+    done = _run(
+        """
+        import warnings, torch, norms.fast.fused as fused
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for layer, ref, shape in [
+                (fused.LayerNorm(8), torch.nn.LayerNorm(8), (2, 3, 8)),
+                (fused.CompiledLayerNorm(8), torch.nn.LayerNorm(8), (2, 3, 8)),
+                (fused.GroupNorm(2, 4), torch.nn.GroupNorm(2, 4), (2, 4, 5)),
+                (fused.RMSNorm(8), torch.nn.RMSNorm(8), (2, 3, 8)),
+                (fused.BatchNorm2d(4), torch.nn.BatchNorm2d(4), (2, 4, 3, 3)),
+                (fused.InstanceNorm2d(4), torch.nn.InstanceNorm2d(4), (2, 4, 3, 3)),
+            ]:
+                x = torch.randn(shape, requires_grad=True)
+                y = layer(x)
+                torch.testing.assert_close(y, ref(x))
+                (gx,) = torch.autograd.grad(y.square().sum(), x)
+                torch.testing.assert_close(gx, torch.autograd.grad(ref(x).square().sum(), x)[0])
+            model = fused.fuse(torch.nn.Linear(3, 3))
+            model(torch.randn(2, 3))
+        messages = [str(w.message) for w in caught]
+        assert len(messages) == 1 and "no C++ compiler" in messages[0], messages
+        print("ok")
+        """,
+        {
+            "PATH": str(tmp_path),
+            "CXX": str(tmp_path / "no-such-g++"),
+            "NORMS_CXX": "",
+            "TMPDIR": str(tmp_path),
+        },
+    )
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+def test_a_compiler_that_rejects_the_flags_falls_back_cleanly(tmp_path):
+    """As g++ on ARM rejects an x86 flag: one warning with the compiler's words, the compiled path,
+    and no partial file left."""
+    fake = tmp_path / "picky-cxx"
+    fake.write_text(
+        "#!/bin/sh\necho \"error: unrecognized command-line option '$3'\" >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    done = _run(_FUSED_OK, {"NORMS_CXX": str(fake), "TMPDIR": str(tmp_path)})
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-3000:]
+    assert "warnings: 1" in done.stdout, done.stdout
+    assert "unrecognized command-line option" in done.stdout, done.stdout
+    assert not list(_cache_of(tmp_path).glob("*.so")), list(tmp_path.rglob("*"))
+
+
+def test_two_processes_building_at_once_share_one_library(tmp_path):
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    code = "from norms.fast import cpu_kernels; assert cpu_kernels.available(); print('ok')"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    try:
+        outs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    codes = [p.returncode for p in procs]
+    assert codes == [0, 0] and [out.strip() for out, _ in outs] == ["ok", "ok"], outs
+    names = sorted(p.name for p in _cache_of(tmp_path).iterdir())
+    assert len([n for n in names if n.endswith(".so")]) == 1, names
+    assert not [n for n in names if n.endswith(".tmp.so")], names
+
+
+def test_other_builds_stay_and_killed_builds_are_swept(tmp_path):
+    """Another checkout's library is not deleted; a .tmp.so older than an hour (a killed build)
+    is."""
+    cache = _cache_of(tmp_path)
+    cache.mkdir(mode=0o700)
+    other = cache / "kernels-0123456789abcdef.so"
+    other.write_text("another checkout's build")
+    leftover, recent = cache / "kernels-0123456789abcdef.x1.tmp.so", cache / "kernels-a.x2.tmp.so"
+    leftover.write_text("killed")
+    recent.write_text("being written")
+    hours_ago = time.time() - 7200
+    os.utime(leftover, (hours_ago, hours_ago))
+    done = _run(
+        "from norms.fast import cpu_kernels; assert cpu_kernels.available()",
+        {"TMPDIR": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert other.exists() and recent.exists() and not leftover.exists()
+
+
+def test_a_failed_build_is_tried_again_with_another_compiler(tmp_path):
+    done = _run(
+        """
+        import os, shutil, warnings
+        from norms.fast import cpu_kernels
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert not cpu_kernels.available()
+            assert not cpu_kernels.available()
+        os.environ["NORMS_CXX"] = shutil.which("g++")
+        assert cpu_kernels.load() is not None
+        print("ok")
+        """,
+        {"NORMS_CXX": str(tmp_path / "no-such-compiler"), "TMPDIR": str(tmp_path)},
+    )
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+def test_a_loaded_library_is_returned_without_the_build_lock():
+    """Once loaded, load() takes no lock (a build elsewhere must not stall every forward)."""
+    assert cpu_kernels.load() is not None
+    result = []
+    with cpu_kernels._LOCK:
+        thread = threading.Thread(target=lambda: result.append(cpu_kernels.load()), daemon=True)
+        thread.start()
+        thread.join(timeout=60)
+    assert result and result[0] is not None

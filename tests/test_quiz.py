@@ -1304,3 +1304,23 @@ def test_every_topic_has_a_chapter_in_the_book():
     assert set(quiz.CHAPTER_OF) == set(quiz.topics())
     missing = {t: c for t, c in quiz.CHAPTER_OF.items() if f"book/{c}" not in toc_files()}
     assert missing == {}, f"topics whose chapter is not in _toc.yml: {missing}"
+
+
+def test_a_hostile_quiz_key_does_not_reach_the_script_unescaped():
+    questions = quiz.questions_for("batchnorm", 1, 0)
+    key = "</script><!--<script>alert('x')</script>\u2028"
+    js = rendering.render(questions, key=key)["javascript"]
+    call = js[js.index("NormsQuiz.show(") :]
+    for bad in ("</script", "<!--", "<script", "\u2028"):
+        assert bad not in call, bad
+    assert (
+        json.dumps(key, ensure_ascii=True).replace("<", "\\u003c").replace(">", "\\u003e") in call
+    )
+
+
+@pytest.mark.parametrize("n", [-1, 0, 2.5, True, "3"])
+def test_questions_for_refuses_a_count_that_is_not_positive(n):
+    with pytest.raises(
+        ValueError, match=f"positive whole number of questions, got {re.escape(repr(n))}"
+    ):
+        quiz.questions_for("batchnorm", n)

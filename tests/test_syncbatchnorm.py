@@ -12,6 +12,14 @@ by norms.BatchNorm1d/2d/3d on the concatenated batch.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -24,6 +32,8 @@ from norms import distributed
 from norms.modules.syncbatchnorm import combine_stats
 
 from . import _sbn_workers as W
+
+ROOT = Path(__file__).resolve().parents[1]
 
 WORLD_SIZES = (2, 3)
 SEED = 7
@@ -249,7 +259,7 @@ def test_launch_kills_processes_that_hang():
 
 
 def test_launch_reports_a_worker_error_and_stops_the_others():
-    with pytest.raises(distributed.WorkerError, match="rank one fails on purpose"):
+    with pytest.raises(distributed.WorkerError, match="first rank 1: ValueError: rank one fails"):
         distributed.launch(W.fail_on_rank_one, 2, timeout=LAUNCH_TIMEOUT)
     results = distributed.launch(W.fail_on_rank_one, 2, timeout=LAUNCH_TIMEOUT, return_errors=True)
     assert results[0] == 0
@@ -257,6 +267,81 @@ def test_launch_reports_a_worker_error_and_stops_the_others():
         results[1][:2] == ("ValueError", "rank one fails on purpose")
         and "Traceback" in results[1][2]
     )
+
+
+def test_worker_error_reports_the_rank_that_failed_first_and_keeps_every_error():
+    """Rank 1 raises KeyError; rank 0, left waiting in a barrier, fails after it with a peer error.
+    The report names rank 1's KeyError, whatever the rank order."""
+    with pytest.raises(distributed.WorkerError) as caught:
+        distributed.launch(W.key_error_on_rank_one, 2, timeout=LAUNCH_TIMEOUT, grace=60)
+    error = caught.value
+    assert error.rank == 1
+    assert str(error).startswith("2 worker(s) raised; first rank 1: KeyError"), str(error)
+    assert "rank one's own error" in str(error).splitlines()[0]
+    assert sorted(error.errors) == [0, 1] and error.errors[1][0] == "KeyError"
+
+
+def test_a_rank_in_eval_mode_gives_the_others_an_error_that_names_the_disagreement():
+    results = distributed.launch(
+        W.eval_on_rank_one, 2, timeout=LAUNCH_TIMEOUT, grace=60, return_errors=True
+    )
+    assert results[1] is None
+    kind, message, _ = results[0]
+    assert kind == "RuntimeError" and "all_gather of the input shapes" in message, message
+    assert "training mode on every process" in message
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return "\tZ" not in next(line for line in state.splitlines() if line.startswith("State:"))
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGTERM") or os.name != "posix", reason="POSIX signals")
+def test_sigterm_to_the_launcher_kills_its_workers_and_removes_its_folder(tmp_path):
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    code = (
+        "import norms.distributed as d, tests._sbn_workers as W\n"
+        f"d.launch(W.sleep_reporting_pid, 2, args=({str(pids)!r},), timeout=300)\n"
+    )
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(scratch)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while len(list(pids.glob("*.pid"))) < 2 and launcher.poll() is None:
+            assert time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.1)
+        assert launcher.poll() is None, launcher.communicate(timeout=10)
+        workers = [int(p.read_text()) for p in pids.glob("*.pid")]
+        assert list(scratch.glob("norms-dist-*"))
+        launcher.send_signal(signal.SIGTERM)
+        launcher.wait(timeout=60)
+        assert launcher.returncode == -signal.SIGTERM, launcher.stderr.read()[-2000:]
+        deadline = time.monotonic() + 30
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in workers if _alive(pid)], "orphaned workers"
+        assert not list(scratch.glob("norms-dist-*"))
+    finally:
+        launcher.kill()
+        launcher.wait(timeout=30)
+        for pid_file in pids.glob("*.pid"):
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 
 # --------------------------------------------------------------------------

@@ -183,6 +183,12 @@ def test_the_page_reads_shapes_as_parse_shape(tmp_path):
         "four",
         "2;3",
         "1 × 2 * 3",
+        "99999,99999,99999",
+        "2, 1000001",
+        "2, 1000000",
+        "0001000000",
+        "9" * 400,
+        "1 " * 9,
     ]
     got = run_js(tmp_path, {}, [{"op": "parse", "text": t} for t in texts])
     for text, js in zip(texts, got, strict=True):
@@ -281,3 +287,16 @@ def test_any_explorer_gets_a_page_version_from_its_own_draw():
     assert states["0"]["png"] != states["1"]["png"]
     assert states["2"] == {"error": error_html(ValueError("three is not allowed"))}
     assert explorer.controls["n"].value == 5 and explorer.info.value == "<b>5</b> points"
+
+
+def test_text_in_a_payload_cannot_end_or_comment_out_the_script():
+    """A reader's shape text is embedded in the page: "</script", "<!--" and "<script" inside a
+    <script> element change how the HTML parser reads it, so none reaches the page."""
+    from norms.explore.web import page
+
+    hostile = "4, 6</script><!--<script>alert(1)</script>&amp;"
+    out = page.html({"kind": "reduction", "shape": hostile})
+    data = out.split('<script type="application/json">', 1)[1].split("</script>", 1)[0]
+    for bad in ("</", "<!--", "<script", "<", ">", "&"):
+        assert bad not in data, bad
+    assert json.loads(data)["shape"] == hostile

@@ -218,3 +218,29 @@ def test_batch_size_explorer_indivisible_groups_show_the_error():
     assert_error(explorer, "divisible")
     explorer.controls["channels"].value = 6
     assert_ok(explorer)
+
+
+def test_parse_shape_rejects_huge_sizes_and_ranks_with_a_message():
+    for text, words in [
+        ("9" * 400, "at most 1000000, got 999999… (400 digits)"),
+        ("2, 1000001", "at most 1000000, got 1000001"),
+        ("1 " * 9, "at most 8 dims, got 9"),
+    ]:
+        with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
+            parse_shape(text)
+    assert parse_shape("0001000000, 2") == (1000000, 2)
+
+
+@pytest.mark.parametrize("text", ["100000,100000,100000", "2, 64, 2000, 2000"])
+def test_reduction_explorer_refuses_a_huge_shape_before_indexing_it(monkeypatch, text):
+    """The size check comes before describe(), which builds an index of every element."""
+
+    def no_describe(*args):
+        raise AssertionError("describe() ran on a shape too large to draw")
+
+    import norms.explore.widgets as widgets_module
+
+    monkeypatch.setattr(widgets_module, "describe", no_describe)
+    explorer = explorers.reduction_explorer()
+    explorer.controls["shape"].value = text
+    assert "too many cells to draw" in explorer.error.value, explorer.error.value

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import inspect
+import signal
+import threading
 import traceback
 from typing import Callable
 
@@ -55,6 +58,9 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
         crashed forward to see which dims its statistics were taken over."""
         try:
             return fn(*args, **kw)
+        except SystemExit as exc:  # sys.exit() in the reader's code: reported, never raised
+            self.c.add("exited", f"{what} called sys.exit({exc.code!r})", where)
+            raise _Abort from None
         except Exception as exc:  # the reader's code may raise anything
             code = (
                 "constructor_failed"
@@ -264,7 +270,9 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
 
     # -- classes ----------------------------------------------------------------------
     def build(self, args, where):
-        m = self.call(self.candidate, *args, what="constructor", where=where, **self.ref_kw)
+        # a functools.partial candidate is configured already: build it as given
+        kw = {} if isinstance(self.candidate, functools.partial) else self.ref_kw
+        m = self.call(self.candidate, *args, what="constructor", where=where, **kw)
         if not isinstance(m, nn.Module):
             self.c.add(
                 "not_a_module", f"{self.cand_name} instances are {type(m).__name__} objects."
@@ -419,6 +427,22 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
             except _Abort:
                 failed.append(shape)
                 continue
+            if running_kind and not running and step == 0:
+                # created by the first forward pass (CS231n's bn_param dict, say)?
+                running = _find_running(m, spec, {n for n in (scale, shift) if n})
+                if running:
+                    self.c.problems.pop("running_stats_missing", None)  # they exist after all
+                    self.c.note(
+                        "Your running statistics appear only in the first forward pass; torch "
+                        "creates them in __init__ as zeros (running_mean) and ones "
+                        "(running_var), and the checks start from those values."
+                    )
+                    zeros = torch.zeros(spec.channels, dtype=torch.float64)
+                    prev = {"mean": zeros, "var": torch.ones_like(zeros)}
+                    prev_ref = {
+                        "mean": ref.running_mean.double().clone(),
+                        "var": ref.running_var.double().clone(),
+                    }
             yr = ref(xr)
             if _close(y, yr, self.rtol, self.atol):
                 passed.append(shape)
@@ -512,13 +536,125 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                 )
 
 
+class _Uncopyable(BaseException):  # noqa: N818 - passes the guards around reader code
+    pass
+
+
 def _copy(m):
-    """An independent copy of the reader's module (running statistics included); the module
-    itself if it cannot be copied."""
+    """An independent copy of the reader's module (running statistics included), never the module
+    itself: ``copy.deepcopy``, else (tensors that are not graph leaves, a lock in an attribute) a
+    copy of every submodule and tensor that shares the other attributes; :class:`_Uncopyable`
+    if neither works (:func:`grade` reports it)."""
     try:
         return copy.deepcopy(m)
+    except Exception as exc:
+        first = exc
+    try:
+        return _copy_tensors(m, {})
     except Exception:
-        return m
+        raise _Uncopyable(_fmt_exc(first)) from None
+
+
+def _copy_tensors(obj, memo: dict):
+    """``obj`` with every module, tensor, dict, list and tuple in it copied (a tensor by
+    ``clone()``, which keeps its graph); anything else shared."""
+    if id(obj) in memo:
+        return memo[id(obj)]
+    if isinstance(obj, nn.Parameter):
+        new = nn.Parameter(obj.detach().clone(), requires_grad=obj.requires_grad)
+    elif isinstance(obj, torch.Tensor):
+        new = obj.clone()
+    elif isinstance(obj, nn.Module):
+        new = copy.copy(obj)
+        memo[id(obj)] = new
+        new.__dict__ = {k: _copy_tensors(v, memo) for k, v in vars(obj).items()}
+        return new
+    elif isinstance(obj, dict):
+        new = type(obj)((k, _copy_tensors(v, memo)) for k, v in obj.items())
+    elif isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
+        new = type(obj)(_copy_tensors(v, memo) for v in obj)
+    else:
+        new = obj
+    memo[id(obj)] = new
+    return new
+
+
+class _TimedOut(BaseException):
+    """The time limit of :func:`grade` ran out (raised by SIGALRM in the reader's code)."""
+
+
+def _module_state(module) -> dict:
+    return dict(vars(module))
+
+
+def _restore_module(module, saved: dict) -> None:
+    now = vars(module)
+    for name in [n for n in now if n not in saved]:
+        try:
+            delattr(module, name)
+        except (AttributeError, TypeError):
+            pass
+    for name, value in saved.items():
+        if now.get(name, _MISSING) is not value:
+            try:
+                setattr(module, name, value)
+            except (AttributeError, TypeError):
+                pass
+
+
+_MISSING = object()
+
+
+@contextlib.contextmanager
+def _isolated(timeout: float | None):
+    """Run the candidate with torch's global settings saved and restored, and a time limit.
+
+    Saved and restored: the default dtype, grad mode, the number of threads, deterministic
+    algorithms, anomaly detection, the RNG state (by :func:`grade`), and every attribute of
+    ``torch``, ``torch.nn``, ``torch.nn.functional`` and ``torch.Tensor`` (a candidate that
+    replaces ``torch.allclose`` gets it back). The time limit is a ``SIGALRM`` timer, so it
+    works in the main thread of a POSIX process (a notebook's kernel): it interrupts Python
+    code, not a single long C++ operation, and elsewhere there is no limit.
+    """
+    import torch.nn.functional as nnf
+
+    modules = (torch, torch.nn, nnf, torch.Tensor)
+    saved = [_module_state(m) for m in modules]
+    settings = (
+        torch.get_default_dtype(),
+        torch.is_grad_enabled(),
+        torch.get_num_threads(),
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.is_anomaly_enabled(),
+    )
+    alarm = (
+        timeout is not None
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    if alarm:
+
+        def expire(signum, frame):
+            raise _TimedOut()
+
+        previous = signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        yield
+    finally:
+        if alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        for module, state in zip(modules, saved, strict=True):
+            _restore_module(module, state)
+        dtype, grad, threads, deterministic, warn_only, anomaly = settings
+        torch.set_default_dtype(dtype)
+        torch.set_grad_enabled(grad)
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+        torch.autograd.set_detect_anomaly(anomaly)
 
 
 def grade(
@@ -529,6 +665,7 @@ def grade(
     rtol: float = 1e-4,
     atol: float = 1e-4,
     num_groups: int = 2,
+    timeout: float | None = 300.0,
 ) -> Report:
     """Compare ``candidate`` (a class or a function of x) with the torch.nn layer ``reference``.
 
@@ -541,13 +678,33 @@ def grade(
     because of the candidate's code (an unknown ``reference`` or keyword is a ValueError).
 
     ``num_groups`` is only used for a plain GroupNorm function that takes no group argument.
+
+    Isolation: the candidate runs in this process (a notebook's classes need not be
+    importable), with a time limit of ``timeout`` seconds (``None``: none; a ``SIGALRM``
+    timer, in the main thread on Linux and macOS, which stops Python code but not one
+    long C++ operation), torch's global settings saved and restored (default dtype, grad
+    mode, threads, deterministic algorithms, anomaly detection, the random state, and the
+    attributes of ``torch``, ``torch.nn``, ``torch.nn.functional`` and ``torch.Tensor``),
+    and on copies of any module it is given. ``sys.exit()`` in the candidate and the time
+    limit become problems in the report. What it cannot undo: changes the candidate makes
+    elsewhere (files, other modules, global variables of the notebook), memory it fills,
+    or a crash of the process itself.
     """
     name, ref_kw = _reference_name(reference)
     g = _Grader(candidate, name, seed, rtol, atol, num_groups, ref_kw)
     try:
-        with torch.random.fork_rng(devices=[]):
+        with _isolated(timeout), torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             g.run()
+    except _TimedOut:
+        g.c.add(
+            "timed_out",
+            f"grading stopped after {timeout:g} s: timed out after {timeout:g} s in your code",
+        )
+    except SystemExit as exc:  # raised outside a guarded call: still reported, never raised
+        g.c.add("exited", f"your code called sys.exit({exc.code!r})")
+    except _Uncopyable as exc:
+        g.c.add("not_copyable", f"copy.deepcopy of your module raised {exc}")
     except Exception as exc:  # a bug in the grader must still not surface as a traceback
         g.c.add("grader_error", f"{_fmt_exc(exc)}\n{traceback.format_exc(limit=-3)}")
     cand_name = getattr(g, "cand_name", getattr(candidate, "__name__", repr(candidate)[:60]))

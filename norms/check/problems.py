@@ -213,6 +213,21 @@ PROBLEM_CODES = {
         "Start running_mean at zeros and running_var at ones (torch.ones(num_features)): "
         "with zeros, eval mode divides by sqrt(eps) until many updates have passed.",
     ),
+    "timed_out": (
+        "Your code did not finish in time",
+        "Look for a loop that never ends (a while loop whose condition never changes, a "
+        "recursion without a base case) in __init__, forward or backward.",
+    ),
+    "exited": (
+        "Your code called sys.exit() (or raised SystemExit)",
+        "Raise an exception instead of exiting: in a notebook, exiting stops the kernel.",
+    ),
+    "not_copyable": (
+        "Your module cannot be copied with copy.deepcopy",
+        "The grader runs copies, so that grading leaves your module's running statistics "
+        "alone; keep tensors, numbers and modules in attributes (no open files, locks or "
+        "generators).",
+    ),
     "grader_error": (
         "The grader itself failed",
         "This is a bug in norms.check; please report it with your class.",

@@ -13,7 +13,10 @@ in a fresh temporary directory, so there is no rendezvous port to pick and two
 launches running at the same time (parallel test workers) cannot collide; the
 gloo connections listen on the loopback interface, on ports the operating
 system assigns. Every process is killed when the time limit is reached, and
-:func:`launch` then raises :class:`TimeoutError`.
+:func:`launch` then raises :class:`TimeoutError`; when a worker raises, the
+others get ``grace`` seconds, and :class:`WorkerError` names the rank that
+failed first. A SIGTERM to the launching process kills the workers and removes
+the temporary directory before the process ends as SIGTERM would end it.
 
 The worker must be importable by name (defined in a module, not in a notebook
 cell): processes are started with the ``forkserver`` method (``spawn`` where
@@ -24,10 +27,13 @@ chapter runs are in :mod:`norms.distributed.workers`.
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import shutil
+import signal
 import socket
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -39,13 +45,24 @@ __all__ = ["launch", "WorkerError", "loopback_interface"]
 
 
 class WorkerError(RuntimeError):
-    """A worker raised. ``errors`` maps rank -> (exception type name, message, traceback text)."""
+    """A worker raised. ``errors`` maps rank -> (exception type name, message, traceback text), for
+    every rank that failed; ``rank`` is the rank whose exception came first (by the clock), the
+    cause: the others usually fail after it, waiting for it ("Connection closed by peer"). The
+    message shows that rank's error and lists the others."""
 
-    def __init__(self, errors: dict[int, tuple[str, str, str]]):
+    def __init__(self, errors: dict[int, tuple[str, str, str]], first: int | None = None):
         self.errors = errors
-        first = min(errors)
-        kind, message, tb = errors[first]
-        super().__init__(f"{len(errors)} worker(s) raised; rank {first}: {kind}: {message}\n{tb}")
+        self.rank = min(errors) if first is None else first
+        kind, message, tb = errors[self.rank]
+        others = "".join(
+            f"\n  then rank {r}: {k}: {m.splitlines()[0] if m else ''}"
+            for r, (k, m, _) in sorted(errors.items())
+            if r != self.rank
+        )
+        super().__init__(
+            f"{len(errors)} worker(s) raised; first rank {self.rank}: {kind}: {message}"
+            f"{others}\n{tb}"
+        )
 
 
 def loopback_interface() -> str:
@@ -81,6 +98,7 @@ def _entry(fn, rank, world_size, store_path, out_dir, args, timeout, threads, in
     # gloo listens on the interface named here: loopback only
     os.environ["GLOO_SOCKET_IFNAME"] = interface
     result: dict[str, Any]
+    when = None  # the wall-clock time of fn's exception: the launcher reports the first
     try:
         import torch.distributed as dist
 
@@ -94,10 +112,14 @@ def _entry(fn, rank, world_size, store_path, out_dir, args, timeout, threads, in
         )
         try:
             result = {"value": fn(rank, world_size, *args)}
+        except BaseException:
+            when = time.time()  # before destroy_process_group() lets the peers fail too
+            raise
         finally:
             dist.destroy_process_group()
     except BaseException as e:  # noqa: BLE001 - reported to the parent
         result = {"error": (type(e).__name__, str(e), traceback.format_exc())}
+        result["when"] = when if when is not None else time.time()
     torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
 
 
@@ -141,6 +163,10 @@ def launch(
         )
         for rank in range(world_size)
     ]
+    previous, terminated = None, False
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM to the launcher: kill the workers and remove the folder first (see the end)
+        previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         for p in procs:
             p.start()
@@ -159,22 +185,26 @@ def launch(
                     f"(ranks {hung}); killed them"
                 )
             time.sleep(0.02)
-        results, errors = [], {}
+        results, errors, times = [], {}, {}
         for rank, p in enumerate(procs):
             path = os.path.join(work, f"rank{rank}.pt")
             if not os.path.exists(path):
                 errors[rank] = ("ProcessDied", f"exit code {p.exitcode}", "")
+                times[rank] = -math.inf  # died without a word: likely the cause
                 results.append(errors[rank])
                 continue
             out = torch.load(path, weights_only=False)
             if "error" in out:
-                errors[rank] = out["error"]
+                errors[rank], times[rank] = out["error"], out.get("when", math.inf)
                 results.append(out["error"])
             else:
                 results.append(out["value"])
         if errors and not return_errors:
-            raise WorkerError(errors)
+            raise WorkerError(errors, first=min(errors, key=lambda r: (times[r], r)))
         return results
+    except _Terminated:
+        terminated = True
+        raise
     finally:
         started = [p for p in procs if p.pid is not None]
         for p in started:
@@ -183,6 +213,18 @@ def launch(
         for p in started:
             p.join(timeout=10)
         shutil.rmtree(work, ignore_errors=True)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+            if terminated:  # workers and folder gone: now what SIGTERM would have done
+                os.kill(os.getpid(), signal.SIGTERM)
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived while :func:`launch` waited for its workers."""
+
+
+def _terminate(signum, frame):
+    raise _Terminated()
 
 
 def _failed(work: str, rank: int) -> bool:

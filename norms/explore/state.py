@@ -24,6 +24,8 @@ from norms.axes import NORMS, is_unbatched
 __all__ = [
     "BATCH_SIZE_INFO",
     "ERROR_COLOR",
+    "MAX_RANK",
+    "MAX_SIZE",
     "RUNNING_STATS_INFO",
     "batch_size_info",
     "batch_size_spreads",
@@ -45,6 +47,10 @@ _LAST_DIMS_NORMS: dict[str, type[torch.nn.Module]] = {
     name: getattr(modules, name) for name, n in NORMS.items() if n.kind in ("layer", "rms")
 }
 
+#: The largest size and the most dims :func:`parse_shape` reads (an explorer draws far fewer).
+MAX_SIZE = 1_000_000
+MAX_RANK = 8
+
 
 def parse_shape(text: str) -> tuple[int, ...]:
     """Read a shape typed by a reader: ``"4, 6, 2, 2"``, ``"(4,6,2,2)"``, ``"4x6x2x2"``.
@@ -56,7 +62,8 @@ def parse_shape(text: str) -> tuple[int, ...]:
         the shape as a tuple of ints.
 
     Raises:
-        ValueError: no sizes, or a size of 0, or anything but sizes and separators.
+        ValueError: no sizes, a size of 0 or above :data:`MAX_SIZE`, more than
+            :data:`MAX_RANK` sizes, or anything but sizes and separators.
 
     Example:
         >>> parse_shape("(4, 6, 2x2)")
@@ -66,7 +73,14 @@ def parse_shape(text: str) -> tuple[int, ...]:
         raise ValueError(
             f"could not read a shape from {text!r}: type sizes separated by commas, e.g. 4, 6, 2, 2"
         )
-    sizes = tuple(int(s) for s in re.findall(r"\d+", text))
+    words = re.findall(r"\d+", text)
+    for word in words:  # compare the digits before int() reads a 400-digit number
+        if len(word.lstrip("0")) > len(str(MAX_SIZE)) or int(word) > MAX_SIZE:
+            shown = word if len(word) <= 12 else f"{word[:6]}… ({len(word)} digits)"
+            raise ValueError(f"every size must be at most {MAX_SIZE}, got {shown}")
+    if len(words) > MAX_RANK:
+        raise ValueError(f"a shape has at most {MAX_RANK} dims, got {len(words)}")
+    sizes = tuple(int(s) for s in words)
     if not sizes:
         raise ValueError("type a shape, e.g. 4, 6, 2, 2")
     if 0 in sizes:

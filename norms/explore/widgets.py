@@ -44,6 +44,7 @@ from matplotlib.figure import Figure
 from norms.axes import describe
 from norms.lab.simulations import DEFAULT_BATCH_SIZES, simulate_batch_noise, simulate_running_stats
 from norms.plots import plot_batch_size, plot_reduction, plot_running_stats
+from norms.plots.reductions import check_drawable
 from norms.plots.style import BookFigure, png_bytes
 
 from .state import (
@@ -173,6 +174,7 @@ def draw_reduction(explorer: Explorer) -> tuple[Figure, str]:
     c["last_dims"].disabled = norm not in _LAST_DIMS_NORMS
     shape = parse_shape(c["shape"].value)
     module = build_module(norm, shape, c["groups"].value, c["last_dims"].value)
+    check_drawable(shape)  # before describe() builds an index of every element
     reduction = describe(module, shape)
     c["highlight"].max = reduction.num_statistics - 1  # clamps the value
     fig = plot_reduction(

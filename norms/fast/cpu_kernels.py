@@ -34,6 +34,7 @@ the output in another. The kernels make one sweep. ``make bench`` measures both.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -44,6 +45,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -142,6 +144,7 @@ def _compiler() -> str | None:
     return shutil.which(os.environ.get("NORMS_CXX") or os.environ.get("CXX") or "g++")
 
 
+@functools.cache
 def _machine(cxx: str) -> str:
     """What the build depends on besides the source and the flags: the compiler's version and this
     CPU."""
@@ -165,17 +168,20 @@ def _machine(cxx: str) -> str:
     return "\n".join([version, platform.machine(), features])
 
 
-def _cache_folder() -> Path:
-    """``$TMPDIR/norms-kernels-<uid>``, private to this user (mode 700); a fresh folder if another
-    user owns it."""
+def _cache_folder() -> Path | None:
+    """``$NORMS_KERNEL_CACHE``, else ``$TMPDIR/norms-kernels-<uid>`` (created private, mode 700);
+    ``None`` if that folder cannot be made, is another user's, or cannot be written (then each
+    process builds in a temporary folder of its own and removes it)."""
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    folder = Path(tempfile.gettempdir()) / f"norms-kernels-{uid}"
+    folder = Path(
+        os.environ.get("NORMS_KERNEL_CACHE") or Path(tempfile.gettempdir()) / f"norms-kernels-{uid}"
+    )
     try:
-        folder.mkdir(mode=0o700, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         mine = not hasattr(os, "getuid") or folder.stat().st_uid == uid
     except OSError:
-        mine = False
-    return folder if mine else Path(tempfile.mkdtemp(prefix="norms-kernels-"))
+        return None
+    return folder if mine and os.access(folder, os.W_OK | os.X_OK) else None
 
 
 def _warn(what: str) -> None:
@@ -187,72 +193,188 @@ def _warn(what: str) -> None:
     )
 
 
-_LOCK = threading.Lock()
+#: A ``.tmp.so`` older than this (seconds) is what a killed build left: a build is stopped
+#: after 600 s.
+_STALE = 3600
 
 
-@functools.cache
-def _load() -> ctypes.CDLL | None:
-    cxx = _compiler()
-    if cxx is None:
-        _warn("no C++ compiler (g++) found")
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _intact(library: Path) -> bool:
+    """Whether ``library`` is the file that was built: its SHA-256 is the one written next to it
+    (``.sha256``) after the build. A truncated or replaced file is not loaded (loading a truncated
+    library can kill the process with SIGBUS)."""
+    try:
+        return _digest(library) == library.with_suffix(".sha256").read_text().strip()
+    except OSError:
+        return False
+
+
+def _remove(library: Path) -> None:
+    for path in (library, library.with_suffix(".sha256")):
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def _clean(folder: Path) -> None:
+    """Remove the ``.tmp.so`` files of builds that were killed (older than :data:`_STALE`)."""
+    now = time.time()
+    for partial in folder.glob("kernels-*.tmp.so"):
+        try:
+            if now - partial.stat().st_mtime > _STALE:
+                partial.unlink()
+        except OSError:
+            pass
+
+
+def _build(cxx: str, library: Path) -> str | None:
+    """Compile the kernels into ``library`` (a temporary name, then an atomic rename), with its
+    ``.sha256`` written first; the compiler's complaint if that fails, else ``None``."""
+    try:
+        fd, partial = tempfile.mkstemp(
+            prefix=f"{library.stem}.", suffix=".tmp.so", dir=library.parent
+        )
+        os.close(fd)
+    except OSError as error:
+        return f"cannot write in {library.parent} ({error})"
+    try:
+        done = subprocess.run(
+            [cxx, *FLAGS, str(SOURCE), "-o", partial],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        done = subprocess.CompletedProcess([], 1, "", str(error))
+    try:
+        if done.returncode != 0:
+            return f"compiling {SOURCE.name} failed. The compiler said:\n{done.stderr[-2000:]}"
+        checksum = library.with_suffix(".sha256")
+        checksum.with_suffix(".sha256.tmp").write_text(_digest(Path(partial)))
+        os.replace(checksum.with_suffix(".sha256.tmp"), checksum)
+        os.replace(partial, library)  # atomic: other processes see the whole file or none
         return None
+    except OSError as error:
+        return f"cannot write in {library.parent} ({error})"
+    finally:
+        Path(partial).unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _build_lock(folder: Path, key: str):
+    """An exclusive lock on ``folder/kernels-<key>.lock`` (``fcntl.flock``): one process builds,
+    the others wait for its library. Where there is no ``fcntl``, no lock (the rename is atomic)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        yield
+        return
+    try:
+        handle = open(folder / f"kernels-{key}.lock", "a")  # noqa: SIM115 - closed below
+    except OSError:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _open(library: Path) -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(library))
+    p, n, d, i = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_int
+    for suffix in ("f32", "f64"):
+        getattr(lib, f"layer_norm_forward_{suffix}").argtypes = [p, p, p, n, n, d, i, p]
+        getattr(lib, f"layer_norm_backward_{suffix}").argtypes = [p, p, p, n, n, d, i, p, p, p]
+        getattr(lib, f"group_norm_forward_{suffix}").argtypes = [p, p, p, n, n, n, n, d, i, p]
+        getattr(lib, f"group_norm_backward_{suffix}").argtypes = [
+            *(p, p, p, n, n, n, n, d, i, p, p, p)
+        ]
+    return lib
+
+
+def _load(cxx: str) -> ctypes.CDLL | None:
     key = hashlib.sha256(
         "\n".join([SOURCE.read_text(), cxx, *FLAGS, _machine(cxx)]).encode()
     ).hexdigest()[:16]
     folder = _cache_folder()
-    library = folder / f"kernels-{key}.so"
-    if not library.exists():
-        fd, partial = tempfile.mkstemp(prefix=f"kernels-{key}.", suffix=".tmp.so", dir=folder)
-        os.close(fd)
+    with contextlib.ExitStack() as stack:
+        if folder is None:  # no usable shared folder: build in a private one, removed afterwards
+            try:
+                folder = Path(
+                    stack.enter_context(tempfile.TemporaryDirectory(prefix="norms-kernels-"))
+                )
+            except OSError as error:
+                _warn(f"no folder to build the kernels in ({error})")
+                return None
+        else:
+            stack.enter_context(_build_lock(folder, key))
+            _clean(folder)
+        library = folder / f"kernels-{key}.so"
+        if not _intact(library):
+            _remove(library)  # a damaged or foreign file (or none)
+            problem = _build(cxx, library)
+            if problem is not None:
+                _warn(problem)
+                return None
         try:
-            done = subprocess.run(
-                [cxx, *FLAGS, str(SOURCE), "-o", partial],
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-        except (OSError, subprocess.SubprocessError) as error:
-            done = subprocess.CompletedProcess([], 1, "", str(error))
-        if done.returncode != 0:
-            Path(partial).unlink(missing_ok=True)
-            _warn(f"compiling {SOURCE.name} failed. The compiler said:\n{done.stderr[-2000:]}")
+            return _open(library)  # stays loaded when a temporary folder is removed
+        except (OSError, AttributeError) as error:  # e.g. a noexec folder: rebuild next time
+            _remove(library)
+            _warn(f"loading {library} failed ({error})")
             return None
-        os.replace(partial, library)  # atomic: other processes see the whole file or none
-        for old in folder.glob("kernels-*.so"):  # builds of older sources
-            if old != library and not old.name.endswith(".tmp.so"):
-                old.unlink(missing_ok=True)
+
+
+_LOCK = threading.Lock()
+_LIBRARY: ctypes.CDLL | None = None
+_FAILED: tuple | None = None  # what failed: the compiler and the source's time stamp
+
+
+def _attempt() -> tuple:
     try:
-        lib = ctypes.CDLL(str(library))
-        p, n, d, i = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_int
-        for suffix in ("f32", "f64"):
-            getattr(lib, f"layer_norm_forward_{suffix}").argtypes = [p, p, p, n, n, d, i, p]
-            getattr(lib, f"layer_norm_backward_{suffix}").argtypes = [p, p, p, n, n, d, i, p, p, p]
-            getattr(lib, f"group_norm_forward_{suffix}").argtypes = [p, p, p, n, n, n, n, d, i, p]
-            getattr(lib, f"group_norm_backward_{suffix}").argtypes = [
-                *(p, p, p, n, n, n, n, d, i, p, p, p)
-            ]
-    except (
-        OSError,
-        AttributeError,
-    ) as error:  # unloadable (a noexec folder, a damaged file): rebuild next time
-        library.unlink(missing_ok=True)
-        _warn(f"loading {library} failed ({error})")
-        return None
-    return lib
+        stamp = SOURCE.stat().st_mtime_ns
+    except OSError:
+        stamp = None
+    return _compiler(), stamp
 
 
 def load() -> ctypes.CDLL | None:
     """The compiled kernels, built on first use; ``None`` (with a warning) if they cannot be built
     or loaded.
 
-    The shared library lands in ``$TMPDIR/norms-kernels-<uid>/kernels-<hash>.so``, where
-    the hash covers the source, the flags, the compiler and its version, and this CPU's
-    features, so an edit rebuilds it and processes on this machine share it. It is
-    written to a temporary name, then renamed (no process sees a half-written file);
-    one thread builds while the others wait.
+    The shared library lands in ``$NORMS_KERNEL_CACHE`` or else
+    ``$TMPDIR/norms-kernels-<uid>``, as ``kernels-<hash>.so``, where the hash covers the
+    source, the flags, the compiler and its version, and this CPU's features, so an edit
+    rebuilds it and processes on this machine share it (builds of other sources stay: two
+    checkouts do not evict each other). It is written to a temporary name, its SHA-256
+    next to it, then renamed: no process sees a half-written file, and a file that is not
+    the one built (truncated, replaced) is rebuilt, never loaded. One process builds
+    while the others wait (a file lock); a folder that cannot be used (another user's,
+    read-only) makes a private temporary build, removed once loaded. A failure is
+    remembered, so it warns once, until the compiler (``$NORMS_CXX``, ``$CXX``, ``PATH``)
+    or the source changes. Once loaded, no lock is taken.
     """
+    global _LIBRARY, _FAILED
+    if _LIBRARY is not None:
+        return _LIBRARY
+    attempt = _attempt()
+    if attempt == _FAILED:
+        return None
     with _LOCK:
-        return _load()
+        if _LIBRARY is not None or attempt == _FAILED:
+            return _LIBRARY
+        cxx = attempt[0]
+        if cxx is None:
+            _warn("no C++ compiler (g++) found")
+            _LIBRARY = None
+        else:
+            _LIBRARY = _load(cxx)
+        if _LIBRARY is None:
+            _FAILED = attempt
+        return _LIBRARY
 
 
 @torch.compiler.assume_constant_result

@@ -49,6 +49,9 @@ layers) the same way; :mod:`norms.fast.codegen` shows the code the compiler writ
 
 from __future__ import annotations
 
+import functools
+import warnings
+
 import torch
 from torch import Tensor, nn
 
@@ -59,6 +62,7 @@ from . import cpu_kernels
 __all__ = [
     "fuse",
     "compile_options",
+    "can_compile",
     "BatchNorm1d",
     "BatchNorm2d",
     "BatchNorm3d",
@@ -93,16 +97,60 @@ def fuse(module: nn.Module) -> nn.Module:
 
     Returns:
         the compiled wrapper (its ``state_dict`` keys gain an ``_orig_mod.``
-        prefix, as with any ``torch.compile``-d module). Prefer the classes of
+        prefix, as with any ``torch.compile``-d module) Without a C++ compiler
+        (:func:`can_compile`), ``module`` itself. Prefer the classes of
         this module when you want a drop-in layer with unchanged keys.
     """
+    if not can_compile():
+        return module
     return torch.compile(module, **compile_options())
+
+
+@torch.compiler.assume_constant_result
+def can_compile() -> bool:
+    """Whether ``torch.compile`` finds the C++ compiler its CPU code needs (``$CXX`` or ``g++``).
+
+    Without one, every fused layer runs the plain :mod:`norms` code (same numbers, not fused)
+    and the first call warns once.
+    """
+    return _can_compile()
+
+
+@functools.cache
+def _can_compile() -> bool:
+    from torch._inductor import cpp_builder
+
+    try:
+        cpp_builder.get_cpp_compiler()
+    except Exception as error:  # InvalidCxxCompiler, or whatever the search raises
+        warnings.warn(
+            f"norms.fast.fused: torch.compile finds no C++ compiler ({type(error).__name__}: "
+            f"set $CXX or install g++); the fused layers run the plain norms code, unfused",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        return False
+    return True
+
+
+def _compiled(function):
+    """``function`` compiled by ``torch.compile``, or ``function`` itself when there is no C++
+    compiler (:func:`can_compile`)."""
+    compiled = torch.compile(function, **compile_options())
+
+    @functools.wraps(function)
+    def run(*args, **kwargs):
+        if can_compile():
+            return compiled(*args, **kwargs)
+        return function(*args, **kwargs)
+
+    return run
 
 
 def _fused(cls: type[nn.Module]) -> type[nn.Module]:
     """A subclass of ``cls`` whose ``forward`` is ``cls.forward`` compiled with
-    ``torch.compile``."""
-    forward = torch.compile(cls.forward, **compile_options())
+    ``torch.compile`` (or, with no C++ compiler, ``cls.forward`` itself)."""
+    forward = _compiled(cls.forward)
     doc = (
         f"``norms.{cls.__name__}`` with its forward compiled by ``torch.compile``.\n\n"
         f"Same arguments, parameters, buffers and numbers as :class:`norms.{cls.__name__}`; "
@@ -183,7 +231,7 @@ def _layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return _LayerNormFunction.apply(input, tuple(normalized_shape), weight, bias, eps)
 
 
-_compiled_layer_norm = torch.compile(_layer_norm, **compile_options())
+_compiled_layer_norm = _compiled(_layer_norm)
 
 
 class CompiledLayerNorm(layernorm.LayerNorm):
@@ -209,7 +257,7 @@ class LayerNorm(CompiledLayerNorm):
     """
 
     def forward(self, input: Tensor) -> Tensor:
-        if cpu_kernels.supports(input, self.weight, self.bias):
+        if can_compile() and cpu_kernels.supports(input, self.weight, self.bias):
             F.check_layer_norm(input, self.normalized_shape, self.weight, self.bias)
             return cpu_kernels.layer_norm(
                 input, self.normalized_shape, self.weight, self.bias, self.eps
@@ -302,7 +350,7 @@ def _group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, kernel=Fals
     return _GroupNormFunction.apply(input, num_groups, weight, bias, eps, kernel)
 
 
-_compiled_group_norm = torch.compile(_group_norm, **compile_options())
+_compiled_group_norm = _compiled(_group_norm)
 
 
 class GroupNorm(groupnorm.GroupNorm):
@@ -315,9 +363,11 @@ class GroupNorm(groupnorm.GroupNorm):
     """
 
     def forward(self, input: Tensor) -> Tensor:
-        kernel = cpu_kernels.supports(input, self.weight, self.bias)
-        if kernel:
+        kernel = can_compile() and cpu_kernels.supports(input, self.weight, self.bias)
+        if kernel or input.numel() == 0:
             F.check_group_norm(input, self.num_groups, self.weight, self.bias)
+        if input.numel() == 0:  # an empty batch: nothing to fuse (Inductor cannot split zero rows)
+            return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
         return _compiled_group_norm(
             input, self.num_groups, self.weight, self.bias, self.eps, kernel
         )

@@ -50,10 +50,11 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
 
 def freeze_batchnorm(model: nn.Module) -> nn.Module:
-    """Replace every BatchNorm in ``model`` (in place) by a :class:`FrozenBatchNorm` with its
-    statistics and γ, β. Returns ``model``."""
+    """Replace every BatchNorm in ``model`` (:mod:`norms`' or :mod:`torch.nn`'s), in place, by a
+    :class:`FrozenBatchNorm` with its statistics and γ, β (same device and dtype). Returns
+    ``model``."""
     for name, child in model.named_children():
-        if isinstance(child, _BatchNorm):
+        if isinstance(child, (_BatchNorm, nn.modules.batchnorm._BatchNorm)):
             setattr(model, name, FrozenBatchNorm.from_batchnorm(child))
         else:
             freeze_batchnorm(child)

@@ -448,13 +448,23 @@ class TrainLog:
         return float(self.loss[-last:].mean())
 
 
+#: The BatchNorm classes of norms and of torch.nn (and their subclasses, SyncBatchNorm included).
+_BATCHNORMS = (_BatchNorm, nn.modules.batchnorm._BatchNorm)
+
+
 def _batch_stats_copy(model: nn.Module) -> nn.Module:
     """A copy of ``model`` in evaluation mode except its BatchNorms, which use batch statistics."""
     twin = copy.deepcopy(model).eval()
     for m in twin.modules():
-        if isinstance(m, _BatchNorm):
+        if isinstance(m, _BATCHNORMS):
             m.train()
     return twin
+
+
+def _restore_modes(modes: list[tuple[nn.Module, bool]]) -> None:
+    """Set each module's ``training`` flag back (``model.train(flag)`` would set them all alike)."""
+    for m, training in modes:
+        m.training = training
 
 
 @torch.no_grad()
@@ -467,18 +477,21 @@ def evaluate(
     (all at once if ``None``). With ``batch_stats=True`` every BatchNorm normalizes each
     batch with that batch's own statistics instead (a copy of the model is used, so the
     model's running statistics do not change), which is what it did during training.
-    The model's own mode is restored.
+    Every module's own mode is restored, also when the model raises. BatchNorms are those
+    of :mod:`norms` and of :mod:`torch.nn`.
     """
-    was_training = model.training
-    net = _batch_stats_copy(model) if batch_stats else model.eval()
-    n = len(x)
-    size = n if batch_size is None else int(batch_size)
-    total_loss, correct = 0.0, 0
-    for start in range(0, n, size):
-        out = net(x[start : start + size])
-        total_loss += float(F.cross_entropy(out, y[start : start + size], reduction="sum"))
-        correct += int((out.argmax(1) == y[start : start + size]).sum())
-    model.train(was_training)
+    modes = [(m, m.training) for m in model.modules()]
+    try:
+        net = _batch_stats_copy(model) if batch_stats else model.eval()
+        n = len(x)
+        size = n if batch_size is None else int(batch_size)
+        total_loss, correct = 0.0, 0
+        for start in range(0, n, size):
+            out = net(x[start : start + size])
+            total_loss += float(F.cross_entropy(out, y[start : start + size], reduction="sum"))
+            correct += int((out.argmax(1) == y[start : start + size]).sum())
+    finally:
+        _restore_modes(modes)
     return total_loss / n, correct / n
 
 
@@ -492,25 +505,28 @@ def recalibrate_batchnorm(model: nn.Module, x: Tensor, batch_size: int | None = 
     training mode (dropout stays off), without gradients; then momentum and mode are
     restored. With one batch (``batch_size=None``) the running mean and variance are
     exactly the mean and the unbiased variance of each BatchNorm's input over ``x``.
-    Nothing else in the model changes. Returns ``model``.
+    Nothing else in the model changes (momentum and modes are restored also when the model
+    raises). BatchNorms are those of :mod:`norms` and of :mod:`torch.nn`. Returns ``model``.
     """
-    layers = [m for m in model.modules() if isinstance(m, _BatchNorm)]
+    layers = [m for m in model.modules() if isinstance(m, _BATCHNORMS)]
     if not layers:
         raise ValueError(f"{type(model).__name__} has no BatchNorm layer to recalibrate")
     if not all(m.track_running_stats for m in layers):
         raise ValueError("every BatchNorm must have track_running_stats=True to be recalibrated")
-    was_training, momenta = model.training, [m.momentum for m in layers]
-    model.eval()
-    for m in layers:
-        m.reset_running_stats()
-        m.momentum = None
-        m.train()
-    size = len(x) if batch_size is None else int(batch_size)
-    for start in range(0, len(x), size):
-        model(x[start : start + size])
-    for m, momentum in zip(layers, momenta, strict=True):
-        m.momentum = momentum
-    model.train(was_training)
+    modes, momenta = [(m, m.training) for m in model.modules()], [m.momentum for m in layers]
+    try:
+        model.eval()
+        for m in layers:
+            m.reset_running_stats()
+            m.momentum = None
+            m.train()
+        size = len(x) if batch_size is None else int(batch_size)
+        for start in range(0, len(x), size):
+            model(x[start : start + size])
+    finally:  # also when the model raises: momentum and every module's mode as they were
+        for m, momentum in zip(layers, momenta, strict=True):
+            m.momentum = momentum
+        _restore_modes(modes)
     return model
 
 

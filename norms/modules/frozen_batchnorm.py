@@ -22,28 +22,32 @@ class FrozenBatchNorm(nn.Module):
     so no optimizer sees them and nothing updates them.
 
     Args:
-        num_features: C. eps: as in BatchNorm.
+        num_features: C. eps: as in BatchNorm. device, dtype: of the buffers.
 
     Shape:
         input ``(N, C)`` or ``(N, C, *)``; output the same shape.
     """
 
-    def __init__(self, num_features: int, eps: float = 1e-5) -> None:
+    def __init__(self, num_features: int, eps: float = 1e-5, device=None, dtype=None) -> None:
         super().__init__()
         self.num_features, self.eps = num_features, eps
-        self.register_buffer("weight", torch.ones(num_features))
-        self.register_buffer("bias", torch.zeros(num_features))
-        self.register_buffer("running_mean", torch.zeros(num_features))
-        self.register_buffer("running_var", torch.ones(num_features))
+        factory = {"device": device, "dtype": dtype}
+        self.register_buffer("weight", torch.ones(num_features, **factory))
+        self.register_buffer("bias", torch.zeros(num_features, **factory))
+        self.register_buffer("running_mean", torch.zeros(num_features, **factory))
+        self.register_buffer("running_var", torch.ones(num_features, **factory))
 
     @classmethod
-    def from_batchnorm(cls, bn: _BatchNorm) -> FrozenBatchNorm:
-        """A frozen copy of ``bn``'s current statistics and γ, β (1 and 0 if it has none)."""
+    def from_batchnorm(cls, bn: _BatchNorm | nn.modules.batchnorm._BatchNorm) -> FrozenBatchNorm:
+        """A frozen copy of ``bn``'s current statistics and γ, β (1 and 0 if it has none), on the
+        device and in the dtype of its statistics. ``bn`` is a :mod:`norms` or ``torch.nn``
+        BatchNorm."""
         if bn.running_mean is None:
             raise ValueError(
                 "cannot freeze a BatchNorm with track_running_stats=False: it has no statistics"
             )
-        frozen = cls(bn.num_features, bn.eps)
+        stats = bn.running_mean
+        frozen = cls(bn.num_features, bn.eps, device=stats.device, dtype=stats.dtype)
         with torch.no_grad():
             frozen.running_mean.copy_(bn.running_mean)
             frozen.running_var.copy_(bn.running_var)

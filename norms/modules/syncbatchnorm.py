@@ -23,6 +23,7 @@ communicates nothing.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -39,6 +40,23 @@ __all__ = ["SyncBatchNorm", "SyncBatchNormFunction", "combine_stats"]
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # fields of the per-process check vector
 _NDIM, _CHANNELS, _COUNT, _DEVICE_OK, _DTYPE, _MATCHES_LAYER = range(6)
+
+
+@contextlib.contextmanager
+def _collective(what: str):
+    """Name the likely cause when a collective fails: the processes did not run the same steps."""
+    try:
+        yield
+    except RuntimeError as error:
+        said = (str(error).strip().splitlines() or [""])[0][:300]
+        raise RuntimeError(
+            f"SyncBatchNorm: the {what} failed on this process ({type(error).__name__}: {said}). "
+            "Every process of the group must make the same calls in the same order: this layer "
+            "in training mode on every process (not eval() on some), forward with an input that "
+            "requires grad on all or none, backward on every process or on none. A process that "
+            "raised, returned early or switched mode leaves the others in a collective "
+            "(ending in a peer's connection error or the timeout)."
+        ) from error
 
 
 # --------------------------------------------------------------------------
@@ -145,7 +163,8 @@ def _sync_check(input: Tensor, num_features: int, group, world_size: int) -> Ten
         device=device,
     )
     gathered = [torch.empty_like(mine) for _ in range(world_size)]
-    dist.all_gather(gathered, mine, group=group)
+    with _collective("all_gather of the input shapes (forward pass)"):
+        dist.all_gather(gathered, mine, group=group)
     table = torch.stack(gathered).cpu()  # (P, 6)
 
     problem = None
@@ -241,7 +260,8 @@ class SyncBatchNormFunction(torch.autograd.Function):
         mean_p, m2_p = _local_stats(x)  # (C,), (C,)
         mine = torch.stack([mean_p, m2_p])  # (2, C)
         gathered = [torch.empty_like(mine) for _ in range(world_size)]
-        dist.all_gather(gathered, mine, group=group)
+        with _collective("all_gather of the statistics (forward pass)"):
+            dist.all_gather(gathered, mine, group=group)
         stats = torch.stack(gathered).double()  # (P, 2, C)
         # combined in float64: P * C numbers, and counts beyond 2**24 stay exact
         n, mean, m2 = combine_stats(counts.double(), stats[:, 0], stats[:, 1])
@@ -291,7 +311,8 @@ class SyncBatchNormFunction(torch.autograd.Function):
         if need_x:
             # The shapes were agreed on in forward: both sides send 2 * C numbers.
             sums = torch.stack([sum_dy, sum_dy_xhat])  # (2, C)
-            dist.all_reduce(sums, group=ctx.group)
+            with _collective("all_reduce of the gradient sums (backward pass)"):
+                dist.all_reduce(sums, group=ctx.group)
             n = ctx.n_total
             # the means of g = dy * weight over the global batch: the all-reduced sums / n
             w = torch.ones_like(invstd) if weight is None else weight.to(dtype)  # (C,)

@@ -61,6 +61,7 @@ from .style import HIGHLIGHT_COLOR, BookFigure
 __all__ = [
     "MAX_CELLS",
     "plot_reduction",
+    "check_drawable",
     "drawn_cells",
     "highlighted_cells",
 ]
@@ -589,6 +590,20 @@ def _new_axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
     return BookFigure(figsize=figsize, layout="constrained").subplots()
 
 
+def check_drawable(input_shape: Sequence[int]) -> tuple[int, ...]:
+    """``input_shape`` as a tuple if it has at most :data:`MAX_CELLS` elements, else ``ValueError``.
+
+    Call it before :func:`norms.axes.describe`, which builds an index of every element.
+    """
+    shape = tuple(int(s) for s in input_shape)
+    cells = math.prod(shape)
+    if cells > MAX_CELLS:
+        raise ValueError(
+            TOO_MANY_ELEMENTS_MESSAGE.format(shape=shape, cells=cells, max_cells=MAX_CELLS)
+        )
+    return shape
+
+
 def plot_reduction(
     module: torch.nn.Module,
     input_shape: Sequence[int],
@@ -648,13 +663,7 @@ def plot_reduction(
         >>> sorted(highlighted_cells(fig))[:3]
         [(0, 0, 0), (0, 0, 1), (0, 0, 2)]
     """
-    shape = tuple(int(s) for s in input_shape)
-    if math.prod(shape) > MAX_CELLS:  # before describe() allocates an index that size
-        raise ValueError(
-            TOO_MANY_ELEMENTS_MESSAGE.format(
-                shape=shape, cells=math.prod(shape), max_cells=MAX_CELLS
-            )
-        )
+    shape = check_drawable(input_shape)
     perm = _check_permute(permute, len(shape))
     seen_shape = shape if perm is None else tuple(shape[p] for p in perm)
     reduction = describe(module, seen_shape)

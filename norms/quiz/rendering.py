@@ -86,6 +86,13 @@ def _score_js() -> str:
     return files("norms.quiz").joinpath("score.js").read_text(encoding="utf-8")
 
 
+def _js_string(text: str) -> str:
+    """``text`` as a JavaScript string literal that is safe inside an HTML ``<script>``: no ``<``,
+    ``>`` or ``&`` (so no ``</script>`` or ``<!--``), ASCII only."""
+    literal = json.dumps(str(text), ensure_ascii=True)
+    return literal.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def _add_score(js: str, key: str, persist: bool) -> str:
     """Let norms' score script (``score.js``) pick and show the questions, so it can score them."""
     if len(_SHOW_CALL.findall(js)) != 1:
@@ -96,7 +103,7 @@ def _add_score(js: str, key: str, persist: bool) -> str:
         return js
     call = (
         r"NormsQuiz.show(\1, '\2', show_questions, "
-        + json.dumps(key).replace("\\", "\\\\")
+        + _js_string(key).replace("\\", "\\\\")
         + (", true);" if persist else ", false);")
     )
     return _score_js() + "\n" + _SHOW_CALL.sub(call, js)

@@ -287,6 +287,8 @@ def questions_for(topic: str, n: int = 4, seed: int = 0) -> list:
     """``n`` distinct questions on ``topic`` (see :func:`topics`), deterministic in ``seed``."""
     if topic not in TOPICS:
         raise ValueError(f"unknown topic {topic!r}; choose from {', '.join(TOPICS)}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive whole number of questions, got {n!r}")
     return _generate(TOPICS[topic], n, random.Random(f"{topic}:{seed}"))
 
 

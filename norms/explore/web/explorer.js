@@ -45,7 +45,14 @@
   function parseShape(text) {
     if (!/^[\s,()\[\]x×*0-9]*$/.test(text))
       throw ["ValueError", "could not read a shape from " + pyRepr(text) + ": type sizes separated by commas, e.g. 4, 6, 2, 2"];
-    var sizes = (text.match(/\d+/g) || []).map(function (s) { return parseInt(s, 10); });
+    var words = text.match(/\d+/g) || [];
+    words.forEach(function (w) {  // as norms.explore.state.parse_shape (MAX_SIZE, MAX_RANK)
+      if (w.replace(/^0+/, "").length > 7 || parseInt(w, 10) > 1000000)
+        throw ["ValueError", "every size must be at most 1000000, got " +
+          (w.length <= 12 ? w : w.slice(0, 6) + "\u2026 (" + w.length + " digits)")];
+    });
+    if (words.length > 8) throw ["ValueError", "a shape has at most 8 dims, got " + words.length];
+    var sizes = words.map(function (s) { return parseInt(s, 10); });
     if (!sizes.length) throw ["ValueError", "type a shape, e.g. 4, 6, 2, 2"];
     if (sizes.indexOf(0) >= 0) throw ["ValueError", "every size must be at least 1, got " + pyTuple(sizes)];
     return sizes;

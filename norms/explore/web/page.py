@@ -41,9 +41,10 @@ def script() -> str:
 
 
 def _safe_json(payload: dict) -> str:
-    # Inside <script>: "</" would end the element; keep the JSON compact and safe.
+    # Inside <script>: "</script", "<!--" and "<script" change how the HTML parser reads it.
+    # JSON has "<", ">" and "&" only inside strings, where \u003c etc. mean the same.
     text = json.dumps(payload, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
-    return text.replace("</", "<\\/")
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def html(payload: dict) -> str:
