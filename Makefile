@@ -21,6 +21,10 @@ COLAB_JUPYTER = JUPYTER_PATH=$(abspath $(COLAB_DIR))/share/jupyter NORMS_COLAB_D
 # nbval runs each notebook in the Colab-like kernel. The cell timeout is only there
 # against a hang: speed is measured and reported by `make bench-book`, never a test.
 NBVAL := --nbval --nbval-sanitize-with tools/nbval_sanitize.cfg --nbval-kernel-name colab --nbval-cell-timeout 600
+# nbval re-runs the notebooks under other CPU settings than `make execute` stored them with (the
+# machine's own SIMD width and threads): the generic kernels of ATen and one thread. A pass means
+# that no stored output depends on the SIMD width or on the thread count. The kernel inherits this.
+NBVAL_CPU := ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 JOBS   ?= 2
@@ -89,7 +93,7 @@ book: setup ## build the site into _build/html (warnings are errors)
 	@echo "make: site built: _build/html/index.html (make serve to read it)"
 
 test: lint book student assignments $(CHROME_STAMP) colab-venv ## lint, build, then every test: norms, notebooks (nbval in the Colab-like kernel), browser, courses
-	@$(COLAB_JUPYTER) $(BIN)/pytest -n $(JOBS) --dist loadfile tests book $(NBVAL) -q
+	@$(COLAB_JUPYTER) $(NBVAL_CPU) $(BIN)/pytest -n $(JOBS) --dist loadfile tests book $(NBVAL) -q
 
 lint: setup ## ruff: lint and format check of norms/, tests/ and tools/
 	@$(BIN)/ruff check --quiet norms tests tools
@@ -99,13 +103,13 @@ test-unit: setup ## only the unit tests of norms (fast)
 	@$(BIN)/pytest -n $(JOBS) --dist loadfile tests -q -m "not browser and not colab and not courses"
 
 test-notebooks: setup colab-venv ## only nbval over the notebooks (in the Colab-like kernel)
-	@$(COLAB_JUPYTER) $(BIN)/pytest -n $(JOBS) --dist loadfile book $(NBVAL) -q
+	@$(COLAB_JUPYTER) $(NBVAL_CPU) $(BIN)/pytest -n $(JOBS) --dist loadfile book $(NBVAL) -q
 
 test-browser: book $(CHROME_STAMP) ## only the browser checks of the built site
 	@$(BIN)/pytest tests -q -m browser
 
 test-colab: setup colab-venv ## the Colab-like kernel: its checks and nbval over every notebook (TORCH=2.14.1 for another torch)
-	@$(COLAB_JUPYTER) $(BIN)/pytest -n $(JOBS) --dist loadfile tests book -m colab $(NBVAL) -q
+	@$(COLAB_JUPYTER) $(NBVAL_CPU) $(BIN)/pytest -n $(JOBS) --dist loadfile tests book -m colab $(NBVAL) -q
 
 colab-venv: setup ## the Colab-like venv and kernel; the notebooks' setup cell installs norms in it (TORCH=, COLAB_DIR=)
 	@$(PY) tools/colab_venv.py $(COLAB_DIR) --torch $(TORCH)
