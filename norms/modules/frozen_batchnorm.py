@@ -38,12 +38,13 @@ class FrozenBatchNorm(nn.Module):
 
     @classmethod
     def from_batchnorm(cls, bn: _BatchNorm) -> FrozenBatchNorm:
-        """A frozen copy of ``bn``'s current statistics and γ, β (1 and 0 if it has none)."""
+        """A frozen copy of ``bn``'s current statistics and γ, β (1 and 0 if it has none), in
+        ``bn``'s dtype and on its device."""
         if bn.running_mean is None:
             raise ValueError(
                 "cannot freeze a BatchNorm with track_running_stats=False: it has no statistics"
             )
-        frozen = cls(bn.num_features, bn.eps)
+        frozen = cls(bn.num_features, bn.eps).to(bn.running_mean)  # dtype and device of bn
         with torch.no_grad():
             frozen.running_mean.copy_(bn.running_mean)
             frozen.running_var.copy_(bn.running_var)
