@@ -21,6 +21,11 @@ COLAB_JUPYTER = JUPYTER_PATH=$(abspath $(COLAB_DIR))/share/jupyter NORMS_COLAB_D
 # nbval runs each notebook in the Colab-like kernel. The cell timeout is only there
 # against a hang: speed is measured and reported by `make bench-book`, never a test.
 NBVAL := --nbval --nbval-sanitize-with tools/nbval_sanitize.cfg --nbval-kernel-name colab --nbval-cell-timeout 600
+# `make test-portable` re-runs the notebooks under other CPU settings than `make execute` stored
+# them with (the machine's own SIMD width and threads): the generic kernels of ATen and one thread.
+# A pass means that no stored output depends on the SIMD width or on the thread count. Not yet
+# part of `make test`: several chapters still print numbers that depend on them (issue 22).
+NBVAL_CPU := ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 JOBS   ?= 2
@@ -30,7 +35,7 @@ NPM_STAMP    := node_modules/.installed
 ASSET_STAMP  := _build/assets/.copied
 CHROME_STAMP := $(VENV)/.chromium
 
-.PHONY: help book test lint test-unit test-notebooks test-browser test-colab colab-venv bench-book serve execute clean prereqs setup bench student assignments test-courses grade
+.PHONY: help book test lint test-portable test-unit test-notebooks test-browser test-colab colab-venv bench-book serve execute clean prereqs setup bench student assignments test-courses grade
 
 help: ## list the targets
 	@echo "Normalization, from Scratch"
@@ -102,6 +107,9 @@ test-unit: setup ## only the unit tests of norms (fast)
 
 test-notebooks: setup colab-venv ## only nbval over the notebooks (in the Colab-like kernel)
 	@$(COLAB_JUPYTER) $(BIN)/pytest -n $(JOBS) --dist loadfile book $(NBVAL) -q
+
+test-portable: setup colab-venv ## nbval under other CPU settings (generic SIMD, one thread): which stored outputs depend on the CPU
+	@$(COLAB_JUPYTER) $(NBVAL_CPU) $(BIN)/pytest -n $(JOBS) --dist loadfile book $(NBVAL) -q
 
 test-browser: book $(CHROME_STAMP) ## only the browser checks of the built site
 	@$(BIN)/pytest tests -q -m browser

@@ -21,17 +21,25 @@ __all__ = ["glue"]
 _GLUE_PREFIX = "application/papermill.record/"  # myst_nb.ext.glue.GLUE_PREFIX
 
 
-def glue(name: str, value: Any, display: bool = False) -> None:
+def glue(name: str, value: Any, display: bool = False, digits: int | None = None) -> None:
     """Store ``value`` under ``name`` for the text of the page.
 
     Args:
         name: the key the text refers to, e.g. ``{glue:text}`bn-max-err:.1e```.
         value: the value; numbers, strings and figures all work.
         display: also show the value where the cell is (as myst-nb's ``glue`` does).
+        digits: store a real number rounded to this many significant digits: the precision
+            the computation supports. The digits after them are rounding noise that differs
+            between CPUs (SIMD width, thread count), and the stored value is compared by the
+            tests; the text must not show more digits than this.
 
     Example:
         >>> glue("answer", 42)  # shows nothing; the page text can now use it
     """
+    if digits is not None:
+        if digits < 1 or isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"digits needs a real number and digits >= 1, got {value!r}, {digits}")
+        value = float(f"{value:.{digits}g}")
     try:
         from myst_nb import glue as myst_glue
     except ImportError:

@@ -31,3 +31,17 @@ def test_test_kernel_records_the_value_as_myst_nb_does(shown, monkeypatch):
     ((args, kwargs),) = shown
     assert args[0] == {"application/papermill.record/text/plain": "42"}
     assert kwargs["raw"] is True and kwargs["metadata"]["scrapbook"]["name"] == "answer"
+
+
+def test_digits_records_only_the_digits_the_computation_supports(shown, monkeypatch):
+    """Two values that differ in rounding noise only (another CPU) give the same record."""
+    monkeypatch.setenv("NORMS_GLUE_RECORD", "1")
+    glue("a", 0.9601431887555449, digits=6)
+    glue("b", 0.9601431887555448, digits=6)
+    glue("c", 1.1658053398132324, digits=5)
+    records = [args[0]["application/papermill.record/text/plain"] for args, _ in shown]
+    assert records == ["0.960143", "0.960143", "1.1658"]
+    with pytest.raises(ValueError, match="digits needs a real number"):
+        glue("d", "text", digits=3)
+    with pytest.raises(ValueError, match="digits >= 1"):
+        glue("e", 1.5, digits=0)

@@ -56,6 +56,17 @@ def test_frozen_batchnorm_is_eval_batchnorm_in_both_modes(shape):
         frozen(torch.randn(6, 4))
 
 
+def test_frozen_batchnorm_keeps_the_dtype_of_the_batchnorm():
+    ref = nn.BatchNorm1d(3, dtype=torch.float64)
+    with torch.no_grad():
+        ref.running_mean.copy_(torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64) / 3)
+    frozen = FrozenBatchNorm.from_batchnorm(ref)
+    assert {b.dtype for b in frozen.buffers()} == {torch.float64}
+    assert torch.equal(frozen.running_mean, ref.running_mean)  # not rounded to float32
+    x = torch.randn(5, 3, dtype=torch.float64)
+    torch.testing.assert_close(frozen(x), ref.eval()(x), rtol=1e-15, atol=1e-15)
+
+
 def test_freeze_batchnorm_survives_model_train():
     model = nn.Sequential(
         nn.Linear(4, 3),

@@ -4,11 +4,16 @@ Notebooks are committed executed so that Colab and GitHub show their outputs, an
 nbval (``make test``) re-runs them and compares every output with the stored one.
 Widget state and per-cell timing are not stored: both change on every run.
 
+The outputs are stored with the machine's own SIMD kernels and two threads
+(``STORE_ENV``); ``make test`` re-runs them with ATen's generic kernels and one thread
+(``NBVAL_CPU`` in the Makefile), so a stored output that depends on either fails there.
+
 Usage: ``python tools/execute.py [NOTEBOOK ...]`` (default: every notebook in book/).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -21,6 +26,8 @@ CELL_TIMEOUT = (
     600  # seconds: only against a hang; speed is measured by `make bench-book`, never enforced
 )
 ROOT = Path(__file__).resolve().parent.parent
+#: The CPU settings the outputs are stored with (the kernels inherit the environment).
+STORE_ENV = {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
 
 
 def execute(path: Path) -> tuple[Path, float]:
@@ -49,6 +56,8 @@ def execute(path: Path) -> tuple[Path, float]:
 
 
 def main(argv: list[str]) -> int:
+    os.environ.pop("ATEN_CPU_CAPABILITY", None)  # the machine's own SIMD width
+    os.environ.update(STORE_ENV)
     paths = [Path(a).resolve() for a in argv] or sorted(
         p for p in (ROOT / "book").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
     )

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from ..modules.layernorm import LayerNorm
 from ..modules.transformer import TransformerEncoderLayer
+from .training import default_dtype
 
 __all__ = [
     "reverse_batch",
@@ -71,7 +72,10 @@ class TinyEncoder(nn.Module):
     head.
 
     ``kind``: ``"post"`` (post-LN), ``"pre"`` (pre-LN with a final norm), ``"pre-nofinal"`` (pre-LN
-    without it) or ``"deepnorm"`` (post-LN with DeepNorm's α and β)."""
+    without it) or ``"deepnorm"`` (post-LN with DeepNorm's α and β).
+
+    The parameters are float64 by default (``dtype``): a float32 run gives other losses on
+    another CPU (SIMD width, thread count), a float64 run of this size does not."""
 
     def __init__(
         self,
@@ -82,8 +86,13 @@ class TinyEncoder(nn.Module):
         d_model: int = 32,
         nhead: int = 4,
         dim_feedforward: int = 64,
+        dtype: torch.dtype = torch.float64,
     ) -> None:
         super().__init__()
+        with default_dtype(dtype):  # drawn in float64: the same initial values on every CPU
+            self._build(kind, depth, vocab, length, d_model, nhead, dim_feedforward)
+
+    def _build(self, kind, depth, vocab, length, d_model, nhead, dim_feedforward) -> None:
         self.kind = kind
         self.embed = nn.Embedding(vocab, d_model)
         self.pos = nn.Parameter(torch.randn(length, d_model))
