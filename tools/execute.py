@@ -5,8 +5,8 @@ nbval (``make test``) re-runs them and compares every output with the stored one
 Widget state and per-cell timing are not stored: both change on every run.
 
 The outputs are stored with the machine's own SIMD kernels and two threads
-(``STORE_ENV``); ``make test`` re-runs them with ATen's generic kernels and one thread
-(``NBVAL_CPU`` in the Makefile), so a stored output that depends on either fails there.
+(``STORE_ENV``); ``make test-portable`` re-runs them with ATen's generic kernels and one
+thread (``NBVAL_CPU`` in the Makefile), so a stored output that depends on either fails there.
 
 Usage: ``python tools/execute.py [NOTEBOOK ...]`` (default: every notebook in book/).
 """
