@@ -6,7 +6,11 @@
   :class:`LayerNorm`, :class:`RMSNorm`, :class:`GroupNorm`,
   :class:`InstanceNorm1d`/``2d``/``3d``, :class:`SyncBatchNorm`, the transformer
   layers :class:`TransformerEncoderLayer` and :class:`TransformerDecoderLayer` (with
-  their :class:`MLP` block), :class:`FrozenBatchNorm` and :class:`MaskedBatchNorm1d`.
+  their :class:`MLP` block), :class:`FrozenBatchNorm` and :class:`MaskedBatchNorm1d`;
+  for small batches :class:`GhostBatchNorm2d`, :class:`BatchRenorm2d`,
+  :class:`FilterResponseNorm2d`; on the weights :class:`StdConv2d`,
+  :class:`ScaledStdConv2d`, :func:`weight_norm`, :func:`spectral_norm` and
+  :func:`adaptive_clip_grad_`.
   They have torch.nn's constructor signatures, parameter and buffer names and
   ``state_dict`` layout;
 * the maths they compute through: :mod:`norms.functional` (forward passes from
@@ -29,7 +33,10 @@ from .modules import (
     BatchNorm1d,
     BatchNorm2d,
     BatchNorm3d,
+    BatchRenorm2d,
+    FilterResponseNorm2d,
     FrozenBatchNorm,
+    GhostBatchNorm2d,
     GroupNorm,
     InstanceNorm1d,
     InstanceNorm2d,
@@ -37,9 +44,14 @@ from .modules import (
     LayerNorm,
     MaskedBatchNorm1d,
     RMSNorm,
+    ScaledStdConv2d,
+    StdConv2d,
     SyncBatchNorm,
     TransformerDecoderLayer,
     TransformerEncoderLayer,
+    adaptive_clip_grad_,
+    spectral_norm,
+    weight_norm,
 )
 
 #: The subpackages that load on first use: ``norms.quiz`` imports ``norms.quiz``.
@@ -66,6 +78,15 @@ __all__ = [
     "SyncBatchNorm",
     "TransformerDecoderLayer",
     "TransformerEncoderLayer",
+    # small batches, normalizing the weights
+    "BatchRenorm2d",
+    "FilterResponseNorm2d",
+    "GhostBatchNorm2d",
+    "ScaledStdConv2d",
+    "StdConv2d",
+    "adaptive_clip_grad_",
+    "spectral_norm",
+    "weight_norm",
 ]
 
 
