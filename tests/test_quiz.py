@@ -452,6 +452,14 @@ def test_every_kind_is_checked_against_torch():
         "backward_sweeps",
         "variance_formula",
     }  # test_quiz_speed.py
+    checked |= {
+        "ghost_chunks",
+        "renorm_r",
+        "frn_value",
+        "weight_norm_g",
+        "spectral_sigma",
+        "agc_factor",
+    }  # tests/test_quiz_small_batches.py
     assert {q["_meta"]["kind"] for q in QUESTIONS} <= checked
 
 

@@ -37,6 +37,14 @@ from .running import (
     q_running_var,
     q_train_eval,
 )
+from .small_batches import (
+    q_agc_factor,
+    q_frn_value,
+    q_ghost_chunks,
+    q_renorm_r,
+    q_spectral_sigma,
+    q_weight_norm_g,
+)
 from .speed import q_backward_sweeps, q_intensity, q_passes, q_perfect_bytes, q_variance_formula
 from .syncbatchnorm import (
     q_chan_variance,
@@ -214,6 +222,18 @@ TOPICS["running"] = [
     _for(q_train_eval, _BN),
 ]
 
+# what small-batches.ipynb and normalizing-weights.ipynb teach (norms.quiz.small_batches)
+TOPICS["small_batches"] = [
+    _for(q_ghost_chunks, None),
+    _for(q_renorm_r, None),
+    _for(q_frn_value, None),
+]
+TOPICS["weights"] = [
+    _for(q_weight_norm_g, None),
+    _for(q_spectral_sigma, None),
+    _for(q_agc_factor, None),
+]
+
 
 #: The chapter (its file name in book/, without .ipynb) whose quiz asks each topic's questions; the
 #: self-quiz points a wrong answer there. Every topic has one (tests/test_quiz.py checks it against
@@ -232,6 +252,8 @@ CHAPTER_OF: dict[str, str] = {
     "pitfalls": "pitfalls",
     "transformer": "transformer",
     "speed": "speed",
+    "small_batches": "small-batches",
+    "weights": "normalizing-weights",
 }
 
 
