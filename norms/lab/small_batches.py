@@ -58,15 +58,17 @@ METHODS: dict[str, str] = {
 }
 
 
-def subset(data: Data, n_train: int, dtype: torch.dtype = torch.float64) -> Data:
-    """The first ``n_train`` training images of ``data`` (the split is already shuffled) and
-    the whole test set, images cast to ``dtype``."""
-    if not 1 <= n_train <= len(data.x_train):
-        raise ValueError(f"n_train must lie in [1, {len(data.x_train)}], got {n_train}")
+def subset(data: Data, n_train: int, dtype: torch.dtype = torch.float64, start: int = 0) -> Data:
+    """``n_train`` training images of ``data`` from index ``start`` on (the split is already
+    shuffled) and the whole test set, images cast to ``dtype``."""
+    if not (1 <= n_train and 0 <= start and start + n_train <= len(data.x_train)):
+        raise ValueError(
+            f"start + n_train must lie in [1, {len(data.x_train)}], got {start} + {n_train}"
+        )
+    rows = slice(start, start + n_train)
     return Data(
-        data.x_train[:n_train].to(dtype), data.y_train[:n_train], data.x_test.to(dtype),
-        data.y_test,
-    )  # fmt: skip
+        data.x_train[rows].to(dtype), data.y_train[rows], data.x_test.to(dtype), data.y_test
+    )
 
 
 def _swap_conv(conv: nn.Conv2d, cls: type[nn.Conv2d]) -> nn.Conv2d:
@@ -189,18 +191,20 @@ def frozen_finetune(
     epochs: int = 1,
     base_lr: float = 0.1,
     channels: int = 8,
+    finetune_factor: float = 0.1,
 ) -> float:
-    """Pre-train the BatchNorm CNN on ``pretrain`` at batch 32, then fine-tune it on ``data``
-    at ``batch_size``: with every BatchNorm training on, or frozen (replaced by
-    :class:`~norms.FrozenBatchNorm` with its statistics, γ and β). Returns the final test
-    accuracy."""
+    """Pre-train the BatchNorm CNN on ``pretrain`` at batch 32 with ``base_lr``, then fine-tune
+    it on ``data`` at ``batch_size`` with ``finetune_factor · base_lr · batch_size/32`` (a
+    smaller learning rate, as fine-tuning does): with every BatchNorm training on, or
+    frozen (replaced by :class:`~norms.FrozenBatchNorm` with its statistics, γ and β).
+    Returns the final test accuracy."""
     model = small_batch_cnn("batch", channels, seed)
     train(model, pretrain, lr=base_lr, epochs=epochs, batch_size=32, seed=seed,
           eval_batch_stats=False, record_every=10**9)  # fmt: skip
     if freeze:
         for block in model.blocks:
             block.norm = FrozenBatchNorm.from_batchnorm(block.norm)
-    lr = _lr(batch_size, base_lr)
+    lr = finetune_factor * _lr(batch_size, base_lr)
     log = train(model, data, lr=lr, epochs=epochs, batch_size=batch_size, seed=seed,
                 eval_batch_stats=False, record_every=10**9)  # fmt: skip
     return log.final_test_acc
