@@ -99,7 +99,9 @@ class Data:
         return int(max(self.y_train.max(), self.y_test.max())) + 1
 
 
-def load_digits_data(test_fraction: float = 0.2, seed: int = 0) -> Data:
+def load_digits_data(
+    test_fraction: float = 0.2, seed: int = 0, dtype: torch.dtype = torch.float32
+) -> Data:
     """scikit-learn's digits as tensors: images ``(n, 1, 8, 8)``, labels 0 to 9.
 
     Pixel values (0 to 16) are standardized with the mean and the std of the training
@@ -109,13 +111,15 @@ def load_digits_data(test_fraction: float = 0.2, seed: int = 0) -> Data:
     Args:
         test_fraction: share of the 1797 images held out as the test set.
         seed: seed of the split.
+        dtype: of the images, and of the standardization (float64: the same images to
+            the last bits of float32 on every CPU).
     """
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction}")
     from sklearn.datasets import load_digits  # ships with scikit-learn: nothing is downloaded
 
     digits = load_digits()
-    x = torch.tensor(digits.images, dtype=torch.float32).unsqueeze(1)  # (1797, 1, 8, 8)
+    x = torch.tensor(digits.images, dtype=dtype).unsqueeze(1)  # (1797, 1, 8, 8)
     y = torch.tensor(digits.target, dtype=torch.long)
     order = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
     n_test = round(test_fraction * len(x))
