@@ -32,7 +32,8 @@ def q_ghost_chunks(rng, names=None):
         wrong=[
             (1.0, "That counts the batch; every chunk updates the statistics on its own."),
             (float(n // vbs), "That drops the last, smaller chunk; it is normalized too."),
-        ],  # fmt: skip
+            (float(n), "That counts the images; the statistics are updated once per chunk."),
+        ],
         default_fb="Not quite: split the batch into chunks of the virtual batch size.",
     )
 
@@ -67,7 +68,7 @@ def q_renorm_r(rng, names=None):
             (ratio, "That forgets the clipping to [1/r_max, r_max]."),
             (1 / ratio, "That is σ/σ_B, upside down."),
             (ratio**2, "That compares variances, not standard deviations."),
-        ],  # fmt: skip
+        ],
         tol=1e-3,
         default_fb="Not quite: r = σ_B/σ, clipped to [1/r_max, r_max].",
     )
@@ -75,7 +76,7 @@ def q_renorm_r(rng, names=None):
 
 def q_frn_value(rng, names=None):
     a = rng.choice([1.0, 2.0, 3.0])
-    b = rng.choice([1.0, 3.0, 7.0])
+    b = rng.choice([4.0, 5.0, 7.0])  # b ≠ a: then ν ≠ 1 and every wrong option differs
     tau = rng.choice([-0.5, 0.0, 0.5])
     vals = [a, -a, b, -b]  # one channel of one sample, 2 × 2 pixels
     m = modules.FilterResponseNorm2d(1, eps=1e-12, dtype=torch.float64)
@@ -100,6 +101,8 @@ def q_frn_value(rng, names=None):
         wrong=[
             (round(-a / nu, 4), "That forgets the TLU: max(·, τ)."),
             (max(round(-a / nu, 4), 0.0), "That is the ReLU; the TLU's threshold is τ, not 0."),
+            (-a, "That is the input itself: FRN first divides by ν, the root mean square."),
+            (tau, "That is τ; compare it with the normalized value and keep the larger."),
         ],
         tol=1e-3,
         default_fb="Not quite: divide by the root mean square of the pixels (no mean "
@@ -109,7 +112,8 @@ def q_frn_value(rng, names=None):
 
 def q_weight_norm_g(rng, names=None):
     a, b = rng.choice([(3, 4), (5, 12), (8, 15), (6, 8)])
-    lin = torch.nn.Linear(2, 1, bias=False, dtype=torch.float64)
+    with torch.random.fork_rng(devices=[]):  # Linear's initialization draws: leave the caller's
+        lin = torch.nn.Linear(2, 1, bias=False, dtype=torch.float64)
     with torch.no_grad():
         lin.weight.copy_(torch.tensor([[float(a), float(b)]], dtype=torch.float64))
     modules.weight_norm(lin)
@@ -126,7 +130,7 @@ def q_weight_norm_g(rng, names=None):
         wrong=[
             (1.0, "g starts at the row's length, so that the weight is unchanged."),
             (float(a + b), "That is the sum; the length is the Euclidean norm."),
-        ],  # fmt: skip
+        ],
         tol=1e-3,
         default_fb="Not quite: g is the Euclidean norm of the row.",
     )
@@ -135,13 +139,12 @@ def q_weight_norm_g(rng, names=None):
 def q_spectral_sigma(rng, names=None):
     s1, s2 = rng.choice([(3.0, 1.0), (2.0, 0.5), (5.0, 4.0), (4.0, 2.0)])
     w = torch.tensor([[s1, 0.0], [0.0, s2]], dtype=torch.float64)
-    lin = torch.nn.Linear(2, 2, bias=False, dtype=torch.float64)
-    with torch.no_grad():
-        lin.weight.copy_(w)
-    gen_state = torch.random.get_rng_state()
-    torch.manual_seed(0)
-    modules.spectral_norm(lin, n_power_iterations=5)
-    torch.random.set_rng_state(gen_state)
+    with torch.random.fork_rng(devices=[]):  # the draws of Linear and of u, v: not the caller's
+        torch.manual_seed(0)
+        lin = torch.nn.Linear(2, 2, bias=False, dtype=torch.float64)
+        with torch.no_grad():
+            lin.weight.copy_(w)
+        modules.spectral_norm(lin, n_power_iterations=5)
     for _ in range(20):
         w_sn = lin.weight
     value = round(float(w_sn.detach()[1, 1]), 4)
@@ -159,14 +162,14 @@ def q_spectral_sigma(rng, names=None):
         wrong=[
             (round(s2 / math.hypot(s1, s2), 4), "That divides by the Frobenius norm."),
             (1.0, "Only the largest singular value becomes 1."),
-        ],  # fmt: skip
+        ],
         tol=1e-3,
         default_fb="Not quite: divide every entry by the largest singular value.",
     )
 
 
 def q_agc_factor(rng, names=None):
-    w_norm = rng.choice([1.0, 2.0, 5.0])
+    w_norm = rng.choice([2.0, 5.0, 10.0])  # never 1: the cap then differs from clip_factor
     g_norm = rng.choice([0.05, 0.2, 1.0])
     clip = rng.choice([0.01, 0.02, 0.1])
     p = torch.nn.Parameter(torch.tensor([[w_norm, 0.0]], dtype=torch.float64))
@@ -185,9 +188,11 @@ def q_agc_factor(rng, names=None):
         correct_fb=f"Correct: the cap is {clip:g}·{w_norm:g} = {clip * w_norm:g}; the gradient "
         f"{'is scaled down to it' if g_norm >= clip * w_norm else 'is below it and stays'}.",
         wrong=[
+            (clip * w_norm, "That is the cap itself; a gradient below it is left alone."),
             (clip * g_norm, "The cap scales the weight's norm, not the gradient's."),
             (g_norm, "Compare ‖g‖ with clip_factor·‖w‖ first."),
-        ],  # fmt: skip
+            (clip, "That is the clip factor alone; the cap is clip_factor · ‖w‖."),
+        ],
         tol=1e-4,
         default_fb="Not quite: the largest allowed ‖g‖ is clip_factor · max(‖w‖, 1e-3).",
     )
