@@ -6,8 +6,12 @@
   :class:`LayerNorm`, :class:`RMSNorm`, :class:`GroupNorm`,
   :class:`InstanceNorm1d`/``2d``/``3d``, :class:`SyncBatchNorm`, the transformer
   layers :class:`TransformerEncoderLayer` and :class:`TransformerDecoderLayer` (with
-  their :class:`MLP` block), :class:`FrozenBatchNorm` and :class:`MaskedBatchNorm1d`,
-  and :class:`DynamicTanh` with :func:`convert_ln_to_dyt` (no norm at all).
+  their :class:`MLP` block), :class:`FrozenBatchNorm` and :class:`MaskedBatchNorm1d`;
+  for small batches :class:`GhostBatchNorm2d`, :class:`BatchRenorm2d`,
+  :class:`FilterResponseNorm2d`; on the weights :class:`StdConv2d`,
+  :class:`ScaledStdConv2d`, :func:`weight_norm`, :func:`spectral_norm` and
+  :func:`adaptive_clip_grad_`; and :class:`DynamicTanh` with :func:`convert_ln_to_dyt`
+  (no norm at all).
   They have torch.nn's constructor signatures, parameter and buffer names and
   ``state_dict`` layout;
 * the maths they compute through: :mod:`norms.functional` (forward passes from
@@ -30,8 +34,11 @@ from .modules import (
     BatchNorm1d,
     BatchNorm2d,
     BatchNorm3d,
+    BatchRenorm2d,
     DynamicTanh,
+    FilterResponseNorm2d,
     FrozenBatchNorm,
+    GhostBatchNorm2d,
     GroupNorm,
     InstanceNorm1d,
     InstanceNorm2d,
@@ -39,10 +46,15 @@ from .modules import (
     LayerNorm,
     MaskedBatchNorm1d,
     RMSNorm,
+    ScaledStdConv2d,
+    StdConv2d,
     SyncBatchNorm,
     TransformerDecoderLayer,
     TransformerEncoderLayer,
+    adaptive_clip_grad_,
     convert_ln_to_dyt,
+    spectral_norm,
+    weight_norm,
 )
 
 #: The subpackages that load on first use: ``norms.quiz`` imports ``norms.quiz``.
@@ -71,6 +83,15 @@ __all__ = [
     "TransformerDecoderLayer",
     "TransformerEncoderLayer",
     "convert_ln_to_dyt",
+    # small batches, normalizing the weights
+    "BatchRenorm2d",
+    "FilterResponseNorm2d",
+    "GhostBatchNorm2d",
+    "ScaledStdConv2d",
+    "StdConv2d",
+    "adaptive_clip_grad_",
+    "spectral_norm",
+    "weight_norm",
 ]
 
 

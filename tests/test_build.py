@@ -233,12 +233,11 @@ def test_bibliography_labels_read_like_the_citations():
     from pybtex.database import parse_file
 
     entries = parse_file(str(ROOT / "references.bib")).entries
-    labels = {key: bib_style.label(entry) for key, entry in entries.items()}
+    labels = dict(zip(entries, bib_style.labels(list(entries.values())), strict=True))
     assert labels["ioffe2015batch"] == "Ioffe and Szegedy, 2015"
     assert labels["santurkar2018how"] == "Santurkar et al., 2018"
-    assert all(
-        re.fullmatch(r"[^\W\d][\w\- ]*( and [\w\- ]+| et al\.)?, \d{4}", v) for v in labels.values()
-    ), labels
+    pattern = r"[^\W\d][\w\- ]*( and [\w\- ]+| et al\.)?, \d{4}[a-z]?"  # 2021a: same authors, year
+    assert all(re.fullmatch(pattern, v) for v in labels.values()), labels
     assert len(set(labels.values())) == len(labels), "two entries would share a label"
 
     site = ROOT / "_build" / "html" / "book"

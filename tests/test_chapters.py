@@ -95,6 +95,27 @@ CHAPTERS = {
         {"zhu2025transformers", "chen2025stronger"},
         {"without-normalization"},
     ),
+    # The small-batch fixes and the weight norms: trained networks, layers checked against
+    # torch.nn (small-batches) or torch.nn.utils.parametrizations (normalizing-weights, no
+    # nn.*Norm layer to check); no backward pass of their own, no reduction widget.
+    "small-batches": (
+        {"eq", "checked", "figure", "exercise", "quiz", "cite"},
+        {"ioffe2017batch", "hoffer2017train", "singh2020filter", "qiao2019micro", "wu2018group"},
+        {"small_batches"},
+    ),
+    "normalizing-weights": (
+        {"eq", "figure", "exercise", "quiz", "cite"},
+        {
+            "salimans2016weight",
+            "miyato2018spectral",
+            "qiao2019micro",
+            "brock2021high",
+            "brock2021characterizing",
+            "de2020batch",
+            "zhang2019fixup",
+        },
+        {"weights"},
+    ),
 }
 
 

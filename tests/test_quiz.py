@@ -474,6 +474,14 @@ def test_every_kind_is_checked_against_torch():
     from .test_lab_modern import QUIZ_KINDS  # norms.quiz.dyt, checked against its formulas there
 
     checked |= QUIZ_KINDS
+    checked |= {
+        "ghost_chunks",
+        "renorm_r",
+        "frn_value",
+        "weight_norm_g",
+        "spectral_sigma",
+        "agc_factor",
+    }  # tests/test_quiz_small_batches.py
     assert {q["_meta"]["kind"] for q in QUESTIONS} <= checked
 
 

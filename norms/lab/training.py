@@ -124,7 +124,8 @@ def load_digits_data(
     Args:
         test_fraction: share of the 1797 images held out as the test set.
         seed: seed of the split.
-        dtype: floating-point type of the images.
+        dtype: of the images, and of the standardization (float64: the same images to
+            the last bits of float32 on every CPU).
     """
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction}")

@@ -12,21 +12,31 @@
   LLaMA-style models;
 * :mod:`~norms.modules.dynamic_tanh`: Dynamic Tanh, the element-wise stand-in for
   LayerNorm, and :func:`~norms.modules.dynamic_tanh.convert_ln_to_dyt`.
+* :mod:`~norms.modules.ghost_batchnorm`, :mod:`~norms.modules.batch_renorm`,
+  :mod:`~norms.modules.filter_response_norm`: the small-batch fixes;
+  :mod:`~norms.modules.std_conv`, :mod:`~norms.modules.weight_norms`: normalizing the
+  weights (weight standardization, weight and spectral normalization, adaptive
+  gradient clipping).
 
 Every layer computes through :mod:`norms.functional`; none imports a teaching tool.
 """
 
+from .batch_renorm import BatchRenorm2d
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .dynamic_tanh import DynamicTanh, convert_ln_to_dyt
+from .filter_response_norm import FilterResponseNorm2d
 from .frozen_batchnorm import FrozenBatchNorm
+from .ghost_batchnorm import GhostBatchNorm2d
 from .groupnorm import GroupNorm
 from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from .layernorm import LayerNorm
 from .llama import Attention, LlamaBlock, LlamaStack, SwiGLU
 from .masked_batchnorm import MaskedBatchNorm1d
 from .rmsnorm import RMSNorm
+from .std_conv import ScaledStdConv2d, StdConv2d
 from .syncbatchnorm import SyncBatchNorm
 from .transformer import MLP, TransformerDecoderLayer, TransformerEncoderLayer
+from .weight_norms import adaptive_clip_grad_, spectral_norm, weight_norm
 
 __all__ = [
     "Attention",
@@ -50,4 +60,13 @@ __all__ = [
     "TransformerDecoderLayer",
     "TransformerEncoderLayer",
     "convert_ln_to_dyt",
+    # small batches, normalizing the weights
+    "BatchRenorm2d",
+    "FilterResponseNorm2d",
+    "GhostBatchNorm2d",
+    "ScaledStdConv2d",
+    "StdConv2d",
+    "adaptive_clip_grad_",
+    "spectral_norm",
+    "weight_norm",
 ]

@@ -46,6 +46,14 @@ from .running import (
     q_running_var,
     q_train_eval,
 )
+from .small_batches import (
+    q_agc_factor,
+    q_frn_value,
+    q_ghost_chunks,
+    q_renorm_r,
+    q_spectral_sigma,
+    q_weight_norm_g,
+)
 from .speed import q_backward_sweeps, q_intensity, q_passes, q_perfect_bytes, q_variance_formula
 from .syncbatchnorm import (
     q_chan_variance,
@@ -236,6 +244,18 @@ TOPICS["modern-transformers"] = [
     _for(q_identity_at_init, None),
 ]
 
+# what small-batches.ipynb and normalizing-weights.ipynb teach (norms.quiz.small_batches)
+TOPICS["small_batches"] = [
+    _for(q_ghost_chunks, None),
+    _for(q_renorm_r, None),
+    _for(q_frn_value, None),
+]
+TOPICS["weights"] = [
+    _for(q_weight_norm_g, None),
+    _for(q_spectral_sigma, None),
+    _for(q_agc_factor, None),
+]
+
 
 #: The chapter (its file name in book/, without .ipynb) whose quiz asks each topic's questions; the
 #: self-quiz points a wrong answer there. Every topic has one (tests/test_quiz.py checks it against
@@ -256,6 +276,8 @@ CHAPTER_OF: dict[str, str] = {
     "speed": "speed",
     "without-normalization": "without-normalization",
     "modern-transformers": "modern-transformers",
+    "small_batches": "small-batches",
+    "weights": "normalizing-weights",
 }
 
 

@@ -40,10 +40,23 @@ def label(entry) -> str:
     return f"{who}, {entry.fields.get('year', 'n.d.')}"
 
 
+def labels(entries) -> list[str]:
+    """:func:`label` of every entry, in order; entries that would share a label get "a", "b",
+    ... after the year (Brock et al., 2021a and 2021b), so every label is unique."""
+    base = [label(entry) for entry in entries]
+    seen: dict[str, int] = {}
+    out = []
+    for text in base:
+        if base.count(text) > 1:
+            seen[text] = seen.get(text, 0) + 1
+            text += "abcdefghijklmnopqrstuvwxyz"[seen[text] - 1]
+        out.append(text)
+    return out
+
+
 class AuthorYearLabels(BaseLabelStyle):
     def format_labels(self, sorted_entries):
-        for entry in sorted_entries:
-            yield label(entry)
+        yield from labels(list(sorted_entries))
 
 
 class AuthorYearStyle(PlainStyle):
