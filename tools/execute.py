@@ -41,6 +41,7 @@ def execute(path: Path) -> tuple[Path, float]:
         resources={"metadata": {"path": str(path.parent)}},
         record_timing=False,
         store_widget_state=False,
+        coalesce_streams=True,  # one box per cell for printed text, as nbval compares it
     ).execute()
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
