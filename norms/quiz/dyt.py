@@ -137,7 +137,7 @@ def q_dyt_depends(rng, names=None):
 
 
 def q_qk_gamma_shape(rng, names=None):
-    """The shape of the γ of QK-norm in norms.modules.Attention: per head, over d_h."""
+    """The shape of the γ of QK-norm in norms.modules.Attention: per head, over dₕ."""
     nhead = rng.choice([2, 4, 8])
     d = nhead * rng.choice([16, 32, 64])
     with torch.random.fork_rng(devices=[]):
@@ -147,7 +147,7 @@ def q_qk_gamma_shape(rng, names=None):
         (
             _shape(key),
             True,
-            f"Correct: QK-norm normalizes each head's query over its d_h = "
+            f"Correct: QK-norm normalizes each head's query over its dₕ = "
             f"{d}/{nhead} features; γ is shared by the heads.",
             "d_h",
         ),
@@ -162,7 +162,7 @@ def q_qk_gamma_shape(rng, names=None):
         (
             _shape((nhead, key[0])),
             False,
-            "The heads share one γ of d_h in `norms.modules.Attention`.",
+            "The heads share one γ of dₕ in `norms.modules.Attention`.",
             "h,d_h",
         ),
     ]
@@ -175,7 +175,7 @@ def q_qk_gamma_shape(rng, names=None):
 
 
 def q_qk_bound(rng, names=None):
-    """With QK-norm (RMSNorm, γ = 1), |q·k|/√d_h ≤ √d_h: measured on aligned q and k."""
+    """With QK-norm (RMSNorm, γ = 1), |q·k|/√dₕ ≤ √dₕ: measured on aligned q and k."""
     d_h = rng.choice([16, 32, 64, 128])
     rms = modules.RMSNorm(d_h, eps=0.0, dtype=torch.float64)
     with torch.random.fork_rng(devices=[]):
@@ -186,16 +186,16 @@ def q_qk_bound(rng, names=None):
     key = round(float(q @ k) / math.sqrt(d_h), 2)
     return _numeric(
         "With QK-norm (an RMSNorm with γ = 1 on each head's query and key, head size "
-        f"d_h = {d_h}), what is the largest attention logit q·k/√d_h possible (two decimals)?",
+        f"dₕ = {d_h}), what is the largest attention logit q·k/√dₕ possible (two decimals)?",
         key,
         dict(kind="qk_bound", d_h=d_h, answer=key),
-        correct_fb=f"Correct: ‖q‖ = ‖k‖ = √d_h after RMSNorm, so q·k ≤ d_h and the logit ≤ "
+        correct_fb=f"Correct: ‖q‖ = ‖k‖ = √dₕ after RMSNorm, so q·k ≤ dₕ and the logit ≤ "
         f"√{d_h} = {key}. Only γ can raise it.",
         wrong=[
-            (float(d_h), "That is q·k before the division by √d_h."),
-            (1.0, "That is the cosine; q and k have norm √d_h after RMSNorm."),
+            (float(d_h), "That is q·k before the division by √dₕ."),
+            (1.0, "That is the cosine; q and k have norm √dₕ after RMSNorm."),
         ],
-        default_fb="After RMSNorm a vector of d_h features has norm √d_h.",
+        default_fb="After RMSNorm a vector of dₕ features has norm √dₕ.",
         tol=0.01,
     )
 

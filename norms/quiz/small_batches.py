@@ -192,6 +192,7 @@ def q_agc_factor(rng, names=None):
             (clip * g_norm, "The cap scales the weight's norm, not the gradient's."),
             (g_norm, "Compare ‖g‖ with clip_factor·‖w‖ first."),
             (clip, "That is the clip factor alone; the cap is clip_factor · ‖w‖."),
+            (w_norm, "That is ‖w‖ itself; the cap is clip_factor · ‖w‖."),
         ],
         tol=1e-4,
         default_fb="Not quite: the largest allowed ‖g‖ is clip_factor · max(‖w‖, 1e-3).",
