@@ -154,18 +154,8 @@ def _machine(cxx: str) -> str:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         version = ""
-    try:  # -march=native: the library runs on CPUs with these features only
-        features = next(
-            (
-                line
-                for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith(("flags", "Features"))
-            ),
-            "",
-        )
-    except OSError:
-        features = ""
-    return "\n".join([version, platform.machine(), features])
+    # -march=native: the library runs on CPUs with these features only
+    return "\n".join([version, platform.machine(), _cpu_features()])
 
 
 def _cache_folder() -> Path | None:
