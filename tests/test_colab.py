@@ -63,12 +63,32 @@ def test_kernel_runs_the_torch_it_was_built_with(colab_python, tmp_path):
     assert out.stdout.startswith(spec["env"]["NORMS_COLAB_TORCH"]), (out.stdout, spec)
 
 
+def test_portable_kernel_runs_generic_simd_and_one_thread(colab_python):
+    """nbval runs the notebooks in ``colab-portable``: ATen's generic kernels and one thread,
+    other settings than the native SIMD width and two threads the outputs were stored with."""
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="colab-portable", startup_timeout=120)
+    try:
+        lines = []
+        reply = kc.execute_interactive(
+            "import torch; print(torch.backends.cpu.get_cpu_capability(), torch.get_num_threads())",
+            timeout=120,
+            output_hook=lambda msg: lines.append(msg["content"].get("text", "")),
+        )
+        assert reply["content"]["status"] == "ok", reply["content"]
+        assert "".join(lines).split() == ["DEFAULT", "1"], lines
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
 def test_make_runs_nbval_in_the_colab_kernel_without_a_short_timeout():
     """Each notebook runs at most twice in `make test` (the site build, nbval in the Colab-like
     kernel), and no cell limit below several minutes: speed is `make bench-book`'s business."""
     makefile = (ROOT / "Makefile").read_text()
-    nbval = re.search(r"^NBVAL := (.*)$", makefile, re.M).group(1)
-    assert "--nbval-kernel-name colab" in nbval
+    nbval = re.search(r"^NBVAL = (.*)$", makefile, re.M).group(1)
+    assert "--nbval-kernel-name $(NBVAL_KERNEL)" in nbval
     timeouts = [int(t) for t in re.findall(r"--nbval-cell-timeout (\d+)", makefile)]
     assert timeouts and min(timeouts) >= 300, timeouts
     test_recipe = re.search(r"^test:.*\n\t(.*)$", makefile, re.M).group(1)

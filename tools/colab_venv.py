@@ -6,9 +6,11 @@ in it, pointed at this checkout instead of the git URL: the setup cell itself
 installs ``norms`` with its extras (``[widgets,quiz]``), exactly as on Colab. The
 script checks that it did (norms in the venv's site-packages, jupyterquiz and
 ipywidgets importable) and writes a Jupyter kernel spec named ``colab`` under
-``DIR/share/jupyter/kernels``. nbval then runs every notebook in that kernel
-(``JUPYTER_PATH=DIR/share/jupyter pytest --nbval --nbval-kernel-name colab``), so a
-notebook runs once for the site and once, in the Colab-like kernel, for the tests.
+``DIR/share/jupyter/kernels``, and a second one, ``colab-portable``, that runs the same
+Python with ATen's generic (non-SIMD) kernels and one thread. nbval runs every notebook
+in the portable kernel (``JUPYTER_PATH=DIR/share/jupyter pytest --nbval
+--nbval-kernel-name colab-portable``): the outputs were stored with the machine's own SIMD
+width and two threads, so a pass shows that they do not depend on either.
 
 The venv is reused while its torch version matches; ``norms`` is uninstalled and
 installed again by the setup cell on every run, so it is never stale.
@@ -36,6 +38,13 @@ ROOT = Path(__file__).resolve().parent.parent
 #: What Colab has that the notebooks import (versions from requirements.txt, torch apart).
 COLAB_PACKAGES = ["numpy", "matplotlib", "scikit-learn", "ipywidgets", "ipykernel"]
 SETUP_SPEC = "norms[widgets,quiz] @ git+{url}"
+#: Other CPU settings than ``make execute`` stores the outputs with (the machine's own SIMD
+#: width, two threads): ATen's generic kernels and one thread. nbval in ``make test`` runs the
+#: notebooks in the ``colab-portable`` kernel, so a pass means that no stored output depends on
+#: the SIMD width or on the thread count (issue 22).
+PORTABLE_CPU = {"ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+#: (name, extra environment, label) of each kernel spec written into the venv
+KERNELS = [("colab", {}, ""), ("colab-portable", PORTABLE_CPU, ", generic SIMD, one thread")]
 
 
 def pinned(name: str) -> str:
@@ -127,25 +136,28 @@ def build(venv: Path, torch_version: str) -> Path:
         )
     if not where[1].startswith(torch_version):
         raise SystemExit(f"colab_venv: the setup cell replaced torch {torch_version} by {where[1]}")
-    kernel = venv / "share" / "jupyter" / "kernels" / "colab"
-    kernel.mkdir(parents=True, exist_ok=True)
-    (kernel / "kernel.json").write_text(
-        json.dumps(
-            {
-                "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": f"Colab-like (torch {torch_version})",
-                "language": "python",
-                # NORMS_GLUE_RECORD: norms.glue records glued values as myst-nb would, so nbval
-                # compares them
-                "env": {"NORMS_COLAB_TORCH": torch_version, "NORMS_GLUE_RECORD": "1"},
-            },
-            indent=1,
+    kernels = venv / "share" / "jupyter" / "kernels"
+    for name, extra, label in KERNELS:
+        kernel = kernels / name
+        kernel.mkdir(parents=True, exist_ok=True)
+        (kernel / "kernel.json").write_text(
+            json.dumps(
+                {
+                    "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                    "display_name": f"Colab-like (torch {torch_version}{label})",
+                    "language": "python",
+                    # NORMS_GLUE_RECORD: norms.glue records glued values as myst-nb would, so
+                    # nbval compares them
+                    "env": {"NORMS_COLAB_TORCH": torch_version, "NORMS_GLUE_RECORD": "1", **extra},
+                },
+                indent=1,
+            )
         )
-    )
     print(
-        f"colab_venv: kernel 'colab' (torch {where[1]}, norms from the setup cell) in "
-        f"{kernel.parent.parent}"
+        f"colab_venv: kernels {', '.join(k[0] for k in KERNELS)} (torch {where[1]}, norms from "
+        f"the setup cell) in {kernels.parent}"
     )
+    kernel = kernels / "colab"
     return kernel
 
 
