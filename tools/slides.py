@@ -434,6 +434,9 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     paths = [p.resolve() for p in args.notebooks] or chapters()
+    if not args.notebooks:  # no deck of an earlier build may stay beside the new ones
+        for old in args.out.glob("*.html"):
+            old.unlink()
     build(paths, args.out)
     print(f"slides: {len(paths)} decks: {args.out / 'index.html'}")
     return 0
