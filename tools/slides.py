@@ -87,11 +87,12 @@ def chapters() -> list[Path]:
 
 
 def _plain_roles(text: str) -> str:
-    """MyST roles as plain text: {doc}`batchnorm` -> batchnorm, {cite:p}`x` -> (x)."""
+    """MyST roles as plain text: {doc}`batchnorm` -> batchnorm, {doc}`this <batchnorm>` -> this,
+    {cite:p}`x` -> (x)."""
 
     def one(m):
         role, body = m.group("role"), m.group("text")
-        body = re.sub(r"^.*<(.*)>$", r"\1", body) if role in ("doc", "ref") else body
+        body = re.sub(r"\s*<[^>]*>$", "", body)  # {doc}`the text <target>` -> the text
         if role.startswith("cite"):
             return f"({body})"
         return f"`{body}`" if role.startswith("glue") else body
@@ -213,10 +214,8 @@ def outline(nb) -> dict:
             for fig in _figures(cell):
                 section()["items"].append(("figure", fig))
             calls = _quiz_calls(cell)
-            if calls and not deck["quiz"]:
-                section()["items"].append(
-                    ("quiz", None)
-                )  # the questions go where the chapter asks them
+            if calls and not deck["quiz"]:  # the questions go where the chapter asks them
+                section()["items"].append(("quiz", None))
             deck["quiz"].extend(calls)
     return deck
 
@@ -254,9 +253,9 @@ def _html(body: str, slide_type: str) -> nbformat.NotebookNode:
 
 def _figure(images: dict, caption: str) -> nbformat.NotebookNode:
     cell = nbformat.v4.new_code_cell("")
-    data = {k: v for k, v in images.items()}
-    data.setdefault("text/plain", caption)
-    cell.outputs = [nbformat.v4.new_output("display_data", data=data)]
+    output = nbformat.v4.new_output("display_data", data={**images, "text/plain": caption})
+    output.metadata["alt"] = f"Figure: {caption}"
+    cell.outputs = [output]
     cell.metadata["slideshow"] = {"slide_type": "-"}
     return cell
 
@@ -341,6 +340,9 @@ def slide_notebook(nb, chapter: str) -> tuple[nbformat.NotebookNode, dict]:
         cells.append(_md("## Quiz", "slide"))
         cells.extend(_quiz_cells(questions))
     counts["questions"] = len(questions)
+    counts["slides"] = sum(
+        c.metadata["slideshow"]["slide_type"] in ("slide", "subslide") for c in cells
+    )
     out = nbformat.v4.new_notebook(cells=cells)
     out.metadata["title"] = title
     out.metadata["kernelspec"] = copy.deepcopy(nb.metadata.get("kernelspec", {}))
@@ -412,13 +414,12 @@ def build(paths: list[Path], out: Path) -> list[dict]:
         slides, counts = slide_notebook(nb, chapter)
         body, _ = exp.from_notebook_node(slides, resources={"metadata": {"name": chapter}})
         (out / f"{chapter}.html").write_text(body)
-        n = body.count("<section")
+        n = counts["slides"]
         decks.append(
             {
                 "chapter": chapter,
                 "file": f"{chapter}.html",
                 "title": slides.metadata["title"],
-                "slides": n,
                 **counts,
             }
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import sys
 import threading
 from pathlib import Path
@@ -125,6 +126,8 @@ def test_a_deck_steps_through_offline_with_its_maths_figures_and_answers(
     context, page = _open(browser, f"{slides_url}/{chapter}.html", WIDE, "light")
     try:
         total = page.evaluate("() => Reveal.getTotalSlides()")
+        built = {d["chapter"]: d for d in json.loads((SLIDES / "decks.json").read_text())}
+        assert total == built[chapter]["slides"], f"{chapter}: {total} slides in the browser"
         seen, _ = _step_through(page)
         assert seen == total, f"{chapter}: stepped through {seen} of {total} slides"
         want = expected(chapter)
