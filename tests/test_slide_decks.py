@@ -35,7 +35,7 @@ def _notebook():
     return nbformat.v4.new_notebook(
         cells=[
             md(
-                "# Title\n\nProse that stays out.\n\n:::{admonition} Learning objectives\n"
+                "# Title\n\nNotes prose.\n\n:::{admonition} Learning objectives\n"
                 ":class: learning-objectives\nAfter this chapter you can:\n- derive a thing\n"
                 "- implement {doc}`it <batchnorm>`\n:::"
             ),
@@ -58,16 +58,35 @@ def _notebook():
     )
 
 
-def test_the_outline_has_headings_equations_figures_and_no_solution():
-    deck = slides.outline(_notebook())
+def test_the_outline_has_headings_equations_figures_prose_and_no_solution():
+    nb = _notebook()
+    nb.cells[1].outputs = []
+    glued = nbformat.v4.new_code_cell('glue("n-tok", 0.12345)')
+    glued.outputs = [
+        nbformat.v4.new_output(
+            "display_data",
+            data={"application/papermill.record/text/plain": "0.12345"},
+            metadata={
+                "scrapbook": {"name": "n-tok", "mime_prefix": "application/papermill.record/"}
+            },
+        )
+    ]
+    nb.cells.insert(1, glued)
+    nb.cells[2].source = nb.cells[2].source.replace("Prose.", "Prose {glue:text}`n-tok:.2f`.")
+    deck = slides.outline(nb)
     assert deck["title"] == "Title"
     assert deck["objectives"] == ["derive a thing", "implement {doc}`it <batchnorm>`"]
-    got = [(s["heading"], s["level"], [(k, v) for k, v in s["items"]]) for s in deck["sections"]]
+    got = [(s["heading"], s["level"], s["items"]) for s in deck["sections"]]
     assert got == [
+        ("Title", 1, [("prose", "Notes prose.")]),
         (
             "Section A",
             2,
-            [("equation", "\\mu = \\frac{1}{n}\\sum_i x_i"), ("figure", {"image/png": PNG})],
+            [
+                ("prose", "Prose 0.12."),
+                ("equation", "\\mu = \\frac{1}{n}\\sum_i x_i"),
+                ("figure", {"image/png": PNG}),
+            ],
         ),
         ("Sub (ioffe2015batch)", 3, [("equation", "y = x")]),
         ("Exercises", 2, [("exercise", "Do it (core)"), ("quiz", None)]),
@@ -75,14 +94,18 @@ def test_the_outline_has_headings_equations_figures_and_no_solution():
     assert deck["quiz"] == [("rmsnorm", 2, 0)]
 
 
-def test_the_slide_notebook_marks_slides_subslides_and_answer_fragments():
+def test_the_slide_notebook_marks_slides_subslides_notes_and_answer_fragments():
     nb, counts = slides.slide_notebook(_notebook(), "rmsnorm")
     kinds = [c.metadata["slideshow"]["slide_type"] for c in nb.cells]
-    # title, A, eq, figure (caption + image), Sub, eq, Exercises, 2 questions with answers
+    # title + notes, A + notes, eq, figure (caption + image), Sub, eq, Exercises, 2 questions
     assert (
         kinds
-        == ["slide", "slide", "subslide", "subslide", "-", "subslide", "subslide"]
-        + ["slide"]
+        == ["slide", "notes", "slide", "notes", "subslide", "subslide", "-"]
+        + [
+            "subslide",
+            "subslide",
+            "slide",
+        ]
         + ["subslide", "fragment"] * 2
     )
     assert counts == {
@@ -93,11 +116,17 @@ def test_the_slide_notebook_marks_slides_subslides_and_answer_fragments():
         "questions": 2,
         "slides": 9,
     }
-    text = "\n".join(c.source for c in nb.cells) + "".join(
-        str(o.data) for c in nb.cells if c.cell_type == "code" for o in c.outputs
+    shown = "\n".join(
+        c.source for c in nb.cells if c.metadata["slideshow"]["slide_type"] != "notes"
     )
-    assert "(eq-mu)" not in text and "Prose" not in text and "Work." not in text
-    assert "z = 1" not in text and "BBB=" not in text and "AAA=" not in text
+    shown += "".join(str(o.data) for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    notes = "\n".join(
+        c.source for c in nb.cells if c.metadata["slideshow"]["slide_type"] == "notes"
+    )
+    assert "prose" not in shown.lower() and "Notes prose." in notes and "Prose." in notes
+    assert "(eq-mu)" not in shown + notes and "(sec-a)=" not in shown + notes
+    assert "Work." not in shown + notes and "z = 1" not in shown + notes
+    assert "BBB=" not in shown and "AAA=" not in shown
     assert "implement it" in nb.cells[0].source  # roles as plain text
 
 

@@ -8,7 +8,9 @@ metadata nbconvert needs:
 - every ``##`` heading starts a slide, every ``###`` heading a sub-slide below it;
 - every display equation (``$$ ... $$``, its label dropped) and every figure (the image
   outputs stored in the notebook: nothing is executed) is a sub-slide under its heading;
-- the prose, the code, exercises and solutions are left out;
+- the prose between them becomes the speaker notes of the slide it follows (reveal.js's
+  speaker view, key S), its glued numbers filled in from the notebook's stored values;
+- the code, exercises' tasks (only their titles are listed) and solutions are left out;
 - the quiz closes the deck: the questions the chapter's quiz cell shows
   (``norms.quiz.show(topic, n=..., seed=...)``, drawn again with ``norms.quiz.questions_for``,
   so they are the same questions), and those of every topic ``norms.quiz.CHAPTER_OF`` assigns
@@ -86,23 +88,52 @@ def chapters() -> list[Path]:
 # ----------------------------------------------------------------------------- the outline
 
 
-def _plain_roles(text: str) -> str:
+def _plain_roles(text: str, glue: dict | None = None) -> str:
     """MyST roles as plain text: {doc}`batchnorm` -> batchnorm, {doc}`this <batchnorm>` -> this,
-    {cite:p}`x` -> (x)."""
+    {cite:p}`x` -> (x), {eq}`eq-x` -> (eq-x), {glue:text}`key:.2f` -> the value the notebook
+    stored under key, formatted as the book formats it."""
 
     def one(m):
         role, body = m.group("role"), m.group("text")
         body = re.sub(r"\s*<[^>]*>$", "", body)  # {doc}`the text <target>` -> the text
-        if role.startswith("cite"):
+        if role.startswith("cite") or role == "eq":
             return f"({body})"
-        return f"`{body}`" if role.startswith("glue") else body
+        if role.startswith("glue"):
+            key, _, spec = body.partition(":")
+            if glue is None or key not in glue:
+                return f"`{body}`"
+            try:
+                return format(ast.literal_eval(glue[key]), spec)
+            except (ValueError, SyntaxError, TypeError):
+                return glue[key]
+        return body
 
     return _ROLE.sub(one, text)
 
 
+def glue_values(nb) -> dict:
+    """name -> the text a notebook glued under that name (norms.glue, myst-nb)."""
+    found = {}
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            name = o.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name is not None:
+                found[name] = o.get("data", {}).get("application/papermill.record/text/plain", "")
+    return found
+
+
+def _prose(text: str) -> str:
+    """A stretch of a markdown cell between headings and equations, as speaker notes:
+    without labels (``(sec-x)=``) and HTML comments."""
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    text = re.sub(r"^\([\w:-]+\)=[ \t]*$", "", text, flags=re.M)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
 def _markdown_items(source: str) -> list[tuple[str, str]]:
-    """("title"|"h2"|"h3"|"equation"|"objectives", text) in the order of a markdown cell,
-    leaving out exercises, solutions and code blocks."""
+    """("title"|"h2"|"h3"|"equation"|"objectives"|"exercise"|"prose", text) in the order of a
+    markdown cell, leaving out exercises' tasks, solutions and code blocks; the body of any other
+    directive (a note) counts as prose."""
     keep = source
     for d in reversed(directives(source)):
         if d.name in _SKIP_DIRECTIVES:
@@ -115,6 +146,8 @@ def _markdown_items(source: str) -> list[tuple[str, str]]:
         elif d.name == "admonition" and d.arg.lower().startswith("learning objectives"):
             items = [ln[2:].strip() for ln in d.body.splitlines() if ln.startswith("- ")]
             keep = keep[: d.start] + f"\0objectives{json.dumps(items)}\0" + keep[d.end :]
+        else:
+            keep = keep[: d.start] + d.body + keep[d.end :]
     keep = _FENCE.sub("", keep)
     found = []
     pattern = re.compile(
@@ -124,7 +157,11 @@ def _markdown_items(source: str) -> list[tuple[str, str]]:
         + r"|\0objectives(?P<objectives>.*?)\0|\0exercise(?P<exercise>.*?)\0",
         re.M | re.S,
     )
+    pos = 0
     for m in pattern.finditer(keep):
+        if _prose(keep[pos : m.start()]):
+            found.append(("prose", _prose(keep[pos : m.start()])))
+        pos = m.end()
         if m.group("objectives") is not None:
             found.append(("objectives", m.group("objectives")))
         elif m.group("exercise") is not None:
@@ -134,6 +171,8 @@ def _markdown_items(source: str) -> list[tuple[str, str]]:
             found.append((kind, _plain_roles(m.group(2).strip())))
         else:
             found.append(("equation", m.group(3).strip()))
+    if _prose(keep[pos:]):
+        found.append(("prose", _prose(keep[pos:])))
     return found
 
 
@@ -189,6 +228,7 @@ def outline(nb) -> dict:
     """What a chapter's deck shows: its title, objectives, and a list of sections (heading,
     level, equations and figures in order), and the quiz draws (topic, n, seed)."""
     gated = solution_cells(nb)
+    glue = glue_values(nb)
     deck = {"title": "", "objectives": [], "sections": [], "quiz": []}
 
     def section():
@@ -210,6 +250,8 @@ def outline(nb) -> dict:
                     deck["sections"].append({"heading": text, "level": level, "items": []})
                 elif kind in ("equation", "exercise"):
                     section()["items"].append((kind, text))
+                elif kind == "prose":
+                    section()["items"].append((kind, _plain_roles(text, glue)))
         else:
             for fig in _figures(cell):
                 section()["items"].append(("figure", fig))
@@ -300,8 +342,9 @@ def _quiz_cells(questions: list[dict]) -> list:
 
 
 def slide_notebook(nb, chapter: str) -> tuple[nbformat.NotebookNode, dict]:
-    """A temporary notebook holding only what the deck shows, with nbconvert's slide metadata,
-    and what went into it (numbers of headings, equations, figures and quiz questions)."""
+    """A temporary notebook holding only what the deck shows, with nbconvert's slide metadata
+    (the chapter's prose as speaker notes), and what went into it (numbers of headings,
+    equations, figures, exercises, quiz questions and slides)."""
     import norms.quiz
 
     deck = outline(nb)
@@ -336,6 +379,11 @@ def slide_notebook(nb, chapter: str) -> tuple[nbformat.NotebookNode, dict]:
             elif kind == "quiz" and questions:
                 cells.extend(_quiz_cells(questions))
                 quiz_placed = True
+            elif kind == "prose":  # one <aside class="notes"> a slide: reveal shows the first
+                if cells[-1].metadata["slideshow"]["slide_type"] == "notes":
+                    cells[-1].source += "\n\n" + item
+                else:
+                    cells.append(_md(item, "notes"))
     if questions and not quiz_placed:
         cells.append(_md("## Quiz", "slide"))
         cells.extend(_quiz_cells(questions))
