@@ -2,8 +2,8 @@
 through to its last slide and fragment, loads nothing from another host, logs no error,
 typesets every display equation of its chapter (MathJax output, no TeX error, no raw TeX
 left outside the speaker notes), loads every figure of its chapter, has speaker notes, and
-shows every quiz answer when stepped to.
-On a phone (420 px, dark mode) nothing of any slide leaves the screen.
+shows every quiz answer when stepped to. Nothing of any slide leaves the screen, on a laptop
+(1200 px, light mode) and on a phone (420 px, dark mode).
 
 These tests need `make slides` to have built _build/slides; `make test` does that first.
 """
@@ -133,8 +133,9 @@ def test_a_deck_steps_through_offline_with_its_maths_figures_and_answers(
         total = page.evaluate("() => Reveal.getTotalSlides()")
         built = {d["chapter"]: d for d in json.loads((SLIDES / "decks.json").read_text())}
         assert total == built[chapter]["slides"], f"{chapter}: {total} slides in the browser"
-        seen, _ = _step_through(page)
+        seen, outside = _step_through(page, lambda p: p.evaluate(OUTSIDE))
         assert seen == total, f"{chapter}: stepped through {seen} of {total} slides"
+        assert not outside, f"{chapter} at {WIDE} px: " + "; ".join(outside[:5])
         want = expected(chapter)
         maths = page.evaluate(
             """() => ({display: document.querySelectorAll('.slides mjx-container[display="true"]').length,
