@@ -35,7 +35,7 @@ NPM_STAMP    := node_modules/.installed
 ASSET_STAMP  := _build/assets/.copied
 CHROME_STAMP := $(VENV)/.chromium
 
-.PHONY: help book test lint test-portable test-unit test-notebooks test-browser test-colab colab-venv bench-book serve execute clean prereqs setup bench student assignments test-courses grade
+.PHONY: help book test lint test-portable test-unit test-notebooks test-browser test-colab colab-venv bench-book serve execute clean prereqs setup bench student assignments test-courses grade slides
 
 help: ## list the targets
 	@echo "Normalization, from Scratch"
@@ -95,7 +95,7 @@ book: setup ## build the site into _build/html (warnings are errors)
 	@$(BIN)/jupyter-book build . --warningiserror --keep-going --quiet
 	@echo "make: site built: _build/html/index.html (make serve to read it)"
 
-test: lint book student assignments $(CHROME_STAMP) colab-venv ## lint, build, then every test: norms, notebooks (nbval in the Colab-like kernel), browser, courses
+test: lint book slides student assignments $(CHROME_STAMP) colab-venv ## lint, build, then every test: norms, notebooks (nbval in the Colab-like kernel), browser, courses
 	@$(COLAB_JUPYTER) $(BIN)/pytest -n $(JOBS) --dist loadfile tests book $(NBVAL) -q
 
 lint: setup ## ruff: lint and format check of norms/, tests/ and tools/
@@ -112,7 +112,7 @@ test-portable: NBVAL_KERNEL = colab-portable
 test-portable: setup colab-venv ## nbval in the portable kernel (generic SIMD, one thread): which stored outputs depend on the CPU
 	@$(COLAB_JUPYTER) $(BIN)/pytest -n $(JOBS) --dist loadfile book $(NBVAL) -q
 
-test-browser: book $(CHROME_STAMP) ## only the browser checks of the built site
+test-browser: book slides $(CHROME_STAMP) ## only the browser checks of the built site and of the slide decks
 	@$(BIN)/pytest tests -q -m browser
 
 test-colab: setup colab-venv ## the Colab-like kernel: its checks and nbval over every notebook (TORCH=2.14.1 for another torch)
@@ -123,6 +123,9 @@ colab-venv: setup ## the Colab-like venv and kernel; the notebooks' setup cell i
 
 bench-book: setup ## run every notebook and report wall time per notebook and per cell against the budgets (never fails on speed)
 	@$(PY) tools/bench_book.py
+
+slides: setup ## one reveal.js deck per chapter, offline, from its notebook: _build/slides/index.html
+	@$(PY) tools/slides.py
 
 student: book ## the student edition: the site without solutions (_build/student/html), student notebooks (_build/student/notebooks)
 	@$(PY) tools/student.py
