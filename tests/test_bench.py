@@ -75,6 +75,26 @@ def test_written_json_and_report(records, tmp_path):
     assert "CPU: " in text and "SIMD: " in text and "## 1 thread(s)" in text
 
 
+def test_readme_table_has_one_row_per_case_and_direction(records):
+    text = bench.readme_table(records)
+    lines = text.splitlines()
+    assert "CPU: " in lines[0] and "SIMD: " in lines[0]
+    skip = ("| case", "| ---")
+    body = [line for line in lines if line.startswith("| ") and not line.startswith(skip)]
+    assert len(body) == len(CASES) * len(bench.DIRECTIONS)
+    rows = {(r["op"], r["shape"], r["direction"]): r for r in bench.summary(records)}
+    for line in body:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        op, shape = cells[0].split(" ")
+        row = rows[op, tuple(map(int, shape.split("x"))), cells[1]]
+        assert cells[2] == f"{row['fused_x']:.2f}x"
+        if cells[1] == "fwd":
+            assert cells[3] == f"{100 * row['fused_frac']:.0f} / {100 * row['torch_frac']:.0f}"
+        else:
+            assert cells[3] == "-"
+    assert "## For the README" in bench.report_markdown(records)
+
+
 def test_perfect_bytes_counts_inputs_and_outputs_once():
     case = bench.Case("LayerNorm", (2, 3, 4), (4,))  # 24 elements, weight and bias of 4
     assert bench.perfect_bytes(case, "fwd") == (24 + 24 + 8) * 4  # x, y, params

@@ -176,6 +176,21 @@ def test_fused_layers_are_the_norms_layers_with_a_compiled_forward():
     assert list(layer.state_dict()) == list(torch.nn.LayerNorm(8).state_dict())
 
 
+def test_another_cpu_capability_gets_its_own_inductor_cache():
+    import os
+    import subprocess
+    import sys
+
+    code = "import os, norms.fast.fused; print(os.environ.get('TORCHINDUCTOR_CACHE_DIR'))"
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    run = lambda **extra: subprocess.run(  # noqa: E731
+        [sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True
+    ).stdout.strip()
+    assert run(ATEN_CPU_CAPABILITY="default").endswith("_default")
+    assert run(ATEN_CPU_CAPABILITY="avx2").endswith("_avx2")
+    assert run(ATEN_CPU_CAPABILITY="default", TORCHINDUCTOR_CACHE_DIR="/tmp/mine") == "/tmp/mine"
+
+
 def test_fused_layer_runs_compiled_code():
     """The first call goes through the compiler: dynamo counts a captured frame."""
     torch._dynamo.reset()  # forget what earlier tests compiled

@@ -12,6 +12,29 @@
 Nothing here is imported by ``import norms``: ``norms.fast.fused`` loads on first use.
 """
 
+import os
+
+
+def _inductor_cache_per_capability() -> None:
+    """Give a process that sets ``ATEN_CPU_CAPABILITY`` an Inductor cache folder of its own.
+
+    Inductor's on-disk cache does not key its generated C++ on ``ATEN_CPU_CAPABILITY``:
+    code generated with vector instructions (``at::vec``) in a process with the machine's own
+    SIMD level, found again by one with ``ATEN_CPU_CAPABILITY=default``, is compiled without
+    them and fails (``'at::vec' has not been declared``). So, unless
+    ``TORCHINDUCTOR_CACHE_DIR`` is set, such a process uses ``<default folder>_<capability>``.
+    Inductor reads the variable on its first use (``norms.fast.cpu_kernels`` registers
+    its operators through it), so this runs before any submodule loads.
+    """
+    capability = os.environ.get("ATEN_CPU_CAPABILITY")
+    if capability and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = f"{default_cache_dir()}_{capability}"
+
+
+_inductor_cache_per_capability()
+
 
 def __getattr__(name: str):
     """A submodule loads on first use: ``norms.fast.x`` works after ``import norms``."""

@@ -88,6 +88,7 @@ __all__ = [
     "flops",
     "run",
     "summary",
+    "readme_table",
     "report_markdown",
     "write",
     "main",
@@ -592,6 +593,40 @@ def _gpu(device: str) -> str:
     return f", GPU: {torch.cuda.get_device_name(torch.device(device))} (the times are the GPU's)"
 
 
+def readme_table(records: Sequence[dict]) -> str:
+    """The table the README shows (Markdown, to paste): the CPU, then one row per case and
+    direction with the fused path's time over torch's at every thread count measured, and, for
+    forward cases, the fused path's and torch's fraction of the copy bandwidth."""
+    rows = summary(records)
+    threads = sorted({row["threads"] for row in rows}, key=str)
+    info = machine(threads[0] if threads else None)
+    by_key = {(row["threads"], row["op"], row["shape"], row["direction"]): row for row in rows}
+    cases = list(dict.fromkeys((row["op"], row["shape"], row["direction"]) for row in rows))
+    head = " | ".join(f"fused / torch, {t} thread(s)" for t in threads)
+    frac = " | ".join(f"% copy fused / torch, {t} thread(s)" for t in threads)
+    lines = [
+        f"{machine_line(info).rsplit(', ', 1)[0]}, torch {torch.__version__}:",
+        "",
+        f"| case | direction | {head} | {frac} |",
+        "| --- | --- |" + " ---: |" * (2 * len(threads)),
+    ]
+    for op, shape, direction in cases:
+        ratios, fractions = [], []
+        for t in threads:
+            row = by_key.get((t, op, shape, direction), {})
+            ratios.append(f"{row['fused_x']:.2f}x" if "fused_x" in row else "-")
+            fractions.append(
+                f"{100 * row['fused_frac']:.0f} / {100 * row['torch_frac']:.0f}"
+                if direction == "fwd" and "fused_frac" in row and "torch_frac" in row
+                else "-"
+            )
+        lines.append(
+            f"| {op} {'x'.join(map(str, shape))} | {direction} | {' | '.join(ratios)} | "
+            f"{' | '.join(fractions)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def report_markdown(records: Sequence[dict]) -> str:
     """A readable table of ``records`` (Markdown): the CPU, then one table per thread count."""
     first = records[0] if records else {}
@@ -651,6 +686,8 @@ def report_markdown(records: Sequence[dict]) -> str:
                 f"{r['bytes'] / r['median_s'] / 1e9:.1f} GB/s "
                 f"({r['median_s'] * 1e3:.2f} ms, IQR {r['iqr_s'] * 1e3:.2f} ms)"
             )
+    lines += ["", "## For the README (fused time over torch's; forward cases: % of copy)", ""]
+    lines += readme_table(records).rstrip("\n").splitlines()
     compiles = [r["compile_s"] for r in records if "compile_s" in r]
     if compiles:
         lines += [
