@@ -328,6 +328,15 @@ def test_plots_draw_one_line_per_run_and_per_layer(small):
         [32, 2], {"GroupNorm": [0.05, 0.06]}, dashed={"BatchNorm": [0.04, 0.3]}
     )
     assert fig.axes[0].xaxis_inverted() and fig.axes[0].lines[1].get_linestyle() == "--"
+    fig = tp.plot_batch_size_sweep(
+        [32, 2], {"GroupNorm": [0.05, 0.06]}, ranges={"GroupNorm": [(0.04, 0.07), (0.05, 0.08)]}
+    )
+    bars = fig.axes[0].lines[:2]  # one vertical bar per batch size, in percent
+    heights = [y for bar in bars for y in bar.get_ydata().tolist()]
+    assert heights == pytest.approx([4.0, 7.0, 5.0, 8.0])
+    assert all(len(set(bar.get_xdata().tolist())) == 1 for bar in bars)
+    with pytest.raises(ValueError):  # one range per batch size
+        tp.plot_batch_size_sweep([32, 2], {"GN": [0.05, 0.06]}, ranges={"GN": [(0, 1)]})
     digits = tp.plot_digits(small)
     assert digits._repr_png_()[:4] == b"\x89PNG" and len(digits.axes[0].get_xticks()) == 10
 

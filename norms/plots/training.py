@@ -202,7 +202,9 @@ def plot_layer_histograms(
             values = np.where(values == 0, np.nan, values)
         finite = values[np.isfinite(values)]
         span = float(np.quantile(np.abs(finite), 0.99)) if finite.size else 1.0
-        span = span if span > 0 else 1.0
+        # three significant digits: the last bits of the quantile differ between CPUs (float64
+        # sums in another order), and the figure's axes must not move with them
+        span = float(f"{span:.3g}") if span > 0 else 1.0
         edges = np.linspace(-span, span, bins + 1)
         centers = (edges[1:] + edges[:-1]) / 2
         stds = []
@@ -283,12 +285,20 @@ def plot_batch_size_sweep(
     title: str = "",
     ylabel: str = "test error (%)",
     figsize=(5, 3.0),
+    ranges: Mapping[str, Sequence[tuple[float, float]]] | None = None,
 ) -> Figure:
     """Test error against the batch size per sample (log scale, largest batch on the left as
     in Figure 1 of Wu & He, 2018), one line per label; ``dashed`` adds lines drawn dashed
-    in the colour of their label (e.g. BatchNorm evaluated with batch statistics)."""
+    in the colour of their label (e.g. BatchNorm evaluated with batch statistics).
+    ``ranges`` (label → one ``(lo, hi)`` per batch size, e.g. the lowest and the highest
+    error over several seeds) draws each range as a vertical bar at its point, the bars of
+    the labels side by side."""
     fig, axes = _figure(None if ax is None else [ax], 1, figsize)
     ax = axes[0]
+    for k, (label, bounds) in enumerate((ranges or {}).items()):
+        shift = 2 ** (0.06 * (k - (len(ranges) - 1) / 2))  # side by side on the log axis
+        for b, (lo, hi) in zip(batch_sizes, bounds, strict=True):
+            ax.plot([b * shift] * 2, [100 * lo, 100 * hi], color=color_of(label), lw=3, alpha=0.35)
     for label, errs in error.items():
         ax.plot(
             batch_sizes,
