@@ -56,6 +56,39 @@ def _opmath(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in _LOW_PRECISION else dtype
 
 
+def _check_buffers_without_grad(fname: str, **buffers: Tensor | None) -> None:
+    """torch's error for a running-statistics buffer that requires grad (it gets no gradient)."""
+    if not torch.is_grad_enabled():
+        return
+    for name, t in buffers.items():
+        if t is not None and t.requires_grad:
+            raise RuntimeError(
+                f"{fname}: the running statistics get no gradient, but {name} has "
+                f"requires_grad=True. This input cannot have requires_grad True (as torch's "
+                f"'native_batch_norm'); detach it or call {name}.requires_grad_(False)"
+            )
+
+
+def _normalize_rows(xc: Tensor, x: Tensor, var: Tensor, dims, eps: float) -> Tensor:
+    r"""``xc * rsqrt(var + eps)``; where the variance overflowed to ``inf`` (inputs near the
+    square root of the dtype's largest value, e.g. ``1e20`` in float32) a scaled computation.
+
+    Scaled: with :math:`s = \max|x|` over ``dims``, :math:`y = (x/s - \overline{x/s})\,/
+    \sqrt{\mathrm{Var}[x/s] + \epsilon/s^2}`, the same value without squaring ``x``. It runs
+    only when some variance is not finite, so every ordinary input gives exactly the plain
+    result. A non-finite input still gives NaN.
+    """
+    y = xc * torch.rsqrt(var + eps)
+    if torch.compiler.is_compiling() or bool(torch.isfinite(var).all()):
+        return y
+    s = x.abs().amax(dims, keepdim=True)  # largest |x| of each row, like var's shape
+    xs = x / s
+    xsc = xs - xs.mean(dims, keepdim=True)
+    var_s = (xsc * xsc).mean(dims, keepdim=True)
+    y_s = xsc * torch.rsqrt(var_s + eps / (s * s))
+    return torch.where(torch.isfinite(var), y, y_s)
+
+
 def _shape(t: Tensor) -> tuple[int, ...]:
     return tuple(t.shape)
 
@@ -254,6 +287,7 @@ def batch_norm(
     statistics are used instead.
     """
     _check_floating(input, "batch_norm")
+    _check_buffers_without_grad("batch_norm", running_mean=running_mean, running_var=running_var)
     if training:
         if input.dim() >= 2:
             _verify_batch_size(input.size())
@@ -347,6 +381,7 @@ def instance_norm(
     ``use_input_stats=False`` the running statistics are used instead.
     """
     _check_floating(input, "instance_norm")
+    _check_buffers_without_grad("instance_norm", running_mean=running_mean, running_var=running_var)
     if use_input_stats:
         _verify_spatial_size(input.size())
     if (running_mean is None) != (running_var is None):
@@ -396,6 +431,9 @@ def instance_norm(
         xc = x - mean
 
     scale = torch.rsqrt(var + eps)  # (N, C, 1, ...) or (1, C, 1, ...)
+    if use_input_stats and eps == 0:
+        # torch's inverse std: 0 (not inf) for a constant instance with eps=0, so y = beta
+        scale = torch.where(var == 0, torch.zeros_like(scale), scale)
     if weight is not None:
         scale = scale * _channel_view(weight, ndim, dtype)
     shift = None if bias is None else _channel_view(bias, ndim, dtype)
@@ -443,7 +481,7 @@ def layer_norm(
     mean = x.mean(dims, keepdim=True)  # (*, 1, ..., 1)
     xc = x - mean  # (*, *normalized_shape)
     var = (xc * xc).mean(dims, keepdim=True)  # (*, 1, ..., 1) biased
-    y = xc * torch.rsqrt(var + eps)  # (*, *normalized_shape)
+    y = _normalize_rows(xc, x, var, dims, eps)  # (*, *normalized_shape)
     y = _affine(
         y,
         None if weight is None else weight.to(dtype),  # (*normalized_shape), broadcasts
@@ -549,7 +587,7 @@ def group_norm(
     mean = x.mean(-1, keepdim=True)  # (N, G, 1)
     xc = x - mean  # (N, G, C//G * prod(S))
     var = (xc * xc).mean(-1, keepdim=True)  # (N, G, 1) biased
-    y = (xc * torch.rsqrt(var + eps)).view(input.shape)  # (N, C, *S)
+    y = _normalize_rows(xc, x, var, (-1,), eps).view(input.shape)  # (N, C, *S)
     y = _affine(
         y,
         None if weight is None else _channel_view(weight, ndim, dtype),  # (1, C, 1, ...)

@@ -245,3 +245,71 @@ def eval_on_rank_one(rank: int, world_size: int) -> None:
     if rank == 1:
         layer.eval()
     layer(torch.randn(4, 3))
+
+
+def _step(layer, x):
+    layer(x).sum().backward()
+
+
+def disagreements(rank: int, world_size: int) -> dict:
+    """Processes that disagree, each case with fresh layers; every process reports its error.
+
+    Each case ends inside the collective both processes make, so the group stays usable."""
+    last = world_size - 1
+    out = {}
+
+    def fresh(**kwargs):
+        torch.manual_seed(0)
+        return norms.SyncBatchNorm(3, **kwargs), torch.randn(4, 3, 2, requires_grad=True)
+
+    layer, x = fresh(eps=1e-5 if rank != last else 1e-3)
+    out["eps"] = _error(lambda: _step(layer, x))
+    layer, x = fresh(momentum=0.1 if rank != last else None)
+    out["momentum"] = _error(lambda: _step(layer, x))
+    layer, x = fresh()
+    layer.weight.requires_grad_(rank != last)
+    out["weight-requires-grad"] = _error(lambda: _step(layer, x))
+    layer, x = fresh()
+    layer.bias.requires_grad_(rank != last)
+    out["bias-requires-grad"] = _error(lambda: _step(layer, x))
+    layer, x = fresh()
+    x = x.detach().requires_grad_(rank != last)  # the last has no backward to make
+    out["input-requires-grad"] = _error(lambda: _step(layer, x))
+
+    # the last rank skips backward at step 0 and goes on to step 1's forward
+    layer, x = fresh()
+
+    def skip():
+        y = layer(x)
+        if rank != last:
+            y.sum().backward()
+        _step(layer, x)
+
+    out["skip-backward"] = _error(skip)
+
+    # the last rank runs one step in eval mode, then trains again: its step-1 forward meets
+    # the others' step-0 backward
+    layer, x = fresh()
+
+    def eval_once():
+        if rank == last:
+            layer.eval()
+            _step(layer, x)
+            layer.train()
+        _step(layer, x)
+        _step(layer, x)
+
+    out["eval-once"] = _error(eval_once)
+    # the group is still usable: one good step
+    layer, x = fresh()
+    out["after"] = _error(lambda: _step(layer, x))
+    return out
+
+
+def skip_backward_and_return_on_rank_one(rank: int, world_size: int) -> None:
+    """Rank 1 runs forward only and returns; rank 0 waits for it in backward."""
+    torch.manual_seed(0)
+    layer = norms.SyncBatchNorm(3)
+    y = layer(torch.randn(4, 3, requires_grad=True))
+    if rank != 1:
+        y.sum().backward()

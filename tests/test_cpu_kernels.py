@@ -683,3 +683,32 @@ def test_a_loaded_library_is_returned_without_the_build_lock():
         thread.start()
         thread.join(timeout=60)
     assert result and result[0] is not None
+
+
+def test_a_cache_folder_owned_by_another_user_is_left_alone_and_the_private_build_removed(
+    tmp_path,
+):
+    """Issue 25: a cache folder of another user made each process build into a fresh temporary
+    folder and never remove it. As root the folder is given to another uid (os.chown); otherwise
+    the subprocess reports another uid (os.getuid patched), which is what the loader compares."""
+    cache = tmp_path / "theirs"
+    cache.mkdir(mode=0o777)
+    (cache / "kernels-decoy.so").write_bytes(b"not ours")
+    code = _FUSED_OK
+    if os.getuid() == 0:
+        os.chown(cache, 54321, 54321)
+    else:
+        code = "import os\n_uid = os.getuid()\nos.getuid = lambda: _uid + 1\n" + code
+    before = sorted(p.name for p in cache.iterdir())
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "TMPDIR": str(tmp_path), "NORMS_KERNEL_CACHE": str(cache)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-3000:]
+    assert "warnings: 0" in done.stdout, done.stdout
+    assert sorted(p.name for p in cache.iterdir()) == before  # nothing written into theirs
+    assert (cache / "kernels-decoy.so").read_bytes() == b"not ours"
+    assert not list(tmp_path.glob("norms-*")), list(tmp_path.rglob("norms-*"))

@@ -3,6 +3,7 @@ given."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from norms.plots import sync as sync_plots
@@ -44,3 +45,18 @@ def test_plots_return_figures_with_the_data():
     fig = sync_plots.plot_sync_cost(timings)
     heights = [p.get_height() for p in fig.axes[0].patches]
     assert heights == [1.0, 1.0, 1.0, 4.0, 0.01, 1.0]
+
+
+def test_collective_cost_plot_draws_the_medians_and_the_range():
+    costs = {
+        (16, 1): [1e-4, 2e-4, 3e-4],
+        (256, 1): [1e-4, 1e-4, 5e-4],
+        (16, 2): [2e-4, 4e-4, 6e-4],
+        (256, 2): [3e-4, 4e-4, 4e-4],
+    }
+    fig = sync_plots.plot_collective_cost(costs)
+    lines = [line for line in fig.axes[0].get_lines() if line.get_marker() == "o"]
+    assert [list(line.get_ydata()) for line in lines[:2]] == [
+        pytest.approx([0.2, 0.1]),
+        pytest.approx([0.4, 0.4]),
+    ]

@@ -282,13 +282,94 @@ def test_worker_error_reports_the_rank_that_failed_first_and_keeps_every_error()
 
 
 def test_a_rank_in_eval_mode_gives_the_others_an_error_that_names_the_disagreement():
+    """Rank 1 runs the layer in eval mode and returns; rank 0 waits in the training forward. Its
+    error names rank 1 and the train/eval disagreement (not only the peer's gloo error)."""
     results = distributed.launch(
         W.eval_on_rank_one, 2, timeout=LAUNCH_TIMEOUT, grace=60, return_errors=True
     )
     assert results[1] is None
     kind, message, _ = results[0]
-    assert kind == "RuntimeError" and "all_gather of the input shapes" in message, message
-    assert "training mode on every process" in message
+    assert kind == "RuntimeError", message
+    assert message.startswith(
+        "SyncBatchNorm: rank 1 returned from its function while rank 0 "
+        "waited in the forward collective"
+    ), message
+    assert "disagree on train/eval mode: rank 1 ran SyncBatchNorm in eval mode" in message
+
+
+def test_a_rank_that_skips_backward_and_returns_is_named():
+    results = distributed.launch(
+        W.skip_backward_and_return_on_rank_one,
+        2,
+        timeout=LAUNCH_TIMEOUT,
+        grace=60,
+        return_errors=True,
+    )
+    assert results[1] is None
+    kind, message, _ = results[0]
+    assert kind == "RuntimeError", message
+    assert "waited in the backward collective" in message, message
+    assert "Rank 1 skipped backward" in message, message
+
+
+@pytest.fixture(scope="module", params=WORLD_SIZES, ids=lambda w: f"world{w}")
+def disagreements(request):
+    world = request.param
+    return world, distributed.launch(
+        W.disagreements, world, timeout=LAUNCH_TIMEOUT, grace=60, return_errors=True
+    )
+
+
+@pytest.mark.parametrize(
+    "case, kind, wanted",
+    [
+        ("eps", "ValueError", r"disagree on eps: rank 0: 1e-05, .*rank {last}: 0.001"),
+        ("momentum", "ValueError", r"disagree on momentum.*rank 0: 0.1, .*rank {last}: -1.0"),
+        (
+            "weight-requires-grad",
+            "ValueError",
+            r"disagree on weight.requires_grad.*rank 0: 1, .*rank {last}: 0",
+        ),
+        (
+            "bias-requires-grad",
+            "ValueError",
+            r"disagree on bias.requires_grad.*rank 0: 1, .*rank {last}: 0",
+        ),
+        (
+            "input-requires-grad",
+            "ValueError",
+            r"disagree on whether the input requires grad.*rank 0: True, .*rank {last}: False",
+        ),
+        (
+            "skip-backward",
+            "RuntimeError",
+            r"rank\(s\) \[{last}\] skipped backward.*rank 0: backward of training step 0;"
+            r".*rank {last}: forward of training step 1",
+        ),
+        (
+            "eval-once",
+            "RuntimeError",
+            r"disagree on train/eval mode: rank\(s\) \[{last}\] ran this layer in eval mode.*"
+            r"rank 0: forward of training step 0;.*rank {last}: forward of training step 0, "
+            r"after 1 eval-mode forward\(s\) of it with gradients",
+        ),
+    ],
+)
+def test_processes_that_disagree_all_raise_an_error_naming_it_and_the_ranks(
+    disagreements, case, kind, wanted
+):
+    """Every process raises (none is left waiting, no peer's gloo error, no timeout), with the
+    same message, in the one collective of the pass."""
+    import re
+
+    world, results = disagreements
+    errors = [r[case] for r in results]
+    assert all(e is not None for e in errors), errors
+    assert {k for k, _ in errors} == {kind}, errors
+    assert len({m for _, m in errors}) == 1, errors
+    assert re.search(wanted.format(last=world - 1), errors[0][1]), errors[0][1]
+    assert "gloo" not in errors[0][1].lower()
+    assert all(r["after"] is None for r in results)
 
 
 def _alive(pid: int) -> bool:
@@ -464,15 +545,16 @@ def test_the_group_is_usable_after_the_errors(run):
 
 
 def test_communication_per_step(run):
-    """Training: a shape check and a statistics all-gather forward, one all-reduce backward; eval:
-    nothing."""
+    """As many collectives as torch.nn.SyncBatchNorm (one all_gather in forward, one all_reduce in
+    backward): here one all_gather in each, of the 15-number header and 2 numbers per channel;
+    eval: nothing."""
     world, results = run
+    packet = 15 + 2 * 3
     for r in results:
         c = r["collectives"]
-        # 6 integers of shape check, then mean and M2 of 3 channels, then the two sums of 3 channels
-        assert c["train"] == [("all_gather", 6), ("all_gather", 2 * 3), ("all_reduce", 2 * 3)]
+        assert c["train"] == [("all_gather", packet), ("all_gather", packet)]
         assert c["eval"] == []
-        assert c["input-without-grad"] == [("all_gather", 6), ("all_gather", 2 * 3)]
+        assert c["input-without-grad"] == [("all_gather", packet)]
 
 
 def test_gloo_listens_on_the_loopback_interface(run):

@@ -17,6 +17,7 @@ from .workers import (
     reference_batchnorm,
     slice_of,
     time_all_reduce,
+    time_collectives,
     time_sync_step,
 )
 
@@ -30,6 +31,7 @@ __all__ = [
     "reference_batchnorm",
     "slice_of",
     "time_all_reduce",
+    "time_collectives",
     "time_sync_step",
 ]
 

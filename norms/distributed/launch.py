@@ -92,6 +92,22 @@ def _context():
     return torch.multiprocessing.get_context("spawn")
 
 
+def _publish_activity(rank: int) -> None:
+    """Leave what this process's SyncBatchNorm layers did in the store: a peer still waiting in
+    one of their collectives names it in its error (:mod:`norms.modules.syncbatchnorm`)."""
+    import json
+
+    import torch.distributed as dist
+
+    from ..modules.syncbatchnorm import activity
+
+    try:
+        store = dist.distributed_c10d._get_default_store()
+        store.set(f"norms-sbn-finished/{rank}", json.dumps(activity()))
+    except Exception:  # noqa: BLE001, S110 - only a peer's message is at stake
+        pass
+
+
 def _entry(fn, rank, world_size, store_path, out_dir, args, timeout, threads, interface):
     """Body of one spawned process: join the group, run ``fn``, save its result or its error."""
     torch.set_num_threads(threads)
@@ -112,6 +128,7 @@ def _entry(fn, rank, world_size, store_path, out_dir, args, timeout, threads, in
         )
         try:
             result = {"value": fn(rank, world_size, *args)}
+            _publish_activity(rank)
         except BaseException:
             when = time.time()  # before destroy_process_group() lets the peers fail too
             raise

@@ -19,6 +19,7 @@ __all__ = [
     "reference_batchnorm",
     "slice_of",
     "time_all_reduce",
+    "time_collectives",
     "time_sync_step",
 ]
 
@@ -238,4 +239,40 @@ def time_sync_step(
                 ),
             }
         dist.barrier()
+    return out if rank == 0 else None
+
+
+def time_collectives(
+    rank: int,
+    world_size: int,
+    channels: Sequence[int] = (16, 256, 4096, 65536),
+    collectives: Sequence[int] = (1, 2, 3),
+    repeats: int = 7,
+    inner: int = 15,
+) -> dict | None:
+    """Time ``k`` all-gathers in a row of SyncBatchNorm's packet (its 15-number header and 2
+    numbers per channel, float64) for every number of channels ``C`` and every ``k``.
+
+    Each of ``repeats`` repeats is the median of ``inner`` timed runs, each run after a
+    barrier; the configurations are interleaved within a repeat, so a slow moment of the
+    machine falls on all of them. Rank 0 returns ``{(C, k): [seconds of each repeat]}``;
+    the other ranks return ``None``.
+    """
+    import torch.distributed as dist
+
+    from ..modules.syncbatchnorm import _HEADER
+
+    packets = {c: torch.ones(_HEADER + 2 * c, dtype=torch.float64) for c in channels}
+    out: dict = {(c, k): [] for c in channels for k in collectives}
+    for _ in range(repeats):
+        for c in channels:
+            mine = packets[c]
+            gathered = [torch.empty_like(mine) for _ in range(world_size)]
+            for k in collectives:
+
+                def run(k=k, mine=mine, gathered=gathered):
+                    for _ in range(k):
+                        dist.all_gather(gathered, mine)
+
+                out[(c, k)].append(_median_time(run, None, inner))
     return out if rank == 0 else None

@@ -6,15 +6,23 @@ included (torch's own refuses CPU tensors). In training each process holds a
 slice of the batch; the layer normalizes with the statistics of the *global*
 batch, the union of the slices.
 
-What is communicated, per training step and per channel:
+What is communicated, per training step: as many collectives as
+:class:`torch.nn.SyncBatchNorm` (one in forward, one in backward), each a
+packet of a 15-number header and 2 numbers per channel per process:
 
-* forward: one cheap shape check (6 integers per process), then an
-  all-gather of each process's mean and centred sum of squares (2 numbers
-  per channel per process). The counts come with the shape check. Every
-  process combines them with Chan et al.'s parallel formula, in the same
+* forward: an all-gather of the header (what the process is doing, with
+  which settings and which input: shape, device, dtype, count) and each
+  process's mean and centred sum of squares. Every process checks every
+  header, so processes that disagree (on eps, momentum, the parameters'
+  ``requires_grad``, train/eval mode, the input) raise the same error naming
+  the ranks, in the same collective and at no extra cost. Every process
+  combines the statistics with Chan et al.'s parallel formula, in the same
   order, so every process gets bit-identical statistics;
-* backward: an all-reduce of :math:`\sum \mathrm{d}y` and
-  :math:`\sum \mathrm{d}y\,\hat x` (2 numbers per channel).
+* backward: an all-gather of the same size and layout carrying
+  :math:`\sum \mathrm{d}y` and :math:`\sum \mathrm{d}y\,\hat x` (torch
+  all-reduces these two), added up in rank order on every process. A process
+  that skipped backward meets the others here with its next forward's header,
+  and every process says so.
 
 In eval mode, without an initialized process group, or with a group of one
 process, it is plain :class:`norms.BatchNorm1d`/``2d``/``3d`` and
@@ -24,6 +32,7 @@ communicates nothing.
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import Any
 
 import torch
@@ -36,21 +45,97 @@ from .batchnorm import _BatchNorm
 
 __all__ = ["SyncBatchNorm", "SyncBatchNormFunction", "combine_stats"]
 
-# dtypes the check vector can name; anything else is "not floating point"
+# dtypes the header can name; anything else is "not floating point"
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-# fields of the per-process check vector
-_NDIM, _CHANNELS, _COUNT, _DEVICE_OK, _DTYPE, _MATCHES_LAYER = range(6)
+# Fields of the header that leads every packet a process sends (float64; small integers and
+# eps/momentum are exact). The packet is the header, then 2 numbers per channel.
+(
+    _PHASE,  # 1: forward (mean, M2 follow), 2: backward (sum dy, sum dy*x_hat follow)
+    _STEP,  # this layer's synchronized forwards before this one, on this process
+    _EVALS,  # this layer's eval-mode forwards in a group since its last synchronized one
+    _EPS,
+    _MOMENTUM,  # -1 for None (cumulative average)
+    _TRACK,  # track_running_stats
+    _WEIGHT_RG,  # weight.requires_grad (-1: no weight)
+    _BIAS_RG,  # bias.requires_grad (-1: no bias)
+    _BACKWARD,  # 1 if the input needs a gradient: a backward collective follows
+    _NUM_FEATURES,
+    _NDIM,
+    _CHANNELS,
+    _COUNT,
+    _DEVICE_OK,
+    _DTYPE,
+) = range(15)
+_HEADER = 15
+_FWD, _BWD = 1.0, 2.0
+
+# What this process's SyncBatchNorm layers did, for the message a peer shows when this
+# process left while the peer waited in a collective (see norms.distributed.launch).
+_ACTIVITY = {"training forwards": 0, "eval-mode forwards": 0, "backward passes": 0}
+
+
+def activity() -> dict[str, int]:
+    """Counts of this process's synchronized forwards, eval-mode forwards in a group of several
+    processes, and backward collectives, over every SyncBatchNorm layer."""
+    return dict(_ACTIVITY)
+
+
+def _peers_that_left(group, what: str) -> str:
+    """The activity of the peers that returned from their function (published in the store by
+    :func:`norms.distributed.launch`), compared with this process's: empty if none did."""
+    try:
+        store = dist.distributed_c10d._get_default_store()
+        me = dist.get_rank()
+        ranks = dist.get_process_group_ranks(group)
+    except Exception:  # noqa: BLE001 - only a better message is at stake
+        return ""
+    mine = activity()
+    lines = []
+    for r in ranks:
+        key = f"norms-sbn-finished/{r}"
+        try:
+            if r == me or not store.check([key]):
+                continue
+            theirs = json.loads(store.get(key).decode())
+        except Exception:  # noqa: BLE001
+            continue
+        why = ""
+        if theirs["eval-mode forwards"] > mine["eval-mode forwards"] and (
+            theirs["training forwards"] < mine["training forwards"]
+        ):
+            why = (
+                f" The processes disagree on train/eval mode: rank {r} ran SyncBatchNorm in "
+                f"eval mode where rank {me} trained (call model.train() or model.eval() on "
+                "every process)."
+            )
+        elif theirs["backward passes"] < mine["backward passes"]:
+            why = (
+                f" Rank {r} skipped backward: every process must call backward after a "
+                "training forward, or none."
+            )
+        lines.append(
+            f"rank {r} returned from its function while rank {me} waited in the {what} "
+            f"collective of SyncBatchNorm (rank {r}: "
+            + ", ".join(f"{v} {k}" for k, v in theirs.items())
+            + f"; rank {me}: "
+            + ", ".join(f"{v} {k}" for k, v in mine.items())
+            + ")."
+            + why
+        )
+    return " ".join(lines)
 
 
 @contextlib.contextmanager
-def _collective(what: str):
+def _collective(what: str, group=None):
     """Name the likely cause when a collective fails: the processes did not run the same steps."""
     try:
         yield
     except RuntimeError as error:
         said = (str(error).strip().splitlines() or [""])[0][:300]
+        left = _peers_that_left(group, what)
         raise RuntimeError(
-            f"SyncBatchNorm: the {what} failed on this process ({type(error).__name__}: {said}). "
+            (f"SyncBatchNorm: {left} " if left else "SyncBatchNorm: ")
+            + f"The {what} all_gather failed on this process ({type(error).__name__}: {said}). "
             "Every process of the group must make the same calls in the same order: this layer "
             "in training mode on every process (not eval() on some), forward with an input that "
             "requires grad on all or none, backward on every process or on none. A process that "
@@ -111,7 +196,8 @@ def combine_stats(counts: Tensor, means: Tensor, m2s: Tensor) -> tuple[Tensor, T
 
 
 # --------------------------------------------------------------------------
-# the shape check that precedes every collective
+# the packet: a header (what this process is doing, with which settings and input) and
+# 2 numbers per channel, all-gathered once in forward and once in backward
 # --------------------------------------------------------------------------
 
 
@@ -124,7 +210,7 @@ def _device_types(group) -> list[str]:
 
 
 def _comm_device(device_types: list[str], input: Tensor) -> torch.device:
-    """Where the check vector lives: the input's device if the backend reduces it, else the
+    """Where the packet lives: the input's device if the backend reduces it, else the
     backend's own."""
     if input.device.type in device_types:
         return input.device
@@ -138,70 +224,133 @@ def _fmt(shape) -> str:
     return str(tuple(int(s) for s in shape))
 
 
-def _check_vector(input: Tensor, num_features: int, device_ok: bool) -> list[int]:
+def _input_fields(input: Tensor, device_ok: bool) -> dict[int, float]:
     ndim = input.dim()
     c = input.shape[1] if ndim >= 2 else 0
-    count = input.numel() // c if c > 0 else 0
-    dtype = _DTYPES.index(input.dtype) if input.dtype in _DTYPES else -1
-    return [ndim, c, count, int(device_ok), dtype, int(ndim >= 2 and c == num_features)]
+    return {
+        _NDIM: ndim,
+        _CHANNELS: c,
+        _COUNT: input.numel() // c if c > 0 else 0,
+        _DEVICE_OK: int(device_ok),
+        _DTYPE: _DTYPES.index(input.dtype) if input.dtype in _DTYPES else -1,
+    }
 
 
-def _sync_check(input: Tensor, num_features: int, group, world_size: int) -> Tensor:
-    """All-gather a few integers describing every process's input; raise the same error on every
-    process.
-
-    Returns the ``(P,)`` counts (elements per channel of each process's slice).
-    A process that raised before the collective would leave the others waiting
-    in it forever, so every problem, local or not, is found from the gathered
-    vectors, and every process raises.
-    """
-    device_types = _device_types(group)
-    device = _comm_device(device_types, input)
-    mine = torch.tensor(
-        _check_vector(input, num_features, input.device.type in device_types),
-        dtype=torch.long,
-        device=device,
+def _input_ok(fields: dict[int, float], num_features: int) -> bool:
+    return (
+        fields[_NDIM] >= 2
+        and fields[_DEVICE_OK] == 1
+        and fields[_DTYPE] >= 0
+        and fields[_CHANNELS] == num_features
     )
-    gathered = [torch.empty_like(mine) for _ in range(world_size)]
-    with _collective("all_gather of the input shapes (forward pass)"):
-        dist.all_gather(gathered, mine, group=group)
-    table = torch.stack(gathered).cpu()  # (P, 6)
 
-    problem = None
-    if (table[:, _NDIM] < 2).any():
-        problem = "expected input of shape (N, C, *) with at least 2 dims on every process"
-    elif (table[:, _DEVICE_OK] == 0).any():
-        problem = (
+
+def _gather(header: list[float], body: Tensor, device, group, world_size: int, what: str):
+    """All-gather ``header + body`` (float64) from every process: the one collective of a
+    forward or a backward pass. Returns the headers on the host ``(P, H)`` and the bodies
+    ``(P, 2, C)`` on ``device``."""
+    mine = torch.cat([torch.tensor(header, dtype=torch.float64, device=device), body.reshape(-1)])
+    gathered = [torch.empty_like(mine) for _ in range(world_size)]
+    with _collective(what, group):
+        dist.all_gather(gathered, mine, group=group)
+    table = torch.stack(gathered)  # (P, H + 2C)
+    return table[:, :_HEADER].cpu(), table[:, _HEADER:].reshape(world_size, 2, -1)
+
+
+def _where(heads: Tensor, r: int) -> str:
+    phase = "forward" if heads[r, _PHASE] == _FWD else "backward"
+    evals = int(heads[r, _EVALS])
+    after = f", after {evals} eval-mode forward(s) of it with gradients" if evals else ""
+    return f"rank {r}: {phase} of training step {int(heads[r, _STEP])}{after}"
+
+
+def _order_problem(heads: Tensor, phase: float, step: int) -> str | None:
+    """Why the processes are not all in the same pass (forward or backward) of the same step of
+    this layer, naming the ranks; None if they are."""
+    same = (heads[:, _PHASE] == phase) & (heads[:, _STEP] == step)
+    same &= heads[:, _EVALS] == heads[0, _EVALS]
+    if bool(same.all()):
+        return None
+    where = "; ".join(_where(heads, r) for r in range(heads.shape[0]))
+    evals = [r for r in range(heads.shape[0]) if heads[r, _EVALS] > 0]
+    forward = [r for r in range(heads.shape[0]) if heads[r, _PHASE] == _FWD]
+    backward = [r for r in range(heads.shape[0]) if heads[r, _PHASE] == _BWD]
+    if evals:
+        cause = (
+            f"the processes disagree on train/eval mode: rank(s) {evals} ran this layer in "
+            "eval mode with gradients enabled where the others trained (call model.train() "
+            "or model.eval() on every process; evaluate under torch.no_grad() when only some "
+            "processes evaluate)"
+        )
+    elif backward and forward:
+        cause = (
+            f"rank(s) {forward} skipped backward of a training step that rank(s) {backward} "
+            "are running backward for (call backward on every process after a training "
+            "forward, or on none)"
+        )
+    else:
+        cause = "the processes ran this layer a different number of times"
+    return f"{cause}. Where each process is: {where}"
+
+
+_CONFIG = (
+    (_EPS, "eps", float),
+    (_MOMENTUM, "momentum (-1: None)", float),
+    (_TRACK, "track_running_stats", bool),
+    (_WEIGHT_RG, "weight.requires_grad (-1: no weight)", int),
+    (_BIAS_RG, "bias.requires_grad (-1: no bias)", int),
+    (_BACKWARD, "whether the input requires grad (a backward pass follows)", bool),
+    (_NUM_FEATURES, "num_features", int),
+)
+
+
+def _config_problem(heads: Tensor) -> str | None:
+    """The first setting on which the processes disagree, with every rank's value."""
+    for field, name, kind in _CONFIG:
+        values = heads[:, field]
+        if bool((values != values[0]).any()):
+            each = ", ".join(f"rank {r}: {kind(v.item())}" for r, v in enumerate(values))
+            return f"the processes disagree on {name}: {each}"
+    return None
+
+
+def _input_problem(heads: Tensor, num_features: int, group, device_types) -> str | None:
+    if (heads[:, _NDIM] < 2).any():
+        return "expected input of shape (N, C, *) with at least 2 dims on every process"
+    if (heads[:, _DEVICE_OK] == 0).any():
+        return (
             f"every input must be on a device the {dist.get_backend(group)} backend can "
             f"reduce ({', '.join(device_types)})"
         )
-    elif (table[:, _DTYPE] < 0).any():
-        problem = "every input must be floating point (convert it first, e.g. x.float())"
-    elif (table[:, _CHANNELS] != table[0, _CHANNELS]).any() or (
-        table[:, _MATCHES_LAYER] == 0
-    ).any():
-        problem = (
+    if (heads[:, _DTYPE] < 0).any():
+        return "every input must be floating point (convert it first, e.g. x.float())"
+    if (heads[:, _CHANNELS] != num_features).any():
+        return (
             f"the processes must agree on the number of channels: every input must have "
             f"num_features={num_features} channels in dim 1, shape (N, {num_features}, *)"
         )
-    elif (table[:, _DTYPE] != table[0, _DTYPE]).any():
-        problem = "the processes must agree on the input dtype"
-    elif int(table[:, _COUNT].sum()) <= 1:
-        problem = (
+    if (heads[:, _DTYPE] != heads[0, _DTYPE]).any():
+        return "the processes must agree on the input dtype"
+    if int(heads[:, _COUNT].sum()) <= 1:
+        return (
             "Expected more than 1 value per channel when training, got 1 value per channel "
             "in the global batch"
         )
-    if problem is not None:
-        # Every process takes this branch (they all see the same table): safe to gather more.
-        described = [None] * world_size
-        dist.all_gather_object(
-            described, (_fmt(input.shape), str(input.device), str(input.dtype)), group=group
-        )
-        got = "; ".join(
-            f"rank {r}: input of shape {s} on {d} ({t})" for r, (s, d, t) in enumerate(described)
-        )
-        raise ValueError(f"SyncBatchNorm: {problem}. Got {got}")
-    return table[:, _COUNT]
+    if heads[0, _EPS] <= 0:
+        return f"batch_norm eps must be positive during training, but got {heads[0, _EPS].item()}"
+    return None
+
+
+def _describe_inputs(input: Tensor, group, world_size: int) -> str:
+    """Every process's input shape, device and dtype (only on the error path, where every
+    process takes it: a second collective is safe there)."""
+    described = [None] * world_size
+    dist.all_gather_object(
+        described, (_fmt(input.shape), str(input.device), str(input.dtype)), group=group
+    )
+    return "; ".join(
+        f"rank {r}: input of shape {s} on {d} ({t})" for r, (s, d, t) in enumerate(described)
+    )
 
 
 # --------------------------------------------------------------------------
@@ -213,16 +362,23 @@ class SyncBatchNormFunction(torch.autograd.Function):
     r"""Training-mode BatchNorm over the union of every process's slice.
 
     ``apply(input, weight, bias, running_mean, running_var, eps, momentum,
-    group, world_size, num_features)``. ``input`` is ``(N_p, C, *S)`` on process ``p``; the
-    slices may differ in ``N_p`` (even 0) and in ``S``.
+    group, world_size, num_features, header)``, where ``header`` is the
+    layer's part of the packet header (see :meth:`SyncBatchNorm.forward`).
+    ``input`` is ``(N_p, C, *S)`` on process ``p``; the slices may differ in
+    ``N_p`` (even 0) and in ``S``.
 
-    **Forward.** Each process computes its slice's count :math:`n_p`, mean and
-    centred sum of squares :math:`M_{2,p}`, all-gathers them, and combines them
-    with :func:`combine_stats` into the global :math:`n`, :math:`\mu` and
-    :math:`\sigma^2 = M_2/n`. The running variance gets
-    :math:`M_2/(n-1)`, unbiased with the *global* count.
+    **Forward: one all-gather.** Each process computes its slice's count
+    :math:`n_p`, mean and centred sum of squares :math:`M_{2,p}`, and
+    all-gathers them in one packet, after a header that says what the process
+    is doing (forward of its k-th training step of this layer) with which
+    settings (eps, momentum, ``requires_grad`` of the parameters and the input)
+    and which input (shape, device, dtype). Every process checks every header
+    and raises the same error, naming the ranks, when they disagree; else it
+    combines the statistics with :func:`combine_stats` into the global
+    :math:`n`, :math:`\mu` and :math:`\sigma^2 = M_2/n`. The running variance
+    gets :math:`M_2/(n-1)`, unbiased with the *global* count.
 
-    **Backward.** With :math:`\hat x = (x-\mu)/\sigma` and
+    **Backward: one all-gather.** With :math:`\hat x = (x-\mu)/\sigma` and
     :math:`g = \mathrm{d}y\,\gamma`, BatchNorm's input gradient over the
     global batch is
 
@@ -233,11 +389,16 @@ class SyncBatchNormFunction(torch.autograd.Function):
             - \frac{\hat x}{n}\sum_{\text{all}} \mathrm{d}y\,\hat x\Big),
 
     where :math:`\sum_{\text{all}}` runs over every process. So each process
-    all-reduces its two per-channel sums :math:`\sum \mathrm{d}y` and
-    :math:`\sum \mathrm{d}y\,\hat x`. Before the all-reduce these sums are the
-    process's own :math:`\mathrm{d}\beta` and :math:`\mathrm{d}\gamma`: the
-    parameter gradients returned are those local parts, and their sum over
-    processes (what DistributedDataParallel reduces) is the global gradient.
+    sends its two per-channel sums :math:`\sum \mathrm{d}y` and
+    :math:`\sum \mathrm{d}y\,\hat x` in a packet of the same size and layout
+    as forward's (torch all-reduces them instead); every process adds them up
+    in rank order. A process that skipped backward and went on to the next
+    forward therefore meets the others' backward packets in the same
+    collective, and every process raises an error that says so. Before the
+    sum these two are the process's own :math:`\mathrm{d}\beta` and
+    :math:`\mathrm{d}\gamma`: the parameter gradients returned are those local
+    parts, and their sum over processes (what DistributedDataParallel reduces)
+    is the global gradient.
     """
 
     @staticmethod
@@ -253,24 +414,49 @@ class SyncBatchNormFunction(torch.autograd.Function):
         group,
         world_size,
         num_features,
+        header,
     ):
-        counts = _sync_check(input, num_features, group, world_size)
-        dtype = F._opmath(input.dtype)
-        x = input.to(dtype)  # (N_p, C, *S)
-        mean_p, m2_p = _local_stats(x)  # (C,), (C,)
-        mine = torch.stack([mean_p, m2_p])  # (2, C)
-        gathered = [torch.empty_like(mine) for _ in range(world_size)]
-        with _collective("all_gather of the statistics (forward pass)"):
-            dist.all_gather(gathered, mine, group=group)
-        stats = torch.stack(gathered).double()  # (P, 2, C)
+        device_types = _device_types(group)
+        device = _comm_device(device_types, input)
+        fields = _input_fields(input, input.device.type in device_types)
+        step = int(header[_STEP])
+        header = list(header)
+        for k, v in fields.items():
+            header[k] = float(v)
+        header[_BACKWARD] = float(ctx.needs_input_grad[0])
+        dtype = F._opmath(input.dtype) if fields[_DTYPE] >= 0 else torch.float64
+        if _input_ok(fields, num_features):
+            x = input.to(dtype)  # (N_p, C, *S)
+            mean_p, m2_p = _local_stats(x)  # (C,), (C,)
+            body = torch.stack([mean_p, m2_p]).to(device, torch.float64)  # (2, C), exact
+        else:  # nothing to compute: the headers carry the problem to every process
+            x = None
+            body = torch.zeros(2, num_features, dtype=torch.float64, device=device)
+        _ACTIVITY["training forwards"] += 1
+        heads, stats = _gather(header, body, device, group, world_size, "forward")
+
+        problem = _order_problem(heads, _FWD, step)
+        if problem is not None:
+            raise RuntimeError(f"SyncBatchNorm({num_features}): {problem}")
+        problem = _config_problem(heads)
+        if problem is not None:
+            raise ValueError(f"SyncBatchNorm({num_features}): {problem}")
+        problem = _input_problem(heads, num_features, group, device_types)
+        if problem is not None:
+            # Every process takes this branch (they all see the same headers).
+            got = _describe_inputs(input, group, world_size)
+            raise ValueError(f"SyncBatchNorm: {problem}. Got {got}")
+
+        counts = heads[:, _COUNT]  # (P,) float64, exact
+        stats = stats.to(input.device)  # (P, 2, C)
         # combined in float64: P * C numbers, and counts beyond 2**24 stay exact
-        n, mean, m2 = combine_stats(counts.double(), stats[:, 0], stats[:, 1])
-        mean, m2, n = mean.to(dtype), m2.to(dtype), n.item()
-        var = m2 / n  # (C,) biased
+        n, mean, m2 = combine_stats(counts.to(stats.device), stats[:, 0], stats[:, 1])
+        n_total = float(counts.sum())
+        mean, m2 = mean.to(dtype), m2.to(dtype)
+        var = m2 / n_total  # (C,) biased
         invstd = torch.rsqrt(var + eps)  # (C,)
 
         if running_mean is not None:
-            n_total = int(counts.sum())
             F._update_running(running_mean, mean, momentum)
             F._update_running(running_var, m2 / (n_total - 1), momentum)
 
@@ -282,8 +468,9 @@ class SyncBatchNormFunction(torch.autograd.Function):
         y = F._affine(x - F._channel_view(mean, ndim, dtype), scale, shift)
 
         ctx.save_for_backward(input, weight, mean, invstd)
-        ctx.n_total = float(counts.sum())
-        ctx.group = group
+        ctx.n_total = n_total
+        ctx.group, ctx.world_size, ctx.device = group, world_size, device
+        ctx.header, ctx.step = header, step
         ctx.bias_dtype = None if bias is None else bias.dtype
         return y.to(input.dtype)
 
@@ -309,12 +496,22 @@ class SyncBatchNormFunction(torch.autograd.Function):
         if need_b:
             grad_bias = sum_dy.to(ctx.bias_dtype)
         if need_x:
-            # The shapes were agreed on in forward: both sides send 2 * C numbers.
-            sums = torch.stack([sum_dy, sum_dy_xhat])  # (2, C)
-            with _collective("all_reduce of the gradient sums (backward pass)"):
-                dist.all_reduce(sums, group=ctx.group)
+            # Same packet size and layout as forward's, so a process that went on to the next
+            # forward instead shows up in the headers instead of in a mismatched collective.
+            header = list(ctx.header)
+            header[_PHASE] = _BWD
+            body = torch.stack([sum_dy, sum_dy_xhat]).to(ctx.device, torch.float64)  # (2, C)
+            _ACTIVITY["backward passes"] += 1
+            heads, parts = _gather(header, body, ctx.device, ctx.group, ctx.world_size, "backward")
+            problem = _order_problem(heads, _BWD, ctx.step)
+            if problem is not None:
+                raise RuntimeError(f"SyncBatchNorm({input.shape[1]}): {problem}")
+            parts = parts.to(input.device, dtype)  # (P, 2, C), exact: they were dtype
+            sums = parts[0]
+            for r in range(1, ctx.world_size):  # in rank order: the same sum on every process
+                sums = sums + parts[r]
             n = ctx.n_total
-            # the means of g = dy * weight over the global batch: the all-reduced sums / n
+            # the means of g = dy * weight over the global batch: the summed sums / n
             w = torch.ones_like(invstd) if weight is None else weight.to(dtype)  # (C,)
             grad_input = F.normalization_backward(
                 dy * F._channel_view(w, ndim, dtype),
@@ -324,7 +521,7 @@ class SyncBatchNormFunction(torch.autograd.Function):
                 F._channel_view(sums[1] / n * w, ndim, dtype),
             )
             grad_input = grad_input.to(input.dtype)
-        return grad_input, grad_weight, grad_bias, None, None, None, None, None, None, None
+        return grad_input, grad_weight, grad_bias, *([None] * 8)
 
 
 # --------------------------------------------------------------------------
@@ -360,10 +557,14 @@ class SyncBatchNorm(_BatchNorm):
 
     In eval mode, without an initialized process group, or with a group of one
     process, it is plain BatchNorm and communicates nothing. Every collective
-    is preceded by a cheap check of every process's input, so a channel count
-    that differs between processes, an input on a device the backend cannot
-    reduce, or a global batch with one value per channel raises the same
-    ``ValueError`` on every process instead of hanging.
+    carries a header describing each process's settings and input, checked on
+    every process after the collective: a channel count that differs between
+    processes, an input on a device the backend cannot reduce, a global batch
+    with one value per channel, or settings that differ (eps, momentum,
+    ``requires_grad`` of the parameters or of the input) raise the same
+    ``ValueError`` on every process instead of hanging; processes out of step
+    (one skipped backward, or ran the layer in eval mode) raise a
+    ``RuntimeError`` that names the ranks.
 
     Args:
         num_features: number of features or channels :math:`C` of an input
@@ -459,19 +660,38 @@ class SyncBatchNorm(_BatchNorm):
     def forward(self, input: Tensor) -> Tensor:
         sync = self._sync_group()
         if sync is None:
+            if not self.training and dist.is_available() and dist.is_initialized():
+                # No collective, but remembered: a peer that trains meanwhile is told. Only
+                # with gradients enabled (a training step in eval mode): evaluating under
+                # torch.no_grad() on some processes only is fine.
+                _ACTIVITY["eval-mode forwards"] += 1
+                if torch.is_grad_enabled():
+                    self._evals_since_sync = getattr(self, "_evals_since_sync", 0) + 1
             self._check_input_dim(input)
             self._check_non_zero_input_channels(input)
             return super().forward(input)  # plain BatchNorm, nothing communicated
         # No local raise from here on: a process that raised before a collective would
-        # leave the others hanging. Every check is made on the gathered shapes.
+        # leave the others hanging. Every check is made on the gathered headers.
 
-        if self.eps <= 0.0:
-            raise ValueError(f"batch_norm eps must be positive during training, but got {self.eps}")
         # momentum=None: cumulative average, factor 1/k at the k-th batch. The counter
         # moves only once the step succeeded, the same on every process.
         factor = 0.0 if self.momentum is None else self.momentum
         if self.track_running_stats and self.momentum is None:
             factor = 1.0 / (float(self.num_batches_tracked) + 1)
+        # this layer's part of the header; SyncBatchNormFunction adds the input's part
+        header = [0.0] * _HEADER
+        header[_PHASE] = _FWD
+        header[_STEP] = float(getattr(self, "_sync_steps", 0))
+        header[_EVALS] = float(getattr(self, "_evals_since_sync", 0))
+        header[_EPS] = float(self.eps)
+        header[_MOMENTUM] = -1.0 if self.momentum is None else float(self.momentum)
+        header[_TRACK] = float(self.track_running_stats)
+        header[_WEIGHT_RG] = -1.0 if self.weight is None else float(self.weight.requires_grad)
+        header[_BIAS_RG] = -1.0 if self.bias is None else float(self.bias.requires_grad)
+        header[_NUM_FEATURES] = float(self.num_features)
+        # every process reaches the collective: the step moves on every process alike
+        self._sync_steps = getattr(self, "_sync_steps", 0) + 1
+        self._evals_since_sync = 0
         group, world_size = sync
         y = SyncBatchNormFunction.apply(
             input,
@@ -484,6 +704,7 @@ class SyncBatchNorm(_BatchNorm):
             group,
             world_size,
             self.num_features,
+            tuple(header),
         )
         if self.track_running_stats:
             self.num_batches_tracked.add_(1)  # type: ignore[union-attr]

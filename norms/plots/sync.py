@@ -16,7 +16,13 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from .style import BookFigure
 
-__all__ = ["digit_features", "slice_spread", "plot_slice_spread", "plot_sync_cost"]
+__all__ = [
+    "digit_features",
+    "slice_spread",
+    "plot_slice_spread",
+    "plot_sync_cost",
+    "plot_collective_cost",
+]
 
 
 def digit_features(channels: int = 8, seed: int = 0) -> torch.Tensor:
@@ -149,5 +155,42 @@ def plot_sync_cost(timings: dict[int, dict[str, float]], ax: Axes | None = None)
     ax.set_xlabel("processes")
     ax.set_ylabel("median time (ms)")
     ax.set_title("Measured on the machine that built this page", fontsize=9)
+    ax.legend(fontsize=8, frameon=False)
+    return ax.figure
+
+
+def plot_collective_cost(costs: dict[tuple[int, int], Sequence[float]], ax: Axes | None = None):
+    """Time of ``k`` collectives in a row against the number of channels ``C`` they carry.
+
+    ``costs`` is what :func:`norms.distributed.time_collectives` returns:
+    ``{(C, k): [seconds of each repeat]}``. One line per ``k`` through the medians of the
+    repeats; the bars span the fastest to the slowest repeat.
+    """
+    ax = _new_axes(ax, (6.4, 3.4))
+    channels = sorted({c for c, _ in costs})
+    for i, k in enumerate(sorted({k for _, k in costs})):
+        runs = [np.asarray(costs[(c, k)]) * 1e3 for c in channels]
+        median = np.array([np.median(r) for r in runs])
+        low = median - np.array([r.min() for r in runs])
+        high = np.array([r.max() for r in runs]) - median
+        ax.errorbar(
+            channels,
+            median,
+            yerr=[low, high],
+            marker="o",
+            capsize=3,
+            color=f"C{i}",
+            label=f"{k} collective{'s' if k > 1 else ''} per step",
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(channels, [str(c) for c in channels])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("channels C (each collective carries 15 + 2C numbers per process)")
+    ax.set_ylabel("time (ms)")
+    ax.set_title(
+        "Measured on the machine that built this page: median and range of the repeats",
+        fontsize=9,
+    )
     ax.legend(fontsize=8, frameon=False)
     return ax.figure

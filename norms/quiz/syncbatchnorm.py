@@ -18,21 +18,20 @@ def q_sync_numbers(rng, names=None):
     c = rng.choice([16, 64, 128, 256, 512])
     p = rng.choice([2, 4, 8])
     where = rng.choice(["forward", "backward"])
-    # forward: an all-gather of (mean, centred sum of squares) per channel, after a 6-integer check;
-    # backward: an all-reduce of (sum dy, sum dy x̂) per channel
+    # forward: an all-gather of a 15-number header and (mean, centred sum of squares) per channel;
+    # backward: an all-gather of the header and (sum dy, sum dy x̂) per channel
     value = 2 * c
     what = (
-        "the all-gather of the statistics"
+        "the statistics of the forward all-gather"
         if where == "forward"
-        else "the all-reduce of the gradient sums"
+        else "the gradient sums of the backward all-gather"
     )
     question = (
         f"`norms.SyncBatchNorm({c})` trains on {p} processes. How many floating-point numbers does "
-        f"one process contribute to {what} in the {where} pass of one step?"
+        f"one process contribute to {what} in one step (besides the 15-number header)?"
     )
     explain = (
-        "its mean and its centred sum of squares, per channel (the counts travel with the shape "
-        "check)"
+        "its mean and its centred sum of squares, per channel (the counts travel in the header)"
         if where == "forward"
         else "the two per-channel sums Σdy and Σdy·x̂ (its local dβ and dγ)"
     )
