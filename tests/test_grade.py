@@ -18,7 +18,7 @@ pytestmark = pytest.mark.courses
 
 
 def write(folder, name, answers=None, first=None):
-    nb = nbformat.read(autograder("batchnorm2d")[1], as_version=4)
+    nb = nbformat.read(autograder("batchnorm-channels-last")[1], as_version=4)
     cells = [c for c in nb.cells if "otter_answer_cell" in c.metadata.get("tags", [])]
     for cell, answer in zip(cells, answers or [], strict=False):
         cell.source = answer
@@ -30,7 +30,7 @@ def write(folder, name, answers=None, first=None):
 def test_grade_a_class(tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
-    reference = solutions("batchnorm2d")
+    reference = solutions("batchnorm-channels-last")
     biased = [reference[0].replace("var * n / (n - 1)", "var")]
     write(subs, "alice (1).ipynb", reference)
     write(subs, "bob.ipynb", biased)
@@ -43,7 +43,7 @@ def test_grade_a_class(tmp_path):
     write(subs, "grace.ipynb", reference, "big = bytearray(12 * 2**30)")
     out = tmp_path / "grades"
     run = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "grade.py"), "batchnorm2d", str(subs)]
+        [sys.executable, str(ROOT / "tools" / "grade.py"), "batchnorm-channels-last", str(subs)]
         + ["--out", str(out), "--timeout", "90"],
         capture_output=True,
         text=True,
