@@ -206,6 +206,8 @@ def main(argv) -> int:
             if changed(before, snapshot(watched)):
                 suspects.update(running)  # who wrote it? re-graded alone below
             running.discard(i)
+        total = sum(s.get(q, 0) for q in qs)
+        print(f"graded {nb.name}: {total:g} in {s['seconds']:.1f} s {s['reason']}", flush=True)
         return i, nb, s
 
     def alone(i, nb):
@@ -222,6 +224,8 @@ def main(argv) -> int:
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         graded = list(pool.map(run, enumerate(notebooks)))
+    if suspects:
+        print(f"grade: files changed outside the submissions' folders; {len(suspects)} re-graded")
     graded = [(nb, alone(i, nb) if i in suspects else s) for i, nb, s in graded]
     shutil.rmtree(scratch, ignore_errors=True)
     rows = []
@@ -232,7 +236,6 @@ def main(argv) -> int:
         (out / "feedback" / f"{nb.stem}.txt").write_text(
             f"{nb.name}: {total:g} points\n\n{s['feedback']}\n"
         )
-        print(f"graded {nb.name}: {total:g} in {s['seconds']:.1f} s {s['reason']}")
     maximum = max((r[-2] for r in rows), default=0)
     with open(out / "grades.csv", "w", newline="") as f:
         w = csv.writer(f)
