@@ -633,7 +633,7 @@ BUGS = [
     (GradEnabledModeBN, nn.BatchNorm2d, "mode_from_grad_enabled"),
     (KerasMomentumBN, nn.BatchNorm1d, "momentum_convention"),
     (NoUpdateBN, nn.BatchNorm1d, "running_stats_not_updated"),
-    (DetachedStatsBN, nn.BatchNorm1d, "gradient_mismatch"),
+    (DetachedStatsBN, nn.BatchNorm1d, "backward_term"),
     (SwappedAffineBN, nn.BatchNorm1d, "affine_swapped"),
     (NoAffineApplyBN, nn.BatchNorm1d, "affine_not_applied"),
     (ModifiesInputBN, nn.BatchNorm1d, "modifies_input"),
@@ -1152,6 +1152,14 @@ def test_hand_written_backward_is_told_which_term_is_missing(kind, reference, fa
     others = [t for t in ("γ·dy/σ term", "mean-of-dy term", "x̂·mean(dy·x̂) term") if t not in named]
     detail = next(p for p in report.problems if p.code == "backward_term").detail
     assert not any(t in detail.split(" where ", 1)[1] for t in others), detail
+
+
+def test_detached_statistics_are_named_as_such():
+    r = grade(DetachedStatsBN, nn.BatchNorm1d)
+    detail = r.problems[r.codes.index("backward_term")].detail
+    assert "mean-of-dy term (−mean(g)/σ) is missing" in detail
+    assert "x̂·mean(dy·x̂) term (−x̂·mean(g·x̂)/σ) is missing" in detail
+    assert "the mean and variance were detached" in detail
 
 
 def test_hand_written_backward_that_is_right_passes():

@@ -277,6 +277,12 @@ def _backward_terms_fit(x, dy, dx, ref) -> str | None:
         f"{name} is missing" if abs(c) < 0.02 else f"{name} has a factor {c:.3g} instead of 1"
         for name, c in off
     ]
+    constant = len(off) == len(names) - 1 and all(abs(c) < 0.02 for _, c in off)
+    if constant:  # only γ·dy/σ: the gradient of a layer whose statistics are constants
+        said.append(
+            "that is the gradient of a layer whose statistics are constants (with autograd: "
+            "the mean and variance were detached)"
+        )
     return (
         "your input gradient is the three-term formula dx = (g − mean(g) − x̂·mean(g·x̂))/σ "
         f"(g = γ·dy, means over the elements that share a statistic) where {'; '.join(said)}"
