@@ -62,6 +62,10 @@ def test_grade_a_class(tmp_path):
     }
     assert [k for k in rows["bob.ipynb"] if k.startswith("q")] == ["q1", "q2", "q3"]
     assert float(rows["alice (1).ipynb"]["total"]) == float(rows["alice (1).ipynb"]["possible"])
+    # the maximum is the autograder's, also in the rows of a zero
+    assert {float(r["possible"]) for r in rows.values()} == {
+        float(rows["alice (1).ipynb"]["total"])
+    }
     assert 0 < float(rows["bob.ipynb"]["total"]) < float(rows["bob.ipynb"]["possible"])
     assert (
         float(rows["carol.ipynb"]["total"]) == 0

@@ -95,6 +95,19 @@ def changed(before: dict, after: dict) -> list[str]:
     return sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
 
 
+def possible_points(zip_path: Path) -> float:
+    """The points of an autograder: the sum of its test cases' ``points``."""
+    import re
+
+    with zipfile.ZipFile(zip_path) as z:
+        return sum(
+            float(p)
+            for n in z.namelist()
+            if n.startswith("tests/") and n.endswith(".py")
+            for p in re.findall(r"@test_case\(points=([\d.]+)", z.read(n).decode())
+        )
+
+
 def _limits(memory_mb: int):
     def apply():
         limit = memory_mb * 1024 * 1024
@@ -236,7 +249,7 @@ def main(argv) -> int:
         (out / "feedback" / f"{nb.stem}.txt").write_text(
             f"{nb.name}: {total:g} points\n\n{s['feedback']}\n"
         )
-    maximum = max((r[-2] for r in rows), default=0)
+    maximum = possible_points(zip_path)
     with open(out / "grades.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["submission", *qs, "total", "possible", "reason"])
