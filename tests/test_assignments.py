@@ -26,11 +26,11 @@ pytestmark = pytest.mark.courses
 
 BUILT = ROOT / "_build" / "assignments"
 OTTER = Path(sys.executable).with_name("otter")
-NAMES = ["batchnorm2d", "layernorm-rmsnorm", "groupnorm"]
+NAMES = ["batchnorm-channels-last", "layernorm-rmsnorm", "groupnorm-channels-last"]
 
 #: assignment -> bug -> (replacements in the reference solution, the grader's problem code)
 BUGS = {
-    "batchnorm2d": {
+    "batchnorm-channels-last": {
         "unbiased_variance": (
             [("x.var(dims, unbiased=False)", "x.var(dims, unbiased=True)")],
             "unbiased_variance",
@@ -50,20 +50,20 @@ BUGS = {
         "layernorm_backward_drops_a_term": (
             [
                 (
-                    "g.mean(-1, keepdim=True) - x_hat * (g * x_hat).mean(-1, keepdim=True))",
-                    "g.mean(-1, keepdim=True))",
+                    "g.mean(dims, keepdim=True) - x_hat * (g * x_hat).mean(dims, keepdim=True))",
+                    "g.mean(dims, keepdim=True))",
                 )
             ],
-            "gradient_mismatch",
+            "backward_term",
         ),
     },
-    "groupnorm": {
+    "groupnorm-channels-last": {
         "eps_outside_sqrt": (
-            [("torch.sqrt(var[..., None] + self.eps)", "(torch.sqrt(var[..., None]) + self.eps)")],
+            [("torch.sqrt(var + self.eps)).reshape", "(torch.sqrt(var) + self.eps)).reshape")],
             "eps_outside_sqrt",
         ),
         "affine_not_applied": (
-            [("return x_hat * self.weight.view(view) + self.bias.view(view)", "return x_hat")],
+            [("return x_hat * self.weight + self.bias", "return x_hat")],
             "affine_not_applied",
         ),
     },
@@ -163,7 +163,10 @@ def test_untouched_student_notebook_gets_zero(name, tmp_path):
         line in student_code
         for s in solutions(name)
         for line in s.splitlines()
-        if len(line.strip()) > 30 and "def " not in line and '"""' not in line
+        if len(line.strip()) > 30
+        and "def " not in line
+        and '"""' not in line
+        and not line.lstrip().startswith("class ")  # the given signature
     )
     score, possible, output = otter_run(name, submission(name, tmp_path), tmp_path)
     assert possible > 0 and score == 0, output
@@ -275,12 +278,10 @@ def test_masters_are_well_formed():
 #: solution. Graded with the autograder's own test files, run by otter's ExceptionTestFile
 #: in this process (the tests `otter run` runs, without a kernel per submission).
 CATALOGUE = {
-    "batchnorm2d": {
-        "unbiased_variance": BUGS["batchnorm2d"]["unbiased_variance"][0],
-        "running_var_biased": BUGS["batchnorm2d"]["running_var_biased"][0],
-        "eps_outside_sqrt": [
-            ("torch.sqrt(var.view(view) + self.eps)", "(torch.sqrt(var.view(view)) + self.eps)")
-        ],
+    "batchnorm-channels-last": {
+        "unbiased_variance": BUGS["batchnorm-channels-last"]["unbiased_variance"][0],
+        "running_var_biased": BUGS["batchnorm-channels-last"]["running_var_biased"][0],
+        "eps_outside_sqrt": [("torch.sqrt(var + self.eps)", "(torch.sqrt(var) + self.eps)")],
         "momentum_convention": [
             (
                 "self.running_mean.mul_(1 - self.momentum).add_(self.momentum * mean)",
@@ -295,32 +296,32 @@ CATALOGUE = {
         "eval_uses_batch_stats": [("if self.training:", "if True:")],
         "affine_swapped": [
             (
-                "return x_hat * self.weight.view(view) + self.bias.view(view)",
-                "return x_hat * self.bias.view(view) + self.weight.view(view)",
+                "return x_hat * self.weight + self.bias",
+                "return x_hat * self.bias + self.weight",
             )
         ],
     },
     "layernorm-rmsnorm": {
         "unbiased_variance": [
-            ("var = (xc * xc).mean(-1, keepdim=True)", "var = x.var(-1, keepdim=True)")
+            ("var = (xc * xc).mean(dims, keepdim=True)", "var = x.var(dims, keepdim=True)")
         ],
         "eps_outside_sqrt": [
             ("rstd = 1 / torch.sqrt(var + eps)", "rstd = 1 / (torch.sqrt(var) + eps)")
         ],
         "subtracts_mean": BUGS["layernorm-rmsnorm"]["rms_subtracts_mean"][0],
         "sum_instead_of_mean": [
-            ("x.pow(2).mean(-1, keepdim=True) + eps", "x.pow(2).sum(-1, keepdim=True) + eps")
+            ("x.pow(2).mean(dims, keepdim=True) + eps", "x.pow(2).sum(dims, keepdim=True) + eps")
         ],
-        "gradient_mismatch": BUGS["layernorm-rmsnorm"]["layernorm_backward_drops_a_term"][0],
+        "backward_term": BUGS["layernorm-rmsnorm"]["layernorm_backward_drops_a_term"][0],
     },
-    "groupnorm": {
-        "unbiased_variance": [("groups.var(-1, unbiased=False)", "groups.var(-1)")],
-        "eps_outside_sqrt": BUGS["groupnorm"]["eps_outside_sqrt"][0],
-        "affine_not_applied": BUGS["groupnorm"]["affine_not_applied"][0],
+    "groupnorm-channels-last": {
+        "unbiased_variance": [("groups.var((1, 3), unbiased=False)", "groups.var((1, 3))")],
+        "eps_outside_sqrt": BUGS["groupnorm-channels-last"]["eps_outside_sqrt"][0],
+        "affine_not_applied": BUGS["groupnorm-channels-last"]["affine_not_applied"][0],
         "affine_swapped": [
             (
-                "return x_hat * self.weight.view(view) + self.bias.view(view)",
-                "return x_hat * self.bias.view(view) + self.weight.view(view)",
+                "return x_hat * self.weight + self.bias",
+                "return x_hat * self.bias + self.weight",
             )
         ],
     },
@@ -384,27 +385,45 @@ def test_autograder_tests_pass_on_the_reference_solution(name, tmp_path):
 #: classic bugs the PUBLIC tests must catch (so "All test cases passed!" means the basics are
 #: right): assignment -> bug -> replacements in the reference solution
 PUBLIC_CATCHES = {
-    "batchnorm2d": {
-        "eps_outside_sqrt": CATALOGUE["batchnorm2d"]["eps_outside_sqrt"],
-        "running_var_biased": CATALOGUE["batchnorm2d"]["running_var_biased"],
-        "eval_uses_batch_stats": CATALOGUE["batchnorm2d"]["eval_uses_batch_stats"],
+    "batchnorm-channels-last": {
+        "eps_outside_sqrt": CATALOGUE["batchnorm-channels-last"]["eps_outside_sqrt"],
+        "running_var_biased": CATALOGUE["batchnorm-channels-last"]["running_var_biased"],
+        "eval_uses_batch_stats": CATALOGUE["batchnorm-channels-last"]["eval_uses_batch_stats"],
+        "statistics_over_torchs_layout": [
+            ("dims = tuple(range(x.dim() - 1))", "dims = (0, 2, 3)"),
+            ("n = x.numel() // x.shape[-1]", "n = x.numel() // x.shape[1]"),
+        ],
     },
-    "groupnorm": {
-        "unbiased_variance": CATALOGUE["groupnorm"]["unbiased_variance"],
-        "eps_outside_sqrt": CATALOGUE["groupnorm"]["eps_outside_sqrt"],
+    "groupnorm-channels-last": {
+        "unbiased_variance": CATALOGUE["groupnorm-channels-last"]["unbiased_variance"],
+        "eps_outside_sqrt": CATALOGUE["groupnorm-channels-last"]["eps_outside_sqrt"],
+        "groups_of_torchs_layout": [
+            (
+                "groups = x.reshape(N, -1, num_groups, C // num_groups)",
+                "groups = x.reshape(N, num_groups, -1, 1)",
+            )
+        ],
+        "affine_not_applied": CATALOGUE["groupnorm-channels-last"]["affine_not_applied"],
         "interleaved_groups": [
             (
-                "groups = x.reshape(N, num_groups, -1)",
-                "groups = x.reshape(N, -1, num_groups).transpose(1, 2)",
+                "groups = x.reshape(N, -1, num_groups, C // num_groups)",
+                "groups = x.reshape(N, -1, C // num_groups, num_groups).transpose(2, 3)",
             )
         ],
     },
     "layernorm-rmsnorm": {
         "eps_outside_sqrt": CATALOGUE["layernorm-rmsnorm"]["eps_outside_sqrt"],
-        "backward_mean_over_dim_1": [
-            ("g - g.mean(-1, keepdim=True)", "g - g.mean(1, keepdim=True)"),
+        "backward_mean_over_the_last_dim_only": [
+            ("g - g.mean(dims, keepdim=True)", "g - g.mean(-1, keepdim=True)"),
         ],
-        "backward_drops_the_x_hat_term": CATALOGUE["layernorm-rmsnorm"]["gradient_mismatch"],
+        "forward_over_the_last_dim_only": [
+            (
+                "dims = tuple(range(-weight.dim(), 0))                  "
+                "# the normalized dims: the last k\n    mean",
+                "dims = (-1,)\n    mean",
+            ),
+        ],
+        "backward_drops_the_x_hat_term": CATALOGUE["layernorm-rmsnorm"]["backward_term"],
     },
 }
 
@@ -433,35 +452,39 @@ def test_public_tests_pass_on_the_reference_solution(name, tmp_path):
     assert public_failures(name, [], tmp_path) == []
 
 
-def test_layernorm_backward_over_the_wrong_dim_loses_points_by_otter_run(tmp_path):
-    """Summing over dim 1 instead of -1 is right on 2-D input only: the 3-D and 4-D tests
-    catch it, through ``otter run``."""
+def test_layernorm_backward_over_the_last_dim_only_loses_points_by_otter_run(tmp_path):
+    """Means over the last dim only, instead of the last ``weight.dim()``, are right for
+    ``LayerNorm(6)`` only: the tests with ``LayerNorm((4, 6))`` on 3-D and 4-D input catch
+    it, through ``otter run``."""
     answers = solutions("layernorm-rmsnorm")
-    [i] = [k for k, a in enumerate(answers) if "g - g.mean(-1, keepdim=True)" in a]
-    answers[i] = answers[i].replace("g - g.mean(-1, keepdim=True)", "g - g.mean(1, keepdim=True)")
+    [i] = [k for k, a in enumerate(answers) if "g - g.mean(dims, keepdim=True)" in a]
+    answers[i] = answers[i].replace(
+        "g - g.mean(dims, keepdim=True)", "g - g.mean(-1, keepdim=True)"
+    )
     notebook = submission("layernorm-rmsnorm", tmp_path, answers)
     score, possible, output = otter_run("layernorm-rmsnorm", notebook, tmp_path)
     assert 0 < score < possible, output
-    assert "input of shape (3, 4, 6)" in output, output
+    assert "LayerNorm((4, 6)) on an input of shape (3, 4, 6)" in output, output
 
 
 #: assignment -> (answers using the library's layer, the questions graded on the layer)
 LIBRARY = {
-    "batchnorm2d": [
-        "class BatchNorm2d(nn.BatchNorm2d):\n    pass\n",
+    "batchnorm-channels-last": [
+        "class BatchNormChannelsLast(nn.BatchNorm2d):\n    pass\n",
     ],
-    "groupnorm": [
+    "groupnorm-channels-last": [
         "import norms\n\ndef group_statistics(x, num_groups):\n"
-        "    g = x.reshape(x.shape[0], num_groups, -1)\n"
-        "    return g.mean(-1), g.var(-1, unbiased=False)\n\n"
-        "class GroupNorm(nn.Module):\n"
+        "    g = x.reshape(x.shape[0], -1, num_groups, x.shape[-1] // num_groups)\n"
+        "    return g.mean((1, 3)), g.var((1, 3), unbiased=False)\n\n"
+        "class GroupNormChannelsLast(nn.Module):\n"
         "    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True):\n"
         "        super().__init__()\n"
         "        self.inner = nn.GroupNorm(num_groups, num_channels, eps, affine)\n"
         "        self.weight, self.bias = self.inner.weight, self.inner.bias\n\n"
         "    def forward(self, x):\n"
-        "        return torch.nn.functional.group_norm(x, self.inner.num_groups, self.weight,"
-        " self.bias, self.inner.eps)\n",
+        "        y = torch.nn.functional.group_norm(x.movedim(-1, 1), self.inner.num_groups,"
+        " self.weight, self.bias, self.inner.eps)\n"
+        "        return y.movedim(1, -1)\n",
     ],
 }
 
@@ -473,18 +496,18 @@ def test_a_submission_using_the_library_layer_scores_zero_for_it(name, tmp_path)
     notebook = submission(name, tmp_path, LIBRARY[name])
     score, possible, output = otter_run(name, notebook, tmp_path)
     results = json.loads((tmp_path / "results" / "results.json").read_text())
-    layer = {"batchnorm2d": {"q1", "q2", "q3"}, "groupnorm": {"q2"}}[name]
+    layer = {"batchnorm-channels-last": {"q1", "q2", "q3"}, "groupnorm-channels-last": {"q2"}}[name]
     scores = {t["name"]: t["score"] for t in results["tests"] if "max_score" in t}
     assert layer <= set(scores) and [scores[q] for q in sorted(layer)] == [0] * len(layer), output
     assert "write the layer yourself" in output or "write the normalization yourself" in output
 
 
 def test_a_renamed_submission_gets_full_marks(tmp_path):
-    """A student's download is often renamed ("batchnorm2d (1).ipynb")."""
-    notebook = submission("batchnorm2d", tmp_path, solutions("batchnorm2d"))
-    renamed = notebook.with_name("batchnorm2d (1).ipynb")
+    """A student's download is often renamed ("batchnorm-channels-last (1).ipynb")."""
+    notebook = submission("batchnorm-channels-last", tmp_path, solutions("batchnorm-channels-last"))
+    renamed = notebook.with_name("batchnorm-channels-last (1).ipynb")
     notebook.rename(renamed)
-    score, possible, output = otter_run("batchnorm2d", renamed, tmp_path)
+    score, possible, output = otter_run("batchnorm-channels-last", renamed, tmp_path)
     assert possible > 0 and score == possible, output
 
 

@@ -633,7 +633,7 @@ BUGS = [
     (GradEnabledModeBN, nn.BatchNorm2d, "mode_from_grad_enabled"),
     (KerasMomentumBN, nn.BatchNorm1d, "momentum_convention"),
     (NoUpdateBN, nn.BatchNorm1d, "running_stats_not_updated"),
-    (DetachedStatsBN, nn.BatchNorm1d, "gradient_mismatch"),
+    (DetachedStatsBN, nn.BatchNorm1d, "backward_term"),
     (SwappedAffineBN, nn.BatchNorm1d, "affine_swapped"),
     (NoAffineApplyBN, nn.BatchNorm1d, "affine_not_applied"),
     (ModifiesInputBN, nn.BatchNorm1d, "modifies_input"),
@@ -1065,3 +1065,103 @@ def test_rmsnorm_with_torch_default_eps_cases_are_told_apart():
     assert "eps_missing" in r.codes and "eps_outside_sqrt" not in r.codes, str(r)
     r = grade(BareEpsOutsideRMSNorm, nn.RMSNorm)
     assert "eps_outside_sqrt" in r.codes and "eps_missing" not in r.codes, str(r)
+
+
+class _HandBackward(torch.autograd.Function):
+    """A hand-written normalization backward with one of the three terms of dx dropped or
+    scaled: dx = rstd·(g − mean(g) − x̂·mean(g·x̂)), g = γ·dy, means over ``dims``."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps, dims, view, factors):
+        mean = x.mean(dims, keepdim=True)
+        xc = x - mean
+        rstd = 1 / torch.sqrt((xc * xc).mean(dims, keepdim=True) + eps)
+        x_hat = xc * rstd
+        ctx.save_for_backward(x_hat, rstd, weight)
+        ctx.dims, ctx.view, ctx.factors = dims, view, factors
+        return x_hat * weight.view(view) + bias.view(view)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x_hat, rstd, weight = ctx.saved_tensors
+        dims, view, (a, b, c) = ctx.dims, ctx.view, ctx.factors
+        g = dy * weight.view(view)
+        dx = rstd * (
+            a * g
+            - b * g.mean(dims, keepdim=True)
+            - c * x_hat * (g * x_hat).mean(dims, keepdim=True)
+        )
+        keep = [d for d in range(dy.dim()) if view[d] != 1]
+        lead = tuple(d for d in range(dy.dim()) if d not in keep)
+        return dx, (dy * x_hat).sum(lead), dy.sum(lead), None, None, None, None
+
+
+def _hand_layer(kind, factors):
+    class Hand(nn.Module):
+        def __init__(self, size, eps=1e-5, **kw):
+            super().__init__()
+            self.eps = eps
+            self.weight = nn.Parameter(torch.ones(size))
+            self.bias = nn.Parameter(torch.zeros(size))
+            if kind == "batch":
+                self.momentum = kw.get("momentum", 0.1)
+                self.register_buffer("running_mean", torch.zeros(size))
+                self.register_buffer("running_var", torch.ones(size))
+                self.register_buffer("num_batches_tracked", torch.tensor(0))
+
+        def forward(self, x):
+            if kind == "layer":
+                dims, view = (-1,), (1,) * (x.dim() - 1) + (-1,)
+            else:
+                dims, view = (0, *range(2, x.dim())), (1, -1) + (1,) * (x.dim() - 2)
+                if self.training:
+                    with torch.no_grad():
+                        n = x.numel() // x.shape[1]
+                        m = self.momentum
+                        mean, var = x.mean(dims), x.var(dims, unbiased=False) * n / (n - 1)
+                        self.running_mean.mul_(1 - m).add_(m * mean)
+                        self.running_var.mul_(1 - m).add_(m * var)
+                        self.num_batches_tracked += 1
+                else:
+                    x_hat = (x - self.running_mean.view(view)) / torch.sqrt(
+                        self.running_var.view(view) + self.eps
+                    )
+                    return x_hat * self.weight.view(view) + self.bias.view(view)
+            return _HandBackward.apply(x, self.weight, self.bias, self.eps, dims, view, factors)
+
+    return Hand
+
+
+@pytest.mark.parametrize(
+    "factors, named",
+    [
+        ((0, 1, 1), "the γ·dy/σ term is missing"),
+        ((1, 0, 1), "the mean-of-dy term (−mean(g)/σ) is missing"),
+        ((1, 1, 0), "the x̂·mean(dy·x̂) term (−x̂·mean(g·x̂)/σ) is missing"),
+        ((1, 1, 2), "the x̂·mean(dy·x̂) term (−x̂·mean(g·x̂)/σ) has a factor 2 instead of 1"),
+    ],
+)
+@pytest.mark.parametrize("kind, reference", [("layer", nn.LayerNorm), ("batch", nn.BatchNorm2d)])
+def test_hand_written_backward_is_told_which_term_is_missing(kind, reference, factors, named):
+    """The three terms are fitted against the candidate's dx: the report names the one that
+    is missing (or scaled), not "do not detach the statistics"."""
+    report = grade(_hand_layer(kind, factors), reference)
+    codes = [p.code for p in report.problems]
+    assert "backward_term" in codes and "gradient_mismatch" not in codes, str(report)
+    assert named in str(report), str(report)
+    others = [t for t in ("γ·dy/σ term", "mean-of-dy term", "x̂·mean(dy·x̂) term") if t not in named]
+    detail = next(p for p in report.problems if p.code == "backward_term").detail
+    assert not any(t in detail.split(" where ", 1)[1] for t in others), detail
+
+
+def test_detached_statistics_are_named_as_such():
+    r = grade(DetachedStatsBN, nn.BatchNorm1d)
+    detail = r.problems[r.codes.index("backward_term")].detail
+    assert "mean-of-dy term (−mean(g)/σ) is missing" in detail
+    assert "x̂·mean(dy·x̂) term (−x̂·mean(g·x̂)/σ) is missing" in detail
+    assert "the mean and variance were detached" in detail
+
+
+def test_hand_written_backward_that_is_right_passes():
+    assert grade(_hand_layer("layer", (1, 1, 1)), nn.LayerNorm).ok
+    assert grade(_hand_layer("batch", (1, 1, 1)), nn.BatchNorm2d).ok

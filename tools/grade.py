@@ -2,10 +2,14 @@
 
 Every ``*.ipynb`` of the submissions folder is graded by ``otter run`` with the autograder
 ``make assignments`` built (``_build/assignments/NAME/autograder/NAME-autograder_*.zip``),
-each in its own process, in its own empty folder, with a time limit and a memory limit,
-two at a time (``--jobs``). Student code is not trusted: a submission that hangs is
-killed with its whole process group at the time limit, one that exits, crashes or runs out
-of memory leaves no results; each gets a zero with the reason, and none stops the others.
+each in its own process, in a fresh temporary folder that is also its ``HOME`` and
+``TMPDIR``, with a time limit and a memory limit (``RLIMIT_AS`` of the process and its
+kernel), two at a time (``--jobs``). Student code is not trusted: a submission that hangs is
+killed with its whole process group at the time limit; one that calls ``sys.exit`` (or
+raises ``SystemExit``), crashes or runs out of memory, or that writes files outside its
+folder (the submissions folder and the grader's own folders are compared before and after
+it runs; a change seen while two ran together is re-graded alone to find which) gets a
+zero with the reason, in ``grades.csv`` and its feedback file; none stops the others.
 
 Writes, in ``--out`` (default ``_build/grades/NAME``):
 
@@ -29,6 +33,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +60,54 @@ def questions(zip_path: Path) -> list[str]:
     return sorted(names, key=lambda q: (len(q), q))
 
 
+#: the cell put first in the copy that is graded: a ``SystemExit`` raised in any cell (by
+#: ``sys.exit`` or ``raise SystemExit``; IPython catches it and runs on) is written to
+#: ``MARK``, so that the grade says why the notebook stopped
+MARK = ".grader-exit"
+EXIT_CELL = """\
+def _grader_exit_seen(result, _mark={mark!r}):
+    if isinstance(result.error_in_exec, SystemExit):
+        with open(_mark, "w") as f:
+            f.write(repr(result.error_in_exec.code))
+
+get_ipython().events.register("post_run_cell", _grader_exit_seen)
+"""
+
+
+def snapshot(folders) -> dict:
+    """path -> (size, mtime) of every file under ``folders`` (skipping ``work/``)."""
+    seen = {}
+    for folder in folders:
+        for dirpath, dirnames, filenames in os.walk(folder):
+            dirnames[:] = [d for d in dirnames if Path(dirpath, d) != Path(folder, "work")]
+            for f in filenames:
+                path = Path(dirpath, f)
+                try:
+                    st = path.stat()
+                except OSError:
+                    continue
+                seen[str(path)] = (st.st_size, st.st_mtime_ns)
+    return seen
+
+
+def changed(before: dict, after: dict) -> list[str]:
+    """The files created, changed or deleted between two snapshots."""
+    return sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+
+
+def possible_points(zip_path: Path) -> float:
+    """The points of an autograder: the sum of its test cases' ``points``."""
+    import re
+
+    with zipfile.ZipFile(zip_path) as z:
+        return sum(
+            float(p)
+            for n in z.namelist()
+            if n.startswith("tests/") and n.endswith(".py")
+            for p in re.findall(r"@test_case\(points=([\d.]+)", z.read(n).decode())
+        )
+
+
 def _limits(memory_mb: int):
     def apply():
         limit = memory_mb * 1024 * 1024
@@ -64,14 +118,29 @@ def _limits(memory_mb: int):
 
 
 def grade_one(zip_path: Path, notebook: Path, work: Path, timeout: float, memory: int) -> dict:
-    """Grade one submission in ``work``; return {question: score, ...} with 'reason' and
-    'feedback'."""
+    """Grade one submission in ``work`` (a fresh temporary folder, its HOME and TMPDIR too);
+    return {question: score, ...} with 'reason' and 'feedback'."""
+    import nbformat
+
     shutil.rmtree(work, ignore_errors=True)
     (work / "results").mkdir(parents=True)
+    (work / "tmp").mkdir()
     copy = work / notebook.name
-    shutil.copyfile(notebook, copy)
+    try:
+        nb = nbformat.read(notebook, as_version=4)
+    except Exception as exc:  # not a notebook
+        reason = f"not a readable notebook ({type(exc).__name__})"
+        return {"seconds": 0.0, "reason": reason, "feedback": f"Zero: {reason}."}
+    nb.cells.insert(0, nbformat.v4.new_code_cell(EXIT_CELL.format(mark=str(work / MARK))))
+    nbformat.write(nb, copy)
     otter = Path(sys.executable).with_name("otter")
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HOME=str(work))
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        HOME=str(work),
+        TMPDIR=str(work / "tmp"),
+    )
     start = time.perf_counter()
     proc = subprocess.Popen(
         [str(otter), "run", "-a", str(zip_path), "-o", str(work / "results"), str(copy)],
@@ -91,6 +160,9 @@ def grade_one(zip_path: Path, notebook: Path, work: Path, timeout: float, memory
         log, _ = proc.communicate()
         reason = f"stopped after {timeout:g} s (a cell that does not end?)"
     seconds = time.perf_counter() - start
+    if not reason and (work / MARK).exists():
+        code = (work / MARK).read_text()
+        reason = f"the notebook called sys.exit({code}): a graded notebook must run to its end"
     results = work / "results" / "results.json"
     scores: dict = {"seconds": seconds}
     if results.exists() and not reason:
@@ -130,28 +202,59 @@ def main(argv) -> int:
     zip_path = Path(shutil.copyfile(zip_path, out / zip_path.name))
     qs = questions(zip_path)
     start = time.perf_counter()
+    # what no submission may change: the submissions, the grader's output, its autograder
+    watched = [args.submissions.resolve(), out, (BUILT / args.name).resolve(), ROOT / "tools"]
+    scratch = Path(tempfile.mkdtemp(prefix="grade-"))  # each submission's fresh folder
+    lock = threading.Lock()
+    running: set[int] = set()
+    suspects: set[int] = set()
 
     def run(item):
         i, nb = item
-        return nb, grade_one(zip_path, nb, out / "work" / str(i), args.timeout, args.memory)
+        with lock:
+            running.add(i)
+            before = snapshot(watched)
+        s = grade_one(zip_path, nb, scratch / str(i), args.timeout, args.memory)
+        with lock:
+            if changed(before, snapshot(watched)):
+                suspects.update(running)  # who wrote it? re-graded alone below
+            running.discard(i)
+        total = sum(s.get(q, 0) for q in qs)
+        print(f"graded {nb.name}: {total:g} in {s['seconds']:.1f} s {s['reason']}", flush=True)
+        return i, nb, s
 
-    rows = []
+    def alone(i, nb):
+        before = snapshot(watched)
+        s = grade_one(zip_path, nb, scratch / str(i), args.timeout, args.memory)
+        wrote = changed(before, snapshot(watched))
+        if wrote:
+            shown = ", ".join(wrote[:5]) + (", ..." if len(wrote) > 5 else "")
+            s["reason"] = f"wrote files outside its folder: {shown}"
+            s["feedback"] = f"Zero: {s['reason']}."
+            for q in qs:
+                s[q] = 0
+        return s
+
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for nb, s in pool.map(run, enumerate(notebooks)):
-            total = sum(s.get(q, 0) for q in qs)
-            possible = sum(s.get("max:" + q, 0) for q in qs)
-            rows.append([nb.name, *[s.get(q, 0) for q in qs], total, possible, s["reason"]])
-            (out / "feedback" / f"{nb.stem}.txt").write_text(
-                f"{nb.name}: {total:g} points\n\n{s['feedback']}\n"
-            )
-            print(f"graded {nb.name}: {total:g} in {s['seconds']:.1f} s {s['reason']}")
-    maximum = max((r[-2] for r in rows), default=0)
+        graded = list(pool.map(run, enumerate(notebooks)))
+    if suspects:
+        print(f"grade: files changed outside the submissions' folders; {len(suspects)} re-graded")
+    graded = [(nb, alone(i, nb) if i in suspects else s) for i, nb, s in graded]
+    shutil.rmtree(scratch, ignore_errors=True)
+    rows = []
+    for nb, s in graded:
+        total = sum(s.get(q, 0) for q in qs)
+        possible = sum(s.get("max:" + q, 0) for q in qs)
+        rows.append([nb.name, *[s.get(q, 0) for q in qs], total, possible, s["reason"]])
+        (out / "feedback" / f"{nb.stem}.txt").write_text(
+            f"{nb.name}: {total:g} points\n\n{s['feedback']}\n"
+        )
+    maximum = possible_points(zip_path)
     with open(out / "grades.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["submission", *qs, "total", "possible", "reason"])
         for r in rows:
             w.writerow([*r[:-2], maximum, r[-1]])
-    shutil.rmtree(out / "work", ignore_errors=True)
     print(
         f"grade: {len(rows)} submissions in {time.perf_counter() - start:.0f} s: "
         f"{out / 'grades.csv'}, {out / 'feedback'}"

@@ -179,7 +179,7 @@ class _Diagnosis:
             where,
         )
 
-    def check_gradients(self, y, yr, xc, xr, param_pairs, where, gen):
+    def check_gradients(self, y, yr, xc, xr, param_pairs, where, gen, ref=None):
         g = torch.randn(y.shape, generator=gen)
         try:
             y.backward(g)
@@ -202,6 +202,88 @@ class _Diagnosis:
                 )
         if bad:
             text = "; ".join(bad)
-            self.c.add("gradient_mismatch", text[:1].upper() + text[1:] + ".", where)
+            fit = None
+            if ref is not None and xc.grad is not None and bad[0].startswith("the input gradient"):
+                fit = _backward_terms_fit(xr.detach(), g, xc.grad, ref)
+            if fit is not None:
+                self.c.add("backward_term", f"{text[:1].upper() + text[1:]}: {fit}.", where)
+            else:
+                self.c.add("gradient_mismatch", text[:1].upper() + text[1:] + ".", where)
         else:
             self.c.checks.append(f"gradients, {where}")
+
+
+#: the three terms of dx = rstd·(g − mean(g) − x̂·mean(g·x̂)), g = γ·dy, as a reader knows them
+_TERMS = (
+    "the γ·dy/σ term",
+    "the mean-of-dy term (−mean(g)/σ)",
+    "the x̂·mean(dy·x̂) term (−x̂·mean(g·x̂)/σ)",
+)
+
+
+def _backward_terms_fit(x, dy, dx, ref) -> str | None:
+    """Name the term of a hand-written backward's input gradient that is missing or wrong.
+
+    The three terms are :func:`norms.functional.normalization_backward` with two of its
+    inputs zeroed (one formula, in one place), on the statistics of ``ref`` (a torch.nn
+    layer in training mode) for ``x``; ``dx`` is fitted by least squares as
+    ``a·T1 + b·T2 + c·T3``. Returns a sentence naming each coefficient that is not 1
+    (0: the term is missing), or None when the fit does not explain ``dx`` (a mean over
+    the wrong dims, say) or every coefficient is 1."""
+    from norms.axes import describe
+    from norms.functional import normalization_backward
+
+    try:
+        spec = describe(ref, tuple(x.shape))
+    except Exception:
+        return None
+    x = x.double()
+    idx = spec.statistic_index.reshape(-1)
+    n = spec.elements_per_statistic
+
+    def mean(t):  # the mean over the elements that share a statistic, broadcast back
+        sums = torch.zeros(spec.num_statistics, dtype=t.dtype).index_add_(0, idx, t.reshape(-1))
+        return (sums / n)[idx].reshape(t.shape)
+
+    eps = ref.eps if ref.eps is not None else torch.finfo(torch.float32).eps
+    xc = x - mean(x) if spec.has_mean else x
+    rstd = 1 / torch.sqrt(mean(xc * xc) + eps)
+    x_hat = xc * rstd
+    g = dy.double()
+    weight = getattr(ref, "weight", None)
+    if weight is not None and spec.param_dims is not None:
+        view = [x.shape[d] if d in spec.param_dims else 1 for d in range(x.dim())]
+        g = g * weight.detach().double().reshape(view)
+    zero = torch.zeros_like(g)
+    terms = [normalization_backward(g, x_hat, rstd, None, zero)]  # rstd·g
+    names = [_TERMS[0]]
+    if spec.has_mean:
+        terms.append(normalization_backward(zero, x_hat, rstd, mean(g), zero))  # −rstd·mean(g)
+        names.append(_TERMS[1])
+    terms.append(
+        normalization_backward(zero, x_hat, rstd, None, mean(g * x_hat))
+    )  # −rstd·x̂·mean(g·x̂)
+    names.append(_TERMS[2])
+    a = torch.stack([t.reshape(-1) for t in terms], 1)  # (elements, terms)
+    b = dx.detach().double().reshape(-1, 1)
+    coef = torch.linalg.lstsq(a, b).solution.reshape(-1)
+    residual = (a @ coef[:, None] - b).norm() / b.norm().clamp_min(1e-12)
+    if not torch.isfinite(coef).all() or residual > 1e-3:
+        return None
+    off = [(name, c) for name, c in zip(names, coef.tolist(), strict=True) if abs(c - 1) > 0.02]
+    if not off:
+        return None
+    said = [
+        f"{name} is missing" if abs(c) < 0.02 else f"{name} has a factor {c:.3g} instead of 1"
+        for name, c in off
+    ]
+    constant = len(off) == len(names) - 1 and all(abs(c) < 0.02 for _, c in off)
+    if constant:  # only γ·dy/σ: the gradient of a layer whose statistics are constants
+        said.append(
+            "that is the gradient of a layer whose statistics are constants (with autograd: "
+            "the mean and variance were detached)"
+        )
+    return (
+        "your input gradient is the three-term formula dx = (g − mean(g) − x̂·mean(g·x̂))/σ "
+        f"(g = γ·dy, means over the elements that share a statistic) where {'; '.join(said)}"
+    )

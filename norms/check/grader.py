@@ -249,7 +249,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                 self.passed.append(shape)
                 self.c.checks.append(f"output on {shape}")
                 if step == 0:
-                    self.check_gradients(y, yr, xc, xr, [], where, gen)
+                    self.check_gradients(y, yr, xc, xr, [], where, gen, ref)
             else:
                 self.failed.append(shape)
                 self.explain_mismatch(
@@ -449,7 +449,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                 self.c.checks.append(f"training output, {call}, input {shape}")
                 if step == 0:
                     self.check_gradients(
-                        y, yr, xc, xr, [(_resolve(m, n), r) for n, r in pairs], where, gen
+                        y, yr, xc, xr, [(_resolve(m, n), r) for n, r in pairs], where, gen, ref
                     )
             else:
                 failed.append(shape)

@@ -116,6 +116,13 @@ PROBLEM_CODES = {
         "mean(g) term): a missing x̂·mean(g·x̂) term, a missing mean(g) term or a mean over "
         "the wrong dims gives this.",
     ),
+    "backward_term": (
+        "A term of the input gradient is missing or wrong",
+        "dx = rstd·(g − mean(g) − x̂·mean(g·x̂)) with g = γ·dy and both means over the "
+        "elements that share a statistic (RMSNorm: no mean(g) term). Add the term named "
+        "above, with its sign and factor. With autograd, a missing mean or x̂ term means the "
+        "statistics were detached (.detach(), .data, .item(), torch.no_grad()).",
+    ),
     "backward_failed": (
         "Backpropagating through the layer raised an exception",
         "Avoid in-place changes to tensors autograd needs and keep the output connected "

@@ -5,6 +5,8 @@ A notebook cell only needs::
     import norms.quiz
     norms.quiz.show("batchnorm")          # a few questions on one chapter's topic
     norms.quiz.self_quiz()                # a big generated bank, a random few per visit
+    norms.quiz.self_quiz(topics=norms.quiz.topics_for_chapters(["batchnorm", "layernorm"]))
+                                          # the same, on what a lecture covered only
 
 Questions are dicts in jupyterquiz's format (``"question"``, ``"type"`` one of
 ``"multiple_choice"``/``"many_choice"``/``"numeric"``, ``"answers"`` with
@@ -41,13 +43,14 @@ from __future__ import annotations
 
 from .builders import SELECT_ALL
 from .rendering import display_questions, render, self_quiz, show
-from .topics import CHAPTER_OF, TOPICS, bank, questions_for, topics
+from .topics import CHAPTER_OF, TOPICS, bank, questions_for, topics, topics_for_chapters
 
 __all__ = [
     "TOPICS",
     "CHAPTER_OF",
     "SELECT_ALL",
     "topics",
+    "topics_for_chapters",
     "questions_for",
     "bank",
     "show",

@@ -165,11 +165,16 @@ def show(topic: str, n: int = 4, seed: int = 0, **options) -> None:
     display_questions(questions_for(topic, n, seed), key=f"{topic}:{n}:{seed}", **options)
 
 
-def self_quiz(bank_size: int = 60, num: int = 5, seed: int = 0, **options) -> None:
+def self_quiz(bank_size: int = 60, num: int = 5, seed: int = 0, topics=None, **options) -> None:
     """Embed a bank of ``bank_size`` generated questions; the browser shows a random ``num`` of them
     on each visit (reload the page, or re-run the cell, for new ones). Every option has feedback.
     The reader's tally is kept across visits in the browser (localStorage), with a reset and a
-    retry of the questions answered wrongly."""
+    retry of the questions answered wrongly.
+
+    ``topics``: the bank draws from these topics only (names of :func:`norms.quiz.topics`; for
+    the chapters a lecture covered, :func:`norms.quiz.topics_for_chapters`); ``None``: from
+    every topic, i.e. the whole book."""
+    key = f"self_quiz:{bank_size}:{seed}" + ("" if topics is None else ":" + ",".join(topics))
     display_questions(
-        bank(seed, bank_size), key=f"self_quiz:{bank_size}:{seed}", num=num, persist=True, **options
+        bank(seed, bank_size, topics=topics), key=key, num=num, persist=True, **options
     )

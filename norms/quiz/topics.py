@@ -314,7 +314,27 @@ def questions_for(topic: str, n: int = 4, seed: int = 0) -> list:
     return _generate(TOPICS[topic], n, random.Random(f"{topic}:{seed}"))
 
 
-def bank(seed: int = 0, size: int = 60) -> list:
-    """A mixed bank of ``size`` distinct questions from every topic, deterministic in ``seed``."""
-    gens = [g for t in TOPICS for g in TOPICS[t]]
+def topics_for_chapters(chapters) -> list:
+    """The topics whose questions a set of chapters teach (file names in book/, without
+    .ipynb), in the order of :func:`topics`: a quiz for what a lecture covered is
+    ``bank(topics=topics_for_chapters([...]))``."""
+    chapters = set(chapters)
+    unknown = chapters - set(CHAPTER_OF.values())
+    known = sorted(set(CHAPTER_OF.values()))
+    if unknown and not chapters - unknown:
+        raise ValueError(f"no quiz topic for chapters {sorted(unknown)}; those with one: {known}")
+    return [t for t in TOPICS if CHAPTER_OF[t] in chapters]
+
+
+def bank(seed: int = 0, size: int = 60, topics=None) -> list:
+    """A mixed bank of ``size`` distinct questions, deterministic in ``seed``, from every topic
+    or (``topics``, a list of names of :func:`topics`) from those only."""
+    if topics is None:
+        chosen = list(TOPICS)
+    else:
+        chosen = [topics] if isinstance(topics, str) else list(topics)
+        bad = [t for t in chosen if t not in TOPICS]
+        if bad or not chosen:
+            raise ValueError(f"unknown topics {bad}; choose one or more of {', '.join(TOPICS)}")
+    gens = [g for t in chosen for g in TOPICS[t]]
     return _generate(gens, size, random.Random(f"bank:{seed}"))
