@@ -144,3 +144,21 @@ def test_plots_return_figures():
     fig = tplots.plot_loss_curves(runs, title="t")
     assert isinstance(fig, BookFigure) and len(fig.axes[0].get_legend().texts) == 2
     assert runs[0].diverged and not runs[1].diverged
+
+
+def test_mean_loss_trained_and_seeds_summary():
+    learned = ttrain.Run("pre", 2, 1e-2, 0, steps=[0, 1, 2], losses=[2.0, 0.3, 0.1], accuracy=0.95)
+    stuck = ttrain.Run("pre", 2, 1e-2, 0, steps=[0, 1, 2], losses=[2.1, 2.0, 2.2], accuracy=0.12)
+    assert learned.mean_loss(2) == pytest.approx(0.2)
+    assert learned.trained and not stuck.trained
+    with pytest.raises(ValueError, match="last must be between 1 and the 3 logged losses"):
+        learned.mean_loss(4)
+    line = ttrain.seeds_summary([learned, stuck], last=2)
+    assert "learned in 1 of 2 seeds" in line and "95.0% to 95.0%" in line and "0.200" in line
+    assert ttrain.seeds_summary([stuck]).endswith("learned in 0 of 1 seeds")
+
+
+def test_train_seeds_runs_each_seed_quietly(capsys):
+    runs = ttrain.train_seeds("pre", 1, 1e-2, seeds=(0, 1), steps=3, batch=4, log_every=1)
+    assert [len(r.losses) for r in runs] == [3, 3] and capsys.readouterr().out == ""
+    assert runs[0].losses != runs[1].losses

@@ -24,7 +24,7 @@ from ..modules.dynamic_tanh import DynamicTanh, convert_ln_to_dyt
 from ..modules.layernorm import LayerNorm
 from ..modules.rmsnorm import RMSNorm
 from ..modules.transformer import TransformerEncoderLayer
-from .training import CNN, Data, load_digits_data, seeded, train
+from .training import CNN, Data, default_dtype, load_digits_data, seeded, train
 from .transformer import TinyEncoder, reverse_batch
 
 __all__ = [
@@ -181,7 +181,8 @@ def run_vit(
     """A :class:`TinyViT` with ``kind`` norms on the digits, ``steps`` Adam steps of ``batch``
     images; the test accuracy."""
     with seeded(seed):
-        model = with_norm(TinyViT().double(), kind, alpha_init_value)
+        with default_dtype(torch.float64):  # drawn in float64: the same on every CPU
+            model = with_norm(TinyViT(), kind, alpha_init_value)
     gen = torch.Generator().manual_seed(2000 + seed)
     n = len(data.x_train)
 

@@ -26,7 +26,7 @@ from ..modules.llama import LlamaStack
 from ..modules.rmsnorm import RMSNorm
 from ..modules.transformer import MLP, TransformerEncoderLayer
 from .dyt import Result, fit
-from .training import Data, seeded
+from .training import Data, default_dtype, seeded
 from .transformer import DeepNormEncoderLayer, TinyEncoder, reverse_batch
 
 __all__ = [
@@ -111,7 +111,8 @@ def run_copy(
     the losses; ``logits`` (added) the largest attention logit every ``log_every`` steps, and
     ``accuracy`` the share of copied tokens right on 256 held-out sequences."""
     with seeded(seed):
-        model = CopyLM(qk_norm, vocab=vocab, length=2 * half).double()
+        with default_dtype(torch.float64):  # drawn in float64: the same on every CPU
+            model = CopyLM(qk_norm, vocab=vocab, length=2 * half)
     gen = torch.Generator().manual_seed(3000 + seed)
     probe = copy_batch(64, half, vocab, torch.Generator().manual_seed(7))[0]
     res = Result("QK-norm" if qk_norm else "no QK-norm", seed)
@@ -267,7 +268,8 @@ def run_stack(
     losses and the token accuracy; ``rms_init`` and ``rms_trained`` (added) the size of the
     residual stream after every layer, at initialization and after training."""
     with seeded(seed):
-        model = DeepStack(kind, depth, vocab=vocab, length=length).double()
+        with default_dtype(torch.float64):  # drawn in float64: the same on every CPU
+            model = DeepStack(kind, depth, vocab=vocab, length=length)
     probe = reverse_batch(64, length, vocab, torch.Generator().manual_seed(5))[0]
     res = Result(STACK_NAMES[kind], seed)
     res.rms_init = []
@@ -418,7 +420,8 @@ def run_denoiser(
     with Adam; ``accuracy`` of the :class:`Result` holds the test error instead (mean squared,
     fixed noise)."""
     with seeded(seed):
-        model = Denoiser(conditioned).double()
+        with default_dtype(torch.float64):  # drawn in float64: the same on every CPU
+            model = Denoiser(conditioned)
     gen = torch.Generator().manual_seed(4000 + seed)
     n = len(data.x_train)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
