@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -385,11 +387,13 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGTERM") or os.name != "posix", reason="POSIX signals")
-def test_sigterm_to_the_launcher_kills_its_workers_and_removes_its_folder(tmp_path):
+def test_sigterm_to_the_launcher_kills_its_workers_and_removes_its_folder(tmp_path, request):
     pids = tmp_path / "pids"
     pids.mkdir()
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    # a short folder: multiprocessing puts a Unix socket in TMPDIR, and a socket's path must
+    # stay under 108 bytes (pytest's tmp_path under xdist can be longer)
+    scratch = Path(tempfile.mkdtemp(prefix="sbn-", dir="/tmp" if os.path.isdir("/tmp") else None))
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
     code = (
         "import norms.distributed as d, tests._sbn_workers as W\n"
         f"d.launch(W.sleep_reporting_pid, 2, args=({str(pids)!r},), timeout=300)\n"
