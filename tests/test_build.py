@@ -225,6 +225,27 @@ def test_every_asset_a_built_page_links_to_exists():
     assert missing == [], "pages link to files the site does not have:\n" + "\n".join(missing[:20])
 
 
+def test_every_link_of_a_built_page_leads_to_a_file_of_the_site():
+    """A relative link (``<a href>``) that leads nowhere is a control that does nothing; the
+    instructors' page links the slide decks, which `make book` copies into the site."""
+    site = ROOT / "_build" / "html"
+    pages = [p for p in site.rglob("*.html") if "_static" not in p.parts]
+    if not pages:
+        pytest.skip("no built site (make book builds it before make test runs this)")
+    instructors = (site / "book" / "instructors.html").read_text()
+    assert 'href="../slides/index.html"' in instructors
+    assert (site / "slides" / "index.html").exists(), "make book copies _build/slides into the site"
+    href = re.compile(r'<a\b[^>]*?\bhref="([^"#?]+)', re.I)
+    missing = []
+    for page in pages:
+        for url in href.findall(page.read_text(errors="ignore")):
+            if ":" in url or url.startswith("//") or "$" in url:
+                continue  # another host, mailto:, javascript:, a template inside a script
+            if not (page.parent / url).resolve().exists():
+                missing.append(f"{page.relative_to(site)} -> {url}")
+    assert missing == [], "pages link to files the site does not have:\n" + "\n".join(missing[:20])
+
+
 def test_bibliography_labels_read_like_the_citations():
     """The text cites "[Ioffe and Szegedy, 2015]"; the reference list must use the same
     label (pybtex's default would be "[IS15]"), and LaTeX in names must not leak."""

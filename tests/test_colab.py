@@ -89,6 +89,7 @@ def test_make_runs_nbval_in_the_colab_kernel_without_a_short_timeout():
     makefile = (ROOT / "Makefile").read_text()
     nbval = re.search(r"^NBVAL = (.*)$", makefile, re.M).group(1)
     assert "--nbval-kernel-name $(NBVAL_KERNEL)" in nbval
+    assert re.search(r"^NBVAL_KERNEL \?= colab-portable$", makefile, re.M), "make test: portable"
     timeouts = [int(t) for t in re.findall(r"--nbval-cell-timeout (\d+)", makefile)]
     assert timeouts and min(timeouts) >= 300, timeouts
     test_recipe = re.search(r"^test:.*\n\t(.*)$", makefile, re.M).group(1)
