@@ -86,8 +86,12 @@ def running_stats_batches(
     """
     mean_t, std_t = running_stats_distribution(mean, std)
     generator = torch.Generator().manual_seed(seed)
+    # Drawn in float64 (the same numbers on every CPU: float32 draws take a SIMD path whose
+    # last bits differ between CPUs), then stored in float32, as BatchNorm's input usually is.
+    mean64, std64 = mean_t.double(), std_t.double()
     while True:
-        yield mean_t + std_t * torch.randn(batch_size, mean_t.numel(), generator=generator)
+        draw = torch.randn(batch_size, mean_t.numel(), generator=generator, dtype=torch.float64)
+        yield (mean64 + std64 * draw).float()
 
 
 def simulate_running_stats(
@@ -228,18 +232,21 @@ def simulate_batch_noise(
     """
     h, w = spatial
     generator = torch.Generator().manual_seed(seed)
-    offsets = torch.linspace(-1.0, 2.0, channels).view(channels, 1, 1)
+    # Computed in float64, so that the values are the same on every CPU (float32 draws and
+    # sums round differently with the SIMD width), and stored in float32.
+    offsets = torch.linspace(-1.0, 2.0, channels, dtype=torch.float64).view(channels, 1, 1)
 
     def samples(*lead: int) -> torch.Tensor:
         # Each sample has its own per-channel shift (images differ in brightness)
         # plus per-pixel noise.
-        shift = torch.randn(*lead, channels, 1, 1, generator=generator)
-        return offsets + shift + 0.5 * torch.randn(*lead, channels, h, w, generator=generator)
+        shift = torch.randn(*lead, channels, 1, 1, generator=generator, dtype=torch.float64)
+        pixels = torch.randn(*lead, channels, h, w, generator=generator, dtype=torch.float64)
+        return offsets + shift + 0.5 * pixels
 
     fixed = samples()
     layers = {
-        "LayerNorm": LayerNorm([channels, h, w]),
-        "GroupNorm": GroupNorm(groups, channels),
+        "LayerNorm": LayerNorm([channels, h, w]).double(),
+        "GroupNorm": GroupNorm(groups, channels).double(),
     }
     labels = {"BatchNorm2d": module_label(BatchNorm2d(channels))}
     labels.update({key: module_label(layer) for key, layer in layers.items()})
@@ -252,9 +259,9 @@ def simulate_batch_noise(
         for b in batch_sizes:
             others = samples(trials, b - 1)
             batches = torch.cat([fixed.expand(trials, 1, channels, h, w), others], dim=1)
-            batch_norm = BatchNorm2d(trials)
+            batch_norm = BatchNorm2d(trials).double()
             out = _normalize_trials(batch_norm, batches[:, :, :1], batchwise=True)
-            values["BatchNorm2d"].append(out[:, 0, 0, 0, 0].numpy())
+            values["BatchNorm2d"].append(out[:, 0, 0, 0, 0].float().numpy())
             for key in layers:
                 values[key].append(np.full(trials, alone[key], dtype=np.float32))
     return BatchNoise(
