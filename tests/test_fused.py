@@ -189,6 +189,11 @@ def test_another_cpu_capability_gets_its_own_inductor_cache():
     assert run(ATEN_CPU_CAPABILITY="default").endswith("_default")
     assert run(ATEN_CPU_CAPABILITY="avx2").endswith("_avx2")
     assert run(ATEN_CPU_CAPABILITY="default", TORCHINDUCTOR_CACHE_DIR="/tmp/mine") == "/tmp/mine"
+    # a parent that compiled something passes Inductor's default folder on: not this one's
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    inherited = run(ATEN_CPU_CAPABILITY="default", TORCHINDUCTOR_CACHE_DIR=default_cache_dir())
+    assert inherited == f"{default_cache_dir()}_default"
 
 
 def test_fused_layer_runs_compiled_code():

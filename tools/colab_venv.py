@@ -137,7 +137,10 @@ def build(venv: Path, torch_version: str) -> Path:
     if not where[1].startswith(torch_version):
         raise SystemExit(f"colab_venv: the setup cell replaced torch {torch_version} by {where[1]}")
     kernels = venv / "share" / "jupyter" / "kernels"
-    for name, extra, label in KERNELS:
+    # torch.compile's cache does not key its C++ on the SIMD level: the portable kernel gets a
+    # folder of its own (a parent process may pass its own folder on in the environment).
+    portable = {**PORTABLE_CPU, "TORCHINDUCTOR_CACHE_DIR": str(venv / "inductor-cache-portable")}
+    for name, extra, label in [(n, portable if e else e, lab) for n, e, lab in KERNELS]:
         kernel = kernels / name
         kernel.mkdir(parents=True, exist_ok=True)
         (kernel / "kernel.json").write_text(

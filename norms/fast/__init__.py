@@ -22,14 +22,19 @@ def _inductor_cache_per_capability() -> None:
     code generated with vector instructions (``at::vec``) in a process with the machine's own
     SIMD level, found again by one with ``ATEN_CPU_CAPABILITY=default``, is compiled without
     them and fails (``'at::vec' has not been declared``). So, unless
-    ``TORCHINDUCTOR_CACHE_DIR`` is set, such a process uses ``<default folder>_<capability>``.
+    ``TORCHINDUCTOR_CACHE_DIR`` names another folder than the default one, such a process
+    uses ``<default folder>_<capability>``.
     Inductor reads the variable on its first use (``norms.fast.cpu_kernels`` registers
     its operators through it), so this runs before any submodule loads.
     """
     capability = os.environ.get("ATEN_CPU_CAPABILITY")
-    if capability and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
-        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    if not capability:
+        return
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
+    # Inductor writes the default folder into the variable on first use, so a parent process
+    # that compiled something passes it on: that one counts as unset too.
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR", default_cache_dir()) == default_cache_dir():
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = f"{default_cache_dir()}_{capability}"
 
 
