@@ -78,7 +78,8 @@ def test_grade_a_class(tmp_path):
     frank = rows["frank.ipynb"]
     assert float(frank["total"]) == 0 and "wrote files outside its folder" in frank["reason"]
     assert "planted.txt" in frank["reason"]
-    assert float(rows["grace.ipynb"]["total"]) == 0  # memory is bounded
+    grace = rows["grace.ipynb"]  # memory is bounded, and the reason says so
+    assert float(grace["total"]) == 0 and "ran out of memory" in grace["reason"]
     feedback = (out / "feedback" / "bob.txt").read_text()
     assert "[running_var_biased]" in feedback  # the hidden tests' explanation reaches the student
     assert not (out / "work").exists()

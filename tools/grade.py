@@ -69,6 +69,8 @@ def _grader_exit_seen(result, _mark={mark!r}):
     if isinstance(result.error_in_exec, SystemExit):
         with open(_mark, "w") as f:
             f.write(repr(result.error_in_exec.code))
+    elif isinstance(result.error_in_exec, MemoryError):
+        open(_mark + ".memory", "w").close()
 
 get_ipython().events.register("post_run_cell", _grader_exit_seen)
 """
@@ -163,6 +165,8 @@ def grade_one(zip_path: Path, notebook: Path, work: Path, timeout: float, memory
     if not reason and (work / MARK).exists():
         code = (work / MARK).read_text()
         reason = f"the notebook called sys.exit({code}): a graded notebook must run to its end"
+    if not reason and (work / (MARK + ".memory")).exists():
+        reason = f"ran out of memory (the limit is {memory} MB of address space per submission)"
     results = work / "results" / "results.json"
     scores: dict = {"seconds": seconds}
     if results.exists() and not reason:
