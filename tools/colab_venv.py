@@ -43,8 +43,6 @@ SETUP_SPEC = "norms[widgets,quiz] @ git+{url}"
 #: notebooks in the ``colab-portable`` kernel, so a pass means that no stored output depends on
 #: the SIMD width or on the thread count (issue 22).
 PORTABLE_CPU = {"ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-#: (name, extra environment, label) of each kernel spec written into the venv
-KERNELS = [("colab", {}, ""), ("colab-portable", PORTABLE_CPU, ", generic SIMD, one thread")]
 
 
 def pinned(name: str) -> str:
@@ -140,7 +138,8 @@ def build(venv: Path, torch_version: str) -> Path:
     # torch.compile's cache does not key its C++ on the SIMD level: the portable kernel gets a
     # folder of its own (a parent process may pass its own folder on in the environment).
     portable = {**PORTABLE_CPU, "TORCHINDUCTOR_CACHE_DIR": str(venv / "inductor-cache-portable")}
-    for name, extra, label in [(n, portable if e else e, lab) for n, e, lab in KERNELS]:
+    specs = {"colab": ({}, ""), "colab-portable": (portable, ", generic SIMD, one thread")}
+    for name, (extra, label) in specs.items():
         kernel = kernels / name
         kernel.mkdir(parents=True, exist_ok=True)
         (kernel / "kernel.json").write_text(
@@ -157,7 +156,7 @@ def build(venv: Path, torch_version: str) -> Path:
             )
         )
     print(
-        f"colab_venv: kernels {', '.join(k[0] for k in KERNELS)} (torch {where[1]}, norms from "
+        f"colab_venv: kernels {', '.join(specs)} (torch {where[1]}, norms from "
         f"the setup cell) in {kernels.parent}"
     )
     kernel = kernels / "colab"
