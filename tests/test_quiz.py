@@ -1332,3 +1332,18 @@ def test_questions_for_refuses_a_count_that_is_not_positive(n):
         ValueError, match=f"positive whole number of questions, got {re.escape(repr(n))}"
     ):
         quiz.questions_for("batchnorm", n)
+
+
+def test_the_self_quiz_tells_its_questions_apart_by_text_and_code():
+    """score.js keeps a reader's tally per question, identified by its text and its code: two
+    questions of the book's bank (120 questions, seed 0) may share a text (the passes question
+    asks it of three functions), never both. Keyed by the text alone, answering one wrongly
+    marked both for a retry. The script must key on both."""
+    bank = quiz.bank(0, 120)
+    texts = [q["question"] for q in bank]
+    ids = [(q["question"], q.get("code", "")) for q in bank]
+    assert len(set(ids)) == len(ids)
+    assert len(set(texts)) < len(texts), "this bank no longer shows the case the key is for"
+    script = (rendering.files("norms.quiz") / "score.js").read_text()
+    assert 'hash(qa.question + "\\u0000" + (qa.code || ""))' in script
+    assert "hash(qa.question)" not in script

@@ -11,6 +11,9 @@
   if (window.NormsQuiz) return;
   var PREFIX = "norms-quiz:";
 
+  function id(qa) {  // a question is its text and its code: two may share the text
+    return hash(qa.question + "\u0000" + (qa.code || ""));
+  }
   function hash(text) {  // a short, stable id for a question
     var h = 2166136261;
     for (var i = 0; i < text.length; i++) { h ^= text.charCodeAt(i); h = Math.imul(h, 16777619); }
@@ -94,7 +97,7 @@
       changed = true;
       if (self.persist) {
         var tally = load(self.key);
-        tally.last[hash(qa.question)] = result ? 1 : 0;
+        tally.last[id(qa)] = result ? 1 : 0;
         save(self.key, tally);
       }
     });
@@ -103,7 +106,7 @@
 
   Quiz.prototype.wrong = function () {
     var last = load(this.key).last;
-    return this.bank.filter(function (qa) { return last[hash(qa.question)] === 0; });
+    return this.bank.filter(function (qa) { return last[id(qa)] === 0; });
   };
 
   Quiz.prototype.render = function () {
