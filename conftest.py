@@ -5,11 +5,24 @@ figure that no longer matches its code would then pass, and Colab and GitHub wou
 show a stale figure. Here nbval also compares ``image/png`` outputs byte for byte
 (matplotlib's Agg output is deterministic for pinned versions), so `make test`
 fails on a stale figure; `make execute` refreshes them.
+
+nbval runs each solution cell isolated (``tools/solution_isolation.py``): the cells after it
+see nothing it did, as in the student edition, which has no solutions. So the stored outputs
+that nbval confirms are also the student edition's, and a cell that needs a solution fails
+here, naming the solution.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "tools"))
+import solution_isolation  # noqa: E402
+
 COMPARED_IMAGES = ("image/png",)
+#: seconds a silent request of the isolation may take (against a dead kernel only)
+SILENT_TIMEOUT = 120
 
 
 def pytest_collectstart(collector):
@@ -26,3 +39,38 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if type(item).__name__ == "IPyNbCell":
             item.add_marker(pytest.mark.colab)
+            if solution_isolation.is_solution(item.cell):
+                item.runtest = _isolated(item, item.runtest)
+
+
+def _silent(kernel, code: str) -> dict:
+    """Run ``code`` in nbval's kernel without output; return the content of its reply."""
+    msg_id = kernel.kc.execute(code, silent=True, store_history=False, allow_stdin=False)
+    while True:
+        msg = kernel.get_message(stream="shell", timeout=SILENT_TIMEOUT)
+        if msg["parent_header"].get("msg_id") == msg_id:
+            break
+    kernel.await_idle(msg_id, SILENT_TIMEOUT)
+    return msg["content"]
+
+
+def _isolated(item, runtest):
+    """``runtest`` of a solution cell, between the isolation's before() and after()."""
+
+    def run():
+        kernel = item.parent.kernel
+        reply = _silent(kernel, solution_isolation.BEFORE)
+        if reply["status"] != "ok":
+            item.raise_cell_error(f"solution isolation failed: {reply.get('evalue')}")
+        try:
+            runtest()
+        except BaseException:
+            _silent(kernel, solution_isolation.AFTER)
+            raise
+        reply = _silent(kernel, solution_isolation.AFTER)
+        if reply["status"] != "ok":
+            item.raise_cell_error(
+                f"{reply.get('ename')}: {reply.get('evalue')}\n(tools/solution_isolation.py)"
+            )
+
+    return run

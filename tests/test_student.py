@@ -1,5 +1,7 @@
 """The student edition (``make student``): no solution's code or output in any student page
-or notebook, and every student notebook ran top to bottom without the solutions.
+or notebook, and every student notebook carries the chapter's outputs, which the cells print
+without the solutions (nbval and ``make execute`` run each solution cell isolated:
+``tools/solution_isolation.py``, tested here too).
 
 These check what ``make student`` built (``make test`` builds it first); they fail, not
 skip, when it is missing or older than the chapters."""
@@ -108,12 +110,23 @@ def test_no_solution_in_the_student_notebook(chapter):
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
-def test_student_notebook_ran_top_to_bottom(chapter):
-    """make student executed it anew without the solutions: every code cell ran once, in
-    order, with no error that the chapter does not mean to show."""
+def test_student_notebook_carries_the_chapters_outputs(chapter):
+    """Every code cell but the solutions, with the chapter's stored outputs (which nbval
+    confirms the cells print without the solutions), numbered from 1 in order, and no error
+    that the chapter does not mean to show."""
     nb = nbformat.read(built(OUT / "notebooks" / chapter.name), as_version=4)
+    full = read(chapter)
+    inside = exercises.solution_cells(full, chapter.name)
+    kept = [c for i, c in enumerate(full.cells) if c.cell_type == "code" and i not in inside]
     code = [c for c in nb.cells if c.cell_type == "code"]
-    assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
+    mine = [c for c in code if "your-solution" not in c.metadata.get("tags", [])]
+    assert [c.source for c in mine] == [c.source for c in kept]
+    strip_count = lambda outs: [
+        {k: v for k, v in o.items() if k != "execution_count"} for o in outs
+    ]
+    assert [strip_count(c.outputs) for c in mine] == [strip_count(c.outputs) for c in kept]
+    assert [c.execution_count for c in mine] == list(range(1, len(mine) + 1))
+    assert all(not c.outputs and c.execution_count is None for c in code if c not in mine)
     errors = [
         i
         for i, c in enumerate(nb.cells)
@@ -144,28 +157,108 @@ def test_strip_removes_solutions_and_keeps_the_rest():
     assert all(not c.get("outputs") for c in out.cells if c.cell_type == "code")
 
 
-def test_a_cell_that_needs_a_solution_stops_the_student_build(tmp_path):
-    """A cell after a solution that uses the solution's variables cannot run in the student
-    edition: the build stops and names the notebook and the cell."""
+def _exercise(before: str, solution: str, *after: str):
+    """A notebook: the cell ``before``, an exercise whose solution is ``solution``, then the
+    cells ``after``."""
     cells = [
+        nbformat.v4.new_code_cell(before),
         nbformat.v4.new_markdown_cell(
             ":::{exercise}\n:label: ex-t-1\n:class: core\n\n*Core.* Do.\n:::"
         ),
         nbformat.v4.new_markdown_cell(":::{solution-start} ex-t-1\n:class: dropdown\n:::"),
-        nbformat.v4.new_code_cell("secret = 42"),
+        nbformat.v4.new_code_cell(solution, metadata={"tags": [exercises.SOLUTION_TAG]}),
         nbformat.v4.new_markdown_cell(":::{solution-end}\n:::"),
-        nbformat.v4.new_code_cell("print(secret)"),
-    ]
-    path = tmp_path / "t.ipynb"
-    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
-    (tmp_path / "out").mkdir()
-    with pytest.raises(RuntimeError, match=r"t.ipynb: cell 2 fails without the solutions"):
-        student.student_notebook((path, tmp_path / "out"))
-    cells[-1].source = "print('no secret needed')"
-    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
-    student.student_notebook((path, tmp_path / "out"))
-    ran = nbformat.read(tmp_path / "out" / "t.ipynb", as_version=4)
-    assert [c.execution_count for c in ran.cells if c.cell_type == "code"] == [1, 2]
+    ] + [nbformat.v4.new_code_cell(c) for c in after]
+    return nbformat.v4.new_notebook(cells=cells)
+
+
+BEFORE = "import torch\ntorch.manual_seed(0)\nx = torch.ones(3)\nsecret = 1"
+SOLVED = (
+    "secret, leaked = 42, 1\n"
+    "torch.rand(5)\n"
+    "torch.set_default_dtype(torch.float64)\n"
+    "torch.set_grad_enabled(False)\n"
+    "y = x.clone().add_(1)\n"
+    "print('solved', y.tolist())"
+)
+AFTER = (
+    "print(secret, torch.rand(2).tolist(), torch.get_default_dtype(), "
+    "torch.is_grad_enabled(), 'leaked' in dir())"
+)
+
+
+def _execute(nb, tmp_path):
+    import execute
+
+    execute.IsolatingClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    return nb
+
+
+def _text(cell):
+    return "".join(o.get("text", "") for o in cell.outputs)
+
+
+def test_the_cells_after_a_solution_see_nothing_it_did(tmp_path):
+    """make execute runs a solution cell isolated: its names are taken back, the random
+    number generators and torch's settings restored, so the next cell prints what it prints
+    in the student edition (which has no solutions), and the solution's own output stays."""
+    nb = _execute(_exercise(BEFORE, SOLVED, AFTER), tmp_path)
+    without = _execute(_exercise(BEFORE, "", AFTER), tmp_path)
+    assert _text(nb.cells[3]) == "solved [2.0, 2.0, 2.0]\n"
+    assert "1 [" in _text(nb.cells[-1]) and "torch.float32 True False" in _text(nb.cells[-1])
+    assert _text(nb.cells[-1]) == _text(without.cells[-1])
+
+
+def test_a_cell_that_needs_a_solution_fails_naming_it(tmp_path):
+    """A cell that uses a solution's names cannot run in the student edition: make execute
+    (and nbval) fail on it."""
+    from nbclient.exceptions import CellExecutionError
+
+    with pytest.raises(CellExecutionError, match=r"NameError.*name 'leaked' is not defined"):
+        _execute(_exercise(BEFORE, SOLVED, "print(leaked)"), tmp_path)
+
+
+@pytest.mark.parametrize(
+    "solution, named",
+    [
+        ("x.add_(1)", "can see: x."),
+        ("m.eval()", "can see: m (train/eval mode)."),
+        ("m(torch.ones(1, 3)).sum().backward()", "can see: m.bias, m.weight."),
+    ],
+)
+def test_a_solution_that_changes_an_object_in_place_fails(tmp_path, solution, named):
+    """What a solution changes in place cannot be taken back: it fails, naming the object."""
+    before = BEFORE + "\nm = torch.nn.Linear(3, 2)"
+    with pytest.raises(RuntimeError, match=r"solution cell 3: RuntimeError: .*" + re.escape(named)):
+        _execute(_exercise(before, solution, "print(1)"), tmp_path)
+
+
+def test_nbval_runs_solution_cells_isolated(tmp_path):
+    """The conftest hook: nbval over a notebook whose last cell needs a solution fails on
+    that cell; the same notebook without that cell passes (without the hook, its last cell
+    would print the solution's values and fail)."""
+    import copy
+    import subprocess
+
+    good = _execute(_exercise(BEFORE, SOLVED, AFTER), tmp_path)
+    nbformat.write(good, tmp_path / "good.ipynb")
+    bad = copy.deepcopy(good)
+    bad.cells.append(nbformat.v4.new_code_cell("print(leaked)", execution_count=4))
+    bad.cells[-1].outputs = [nbformat.v4.new_output("stream", text="1\n")]
+    nbformat.write(bad, tmp_path / "bad.ipynb")
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "conftest", "--nbval"]
+        + ["--nbval-current-env", "-rf", str(tmp_path / "good.ipynb"), str(tmp_path / "bad.ipynb")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert run.returncode == 1, run.stdout[-3000:]
+    assert "NameError" in run.stdout and "1 failed, 6 passed" in run.stdout, run.stdout[-3000:]
+    assert re.search(r"FAILED .*bad\.ipynb::Cell 3", run.stdout), run.stdout[-3000:]
 
 
 # --- Every file of the student edition, and every link of its pages ---------------------

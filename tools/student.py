@@ -2,12 +2,16 @@
 
 - ``_build/student/html``: the same Jupyter Book site, built with sphinx-exercise's
   ``hide_solutions`` (every ``solution`` directive, gated code included, is left out).
-  Notebook execution is served from ``make book``'s cache (same notebooks, same cache).
 - ``_build/student/notebooks``: every chapter notebook with its solutions removed (the
   ``solution-start`` ... ``solution-end`` cells, their code and outputs, and ``solution``
-  directives), an empty "your solution" cell in place of each gated solution, and
-  every other cell executed anew, top to bottom. A cell that needed a solution's
-  variables fails here, naming the notebook and the cell.
+  directives), an empty "your solution" cell in place of each gated solution, and every
+  other cell with the chapter's stored outputs, numbered anew from 1.
+
+Those stored outputs are what the cells print without the solutions: ``make execute``
+stores them and nbval (``make test``) re-checks them with every solution cell isolated
+(``tools/solution_isolation.py``: the cells after a solution see nothing it did, and a cell
+that needs a solution's names fails there, naming it). So the student notebooks run top to
+bottom and print what they show, and no notebook is executed a second time for them.
 
 Nothing in the student site leads to a solution: its download button serves the student
 notebooks (they replace the full notebooks Sphinx copies into ``_sources``), and it has
@@ -23,8 +27,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -34,16 +36,13 @@ from exercises import check  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "_build" / "student"
-CELL_TIMEOUT = (
-    600  # seconds: only against a hang; speed is measured by `make bench-book`, never enforced
-)
-
 #: what a student finds where a solution was
 YOUR_SOLUTION = "# Your solution to {label}.\n"
 
 
-def strip(nb, path="notebook"):
-    """Return a copy of ``nb`` without solutions (exercises checked first)."""
+def strip(nb, path="notebook", keep_outputs=False):
+    """Return a copy of ``nb`` without solutions (exercises checked first); the other cells
+    keep their outputs if ``keep_outputs`` (numbered anew from 1), else are left unexecuted."""
     nb = nbformat.from_dict(nb)  # a deep copy
     found = check(nb, path)
     drop = {i for ex in found for i in ex.solution_cells}
@@ -58,50 +57,38 @@ def strip(nb, path="notebook"):
         if i not in drop:
             cells.append(cell)
     nb.cells = cells
+    count = 0
     for cell in nb.cells:
-        if cell.cell_type == "code":
+        if cell.cell_type != "code":
+            continue
+        cell.metadata.pop("execution", None)
+        if keep_outputs and "your-solution" not in cell.metadata.get("tags", []):
+            count += 1
+            cell.execution_count = count
+            for out in cell.outputs:
+                if "execution_count" in out:
+                    out["execution_count"] = count
+        else:
             cell.outputs, cell.execution_count = [], None
+    nb.metadata.pop("widgets", None)
     return nb
 
 
-def student_notebook(args) -> tuple[str, float]:
-    """Strip and execute one notebook; write it to ``out``; return (name, seconds)."""
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
-
-    path, out = Path(args[0]), Path(args[1])
+def student_notebook(path: Path, out: Path) -> str:
+    """Write the student edition of one executed chapter to ``out``; return its name."""
     shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-    nb = strip(nbformat.read(path, as_version=4), shown)
-    start = time.perf_counter()
-    client = NotebookClient(
-        nb,
-        timeout=CELL_TIMEOUT,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
-        record_timing=False,
-        store_widget_state=False,
-    )
-    try:
-        client.execute()
-    except CellExecutionError as exc:
-        index = next(
-            (
-                i
-                for i, c in enumerate(nb.cells)
-                if c.cell_type == "code"
-                and any(o.get("output_type") == "error" for o in c.get("outputs", []))
-            ),
-            "?",
+    nb = nbformat.read(path, as_version=4)
+    unrun = [
+        i
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code" and c.source.strip() and c.execution_count is None
+    ]
+    if unrun:
+        raise SystemExit(
+            f"student edition of {shown}: cells {unrun} were never executed (make execute)"
         )
-        raise RuntimeError(
-            f"student edition of {shown}: cell {index} fails without the solutions "
-            f"(does it use a solution's variables?):\n{str(exc)[-1500:]}"
-        ) from None
-    for cell in nb.cells:
-        cell.metadata.pop("execution", None)
-    nb.metadata.pop("widgets", None)
-    nbformat.write(nb, out / path.name)
-    return str(shown), time.perf_counter() - start
+    nbformat.write(strip(nb, shown, keep_outputs=True), out / path.name)
+    return str(shown)
 
 
 def chapters() -> list[Path]:
@@ -113,16 +100,17 @@ def chapters() -> list[Path]:
     return [ROOT / f"{n}.ipynb" for n in names if (ROOT / f"{n}.ipynb").exists()]
 
 
-def build_notebooks(paths, out: Path, jobs: int = 2, fresh: bool = True) -> None:
+def build_notebooks(paths, out: Path, fresh: bool = True) -> None:
     if fresh and out.exists():
         shutil.rmtree(out)  # no notebook of an earlier build may hide a missing one
     out.mkdir(parents=True, exist_ok=True)
     # images the notebooks show by relative path
     if (ROOT / "book" / "images").exists():
         shutil.copytree(ROOT / "book" / "images", out / "images", dirs_exist_ok=True)
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for name, seconds in pool.map(student_notebook, [(p, out) for p in paths]):
-            print(f"student notebook {name} in {seconds:.1f} s")
+    for path in paths:
+        student_notebook(path, out)
+    shown = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
+    print(f"student notebooks: {len(paths)} in {shown}")
 
 
 def student_theme_options() -> dict:
@@ -148,24 +136,19 @@ def student_theme_options() -> dict:
     return options
 
 
-def replace_sources(html: Path, notebooks: Path | None) -> list[str]:
-    """Put a student notebook in place of every ``_sources/**/*.ipynb`` (the page's download
-    button serves that file, and Sphinx copies the full notebook there): the executed one of
-    ``notebooks`` when it was built, otherwise the chapter stripped of its solutions."""
+def replace_sources(html: Path) -> list[str]:
+    """Put the student notebook in place of every ``_sources/**/*.ipynb`` (the page's download
+    button serves that file, and Sphinx copies the full notebook there)."""
     replaced = []
     for target in sorted((html / "_sources").rglob("*.ipynb")):
         rel = target.relative_to(html / "_sources")
-        built = notebooks / rel.name if notebooks is not None else None
-        source = ROOT / rel
-        if built is not None and built.exists() and built.stat().st_mtime >= source.stat().st_mtime:
-            shutil.copyfile(built, target)
-        else:
-            nbformat.write(strip(nbformat.read(source, as_version=4), rel), target)
+        nb = nbformat.read(ROOT / rel, as_version=4)
+        nbformat.write(strip(nb, rel, keep_outputs=True), target)
         replaced.append(str(rel))
     return replaced
 
 
-def build_html(out: Path, notebooks: Path | None = None) -> None:
+def build_html(out: Path) -> None:
     """The site with hide_solutions, warnings as errors, like make book.
 
     Sphinx and myst-nb write next to the output folder (``jupyter_execute``: every notebook
@@ -198,7 +181,7 @@ def build_html(out: Path, notebooks: Path | None = None) -> None:
     )
     if result:
         raise SystemExit(f"student site: the build failed ({result})")
-    replace_sources(work / "html", notebooks)
+    replace_sources(work / "html")
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(work / "html", out)
     print(
@@ -218,7 +201,7 @@ def main(argv) -> int:
     if not args.no_notebooks:
         build_notebooks(paths, args.out / "notebooks", fresh=not args.notebooks)
     if not args.no_html:
-        build_html(args.out / "html", args.out / "notebooks")
+        build_html(args.out / "html")
     return 0
 
 
