@@ -9,8 +9,9 @@ flags (``open``, ``io.open``, ``os.open``, ``pathlib``, ``tempfile``...), ``os.r
 ``os.truncate``, ``os.chmod``, ``os.chown``, ``os.utime``, ``os.setxattr``,
 ``os.removexattr``, ``shutil.copyfile``/``copytree``/``move``/``rmtree``/``make_archive``/
 ``unpack_archive``/``chown``/``copymode``/``copystat`` and ``sqlite3.connect``. ``/dev/null``
-is allowed. A write into the grader's own folder (``GRADER_ROOT/.grader``) is refused and
-recorded as well.
+is allowed; a write into a ``__pycache__`` folder outside is refused but not recorded
+(Python's bytecode cache, which the grader turns off with ``PYTHONDONTWRITEBYTECODE``). A
+write into the grader's own folder (``GRADER_ROOT/.grader``) is refused and recorded too.
 
 ``tools/grade.py`` puts this file and a ``sitecustomize.py`` that calls ``install()`` on
 the ``PYTHONPATH`` of ``otter run``, so the hook is in every Python process of the grading:
@@ -156,7 +157,10 @@ def install(root=None, report=None) -> bool:
         finally:
             state["busy"] -= 1
         for target in refused:
-            note("write", f"{event}\t{target}")
+            # Python's own bytecode cache (where PYTHONDONTWRITEBYTECODE is undone): refused,
+            # and importing goes on without it; not the submission's doing, so not recorded
+            if os.path.basename(os.path.dirname(target)) != "__pycache__":
+                note("write", f"{event}\t{target}")
         if refused:
             raise PermissionError(
                 errno.EACCES,
