@@ -37,6 +37,8 @@ def test_grade_a_class_with_hostile_submissions(tmp_path):
         # sorted first, so that its time limit runs while the others are graded; no CPU
         "a-hangs.ipynb": "import time\ntime.sleep(3600)",
         "c-os-exit.ipynb": "import os\nos._exit(3)",
+        # libc's _exit through ctypes: no Python sees it, the kernel dies
+        "c-ctypes-exit.ipynb": "import ctypes\nctypes.CDLL(None)._exit(4)",
         "d-sys-exit.ipynb": "import sys\nsys.exit(0)",
         # absolute paths elsewhere, its home's parent, /etc, and a Python it starts
         "e-writes.ipynb": textwrap.dedent(
@@ -68,6 +70,7 @@ def test_grade_a_class_with_hostile_submissions(tmp_path):
         assert float(row["total"]) == 0 and row["reason"], row
     assert "stopped after 60 s" in rows["a-hangs.ipynb"]["reason"]
     assert "called os._exit(3)" in rows["c-os-exit.ipynb"]["reason"]
+    assert "kernel died" in rows["c-ctypes-exit.ipynb"]["reason"]
     assert "called sys.exit(0)" in rows["d-sys-exit.ipynb"]["reason"]
     assert "called sys.exit(0)" in feedback("d-sys-exit.ipynb")
     writes = rows["e-writes.ipynb"]["reason"]
