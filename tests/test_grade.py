@@ -130,6 +130,7 @@ probes = {
 open("mine.txt", "w").write("mine")  # inside: allowed
 tempfile.mkstemp()  # TMPDIR is inside: allowed
 open(os.devnull, "w").close()
+os.makedirs(outside, exist_ok=True)  # exists already: no write
 os.symlink(os.path.join(outside, "keep"), "link")  # a link inside: allowed, not followed
 for name, probe in probes.items():
     try:

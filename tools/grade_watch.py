@@ -8,10 +8,13 @@ flags (``open``, ``io.open``, ``os.open``, ``pathlib``, ``tempfile``...), ``os.r
 ``os.rmdir``, ``os.mkdir``, ``os.rename``/``os.replace``, ``os.link``, ``os.symlink``,
 ``os.truncate``, ``os.chmod``, ``os.chown``, ``os.utime``, ``os.setxattr``,
 ``os.removexattr``, ``shutil.copyfile``/``copytree``/``move``/``rmtree``/``make_archive``/
-``unpack_archive``/``chown``/``copymode``/``copystat`` and ``sqlite3.connect``. ``/dev/null``
-is allowed; a write into a ``__pycache__`` folder outside is refused but not recorded
-(Python's bytecode cache, which the grader turns off with ``PYTHONDONTWRITEBYTECODE``). A
-write into the grader's own folder (``GRADER_ROOT/.grader``) is refused and recorded too.
+``unpack_archive``/``chown``/``copymode``/``copystat`` and ``sqlite3.connect``.
+``/dev/null``, ``/dev/stdout``, ``/dev/stderr`` and ``/dev/tty`` are allowed, and so is
+``os.mkdir`` of a folder that exists (it writes nothing: ``os.makedirs(...,
+exist_ok=True)``). A write into a ``__pycache__`` folder outside is refused but not
+recorded (Python's bytecode cache, which the grader turns off with
+``PYTHONDONTWRITEBYTECODE``). A write into the grader's own folder (``GRADER_ROOT/.grader``)
+is refused and recorded too.
 
 ``tools/grade.py`` puts this file and a ``sitecustomize.py`` that calls ``install()`` on
 the ``PYTHONPATH`` of ``otter run``, so the hook is in every Python process of the grading:
@@ -61,7 +64,7 @@ _PATHS = {
     "shutil.unpack_archive": ((1, None, False),),
 }
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
-_ALLOWED = ("/dev/null",)
+_ALLOWED = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
 
 _installed: list = []  # [note] once installed in this process
 
@@ -146,12 +149,16 @@ def install(root=None, report=None) -> bool:
         try:
             refused = []
             for path, dir_fd, follow in written(event, args):
+                if isinstance(path, (str, bytes)) and os.fsdecode(path) in _ALLOWED:
+                    continue
                 try:
                     target = where(path, dir_fd, follow)
                 except Exception:  # a path that cannot be resolved: refused, named as given
                     target = repr(path)
                 if target in _ALLOWED:
                     continue
+                if event == "os.mkdir" and os.path.lexists(target):
+                    continue  # no write: mkdir raises FileExistsError (makedirs(exist_ok=True))
                 if not inside(target, root) or inside(target, own):
                     refused.append(target)
         finally:
