@@ -92,6 +92,8 @@ def test_snapshot_sees_a_new_a_changed_and_a_removed_file(tmp_path):
     (tmp_path / "a").write_text("22")
     (tmp_path / "b").unlink()
     (tmp_path / "c").write_text("1")
+    (tmp_path / "__pycache__").mkdir()  # not watched: Python writes there at any time
+    (tmp_path / "__pycache__" / "m.pyc").write_text("1")
     assert grade.changed(before, grade.snapshot([tmp_path])) == [str(tmp_path / n) for n in "abc"]
 
 

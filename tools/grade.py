@@ -152,11 +152,16 @@ ELSEWHERE = (
 
 
 def snapshot(folders) -> dict:
-    """path -> (size, mtime) of every file under ``folders`` (skipping ``work/``)."""
+    """path -> (size, mtime) of every file under ``folders`` (skipping ``work/`` and
+    ``__pycache__/``, which Python processes outside the grading may write at any time)."""
     seen = {}
     for folder in folders:
         for dirpath, dirnames, filenames in os.walk(folder):
-            dirnames[:] = [d for d in dirnames if Path(dirpath, d) != Path(folder, "work")]
+            dirnames[:] = [
+                d
+                for d in dirnames
+                if Path(dirpath, d) != Path(folder, "work") and d != "__pycache__"
+            ]
             for f in filenames:
                 path = Path(dirpath, f)
                 try:
