@@ -127,13 +127,16 @@ def notebook(name, path: Path, answers=None) -> Path:
     return path
 
 
-def grade_class(name, cases: dict, tmp_path, timeout=300):
-    """Grade the submissions ``cases`` (file name -> answers, None: untouched) with
-    ``tools/grade.py`` (each by ``otter run`` in its own process, two at a time); return
-    (file name -> its row of grades.csv, file name -> its feedback file's text)."""
+def grade_class(name, cases: dict, tmp_path, timeout=300, raw=None):
+    """Grade the submissions ``cases`` (file name -> answers, None: untouched; ``raw``: file
+    name -> text, written as it is) with ``tools/grade.py`` (each by ``otter run`` in its own
+    process, two at a time); return (file name -> its row of grades.csv, file name -> its
+    feedback file's text)."""
     subs, out = tmp_path / "subs", tmp_path / "grades"
     for file, answers in cases.items():
         notebook(name, subs / file, answers)
+    for file, text in (raw or {}).items():
+        (subs / file).write_text(text)
     run = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "grade.py"), name, str(subs)]
         + ["--out", str(out), "--timeout", str(timeout)],

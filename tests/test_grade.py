@@ -60,8 +60,9 @@ def test_grade_a_class_with_hostile_submissions(tmp_path):
         "g-memory.ipynb": "big = bytearray(12 * 2**30)",
     }
     cases = {name: [code + "\n" + reference[0], *reference[1:]] for name, code in first.items()}
-    rows, feedback = grade_class(NAME, cases, tmp_path, timeout=60)
-    assert set(rows) == set(cases)
+    raw = {"h-not-a-notebook.ipynb": "print('hello')\n"}  # not graded at all: no otter run
+    rows, feedback = grade_class(NAME, cases, tmp_path, timeout=60, raw=raw)
+    assert set(rows) == set(cases) | set(raw)
     # the maximum is the autograder's, also in the rows of a zero; a column per question
     possible = {float(r["possible"]) for r in rows.values()}
     assert len(possible) == 1 and possible.pop() > 0
@@ -81,6 +82,7 @@ def test_grade_a_class_with_hostile_submissions(tmp_path):
     shell = rows["f-shell.ipynb"]["reason"]
     assert "wrote files outside its folder" in shell and "planted.txt" in shell
     assert "ran out of memory" in rows["g-memory.ipynb"]["reason"]
+    assert "not a readable notebook" in rows["h-not-a-notebook.ipynb"]["reason"]
     assert not (tmp_path / "grades" / "work").exists()
 
 
@@ -185,7 +187,13 @@ def test_the_audit_hook_refuses_and_records_writes_outside_the_folder(tmp_path):
     assert not any("__pycache__" in path for path in written)  # refused, not recorded
 
 
-@pytest.mark.parametrize("argv, message", [(["no-such-assignment", "."], "no autograder")])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["no-such-assignment", "."], "no autograder for 'no-such-assignment'"),
+        pytest.param([NAME, "."], "no .ipynb in", marks=pytest.mark.courses),  # built: courses
+    ],
+)
 def test_bad_input_is_a_clear_error(argv, message, tmp_path):
     run = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "grade.py"), *argv],
