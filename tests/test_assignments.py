@@ -8,7 +8,9 @@ the tests fail, not skip, when they are missing or older than their master noteb
 
 from __future__ import annotations
 
+import csv
 import json
+import os
 import re
 import subprocess
 import sys
@@ -25,7 +27,6 @@ import assignments  # noqa: E402
 pytestmark = pytest.mark.courses
 
 BUILT = ROOT / "_build" / "assignments"
-OTTER = Path(sys.executable).with_name("otter")
 NAMES = ["batchnorm-channels-last", "layernorm-rmsnorm", "groupnorm-channels-last"]
 
 #: assignment -> bug -> (replacements in the reference solution, the grader's problem code)
@@ -111,8 +112,9 @@ def _code_cells(name, block):
     return out
 
 
-def submission(name, tmp_path, answers=None) -> Path:
-    """The student notebook, its answer cells replaced by ``answers`` (None: untouched)."""
+def notebook(name, path: Path, answers=None) -> Path:
+    """The student notebook at ``path``, its answer cells replaced by ``answers`` (None:
+    untouched)."""
     _, student = autograder(name)
     nb = nbformat.read(student, as_version=4)
     cells = [c for c in nb.cells if "otter_answer_cell" in c.metadata.get("tags", [])]
@@ -120,42 +122,113 @@ def submission(name, tmp_path, answers=None) -> Path:
         assert len(cells) == len(answers), f"{len(cells)} answer cells, {len(answers)} answers"
         for cell, answer in zip(cells, answers, strict=True):
             cell.source = answer
-    path = tmp_path / "submission" / f"{name}.ipynb"
-    path.parent.mkdir()
+    path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
     return path
 
 
-def otter_run(name, notebook: Path, tmp_path) -> tuple[float, float, str]:
-    """Grade ``notebook`` with the autograder; return (score, possible, every test's output)."""
-    zip_path, _ = autograder(name)
-    out = tmp_path / "results"
-    out.mkdir()
+def grade_class(name, cases: dict, tmp_path, timeout=300, raw=None):
+    """Grade the submissions ``cases`` (file name -> answers, None: untouched; ``raw``: file
+    name -> text, written as it is) with ``tools/grade.py`` (each by ``otter run`` in its own
+    process, two at a time); return (file name -> its row of grades.csv, file name -> its
+    feedback file's text)."""
+    subs, out = tmp_path / "subs", tmp_path / "grades"
+    for file, answers in cases.items():
+        notebook(name, subs / file, answers)
+    for file, text in (raw or {}).items():
+        (subs / file).write_text(text)
     run = subprocess.run(
-        [str(OTTER), "run", "-a", str(zip_path), "-o", str(out), str(notebook)],
+        [sys.executable, str(ROOT / "tools" / "grade.py"), name, str(subs)]
+        + ["--out", str(out), "--timeout", str(timeout)],
         capture_output=True,
         text=True,
-        timeout=300,
-        cwd=tmp_path,
+        timeout=1800,
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    results = json.loads((out / "results.json").read_text())
-    scored = [t for t in results["tests"] if "max_score" in t]
-    return (
-        sum(t["score"] for t in scored),
-        sum(t["max_score"] for t in scored),
-        "\n".join(t.get("output", "") for t in results["tests"]),
-    )
+    rows = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}
+    return rows, lambda file: (out / "feedback" / f"{Path(file).stem}.txt").read_text()
+
+
+def with_bug(name, replacements) -> list[str]:
+    """The reference solution's answers with ``replacements`` (each in exactly one answer)."""
+    answers = solutions(name)
+    for old, new in replacements:
+        hits = [i for i, a in enumerate(answers) if old in a]
+        assert len(hits) == 1, f"{old!r} is not in the reference solution exactly once"
+        answers[hits[0]] = answers[hits[0]].replace(old, new)
+    return answers
+
+
+#: a bug the hidden tests catch only on 3-D and 4-D inputs: means over the last dim only,
+#: instead of the last ``weight.dim()``, are right for ``LayerNorm(6)`` only
+LAST_DIM_ONLY = [("g - g.mean(dims, keepdim=True)", "g - g.mean(-1, keepdim=True)")]
+
+
+def cases(name) -> dict:
+    """Every submission of ``name`` that these tests grade by ``otter run``: the reference
+    (under the student notebook's own name), the untouched notebook, one per known bug, the
+    library-using one, and a renamed reference ("NAME (1).ipynb", as downloads get renamed)."""
+    out = {f"{name}.ipynb": solutions(name), "untouched.ipynb": None}
+    for bug, (replacements, _) in BUGS[name].items():
+        out[f"bug {bug}.ipynb"] = with_bug(name, replacements)
+    if name in LIBRARY:
+        out["library.ipynb"] = LIBRARY[name]
+    if name == "layernorm-rmsnorm":
+        out["bug last dim only.ipynb"] = with_bug(name, LAST_DIM_ONLY)
+    if name == "batchnorm-channels-last":
+        reference = solutions(name)
+        out[f"{name} (1).ipynb"] = [OWN_FOLDER + reference[0], *reference[1:]]
+    return out
+
+
+#: what the renamed reference also does: write only into its own folder, as torch,
+#: matplotlib and temporary files do (make grade's audit hook must allow it)
+OWN_FOLDER = """\
+import os, pathlib, tempfile
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+plt.plot([0, 1])
+plt.savefig("figure.png")
+plt.savefig(os.path.expanduser("~/figure.png"))
+torch.save(torch.ones(2), tempfile.mkstemp()[1])
+pathlib.Path("notes.txt").write_text("mine")
+"""
+
+
+_GRADED: dict = {}
+
+
+@pytest.fixture
+def graded(tmp_path_factory):
+    """name -> (rows, feedback) of :func:`grade_class` on :func:`cases`, one grading per
+    assignment for all the tests of this file."""
+
+    def get(name):
+        if name not in _GRADED:
+            _GRADED[name] = grade_class(name, cases(name), tmp_path_factory.mktemp(name))
+        return _GRADED[name]
+
+    return get
+
+
+def result(graded, name, file) -> tuple[float, float, str, dict]:
+    """(score, possible, feedback, row) of one graded submission, which ``otter run``
+    graded to its end (no reason for a zero)."""
+    rows, feedback = graded(name)
+    row = rows[file]
+    assert row["reason"] == "", (row, feedback(file))
+    return float(row["total"]), float(row["possible"]), feedback(file), row
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_reference_solution_gets_full_marks(name, tmp_path):
-    score, possible, output = otter_run(name, submission(name, tmp_path, solutions(name)), tmp_path)
+def test_reference_solution_gets_full_marks(name, graded):
+    score, possible, output, _ = result(graded, name, f"{name}.ipynb")
     assert possible > 0 and score == possible, output
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_untouched_student_notebook_gets_zero(name, tmp_path):
+def test_untouched_student_notebook_gets_zero(name, graded):
     nb = nbformat.read(autograder(name)[1], as_version=4)
     student_code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert "BEGIN SOLUTION" not in student_code and "hidden: true" not in student_code
@@ -168,20 +241,15 @@ def test_untouched_student_notebook_gets_zero(name, tmp_path):
         and '"""' not in line
         and not line.lstrip().startswith("class ")  # the given signature
     )
-    score, possible, output = otter_run(name, submission(name, tmp_path), tmp_path)
+    score, possible, output, _ = result(graded, name, "untouched.ipynb")
     assert possible > 0 and score == 0, output
 
 
 @pytest.mark.parametrize("name, bug", [(n, b) for n in NAMES for b in BUGS[n]])
-def test_known_bug_gets_partial_marks_and_its_explanation(name, bug, tmp_path):
-    replacements, code = BUGS[name][bug]
-    answers = solutions(name)
-    for old, new in replacements:
-        hits = [i for i, a in enumerate(answers) if old in a]
-        assert len(hits) == 1, f"{old!r} is not in the reference solution exactly once"
-        answers[hits[0]] = answers[hits[0]].replace(old, new)
-    score, possible, output = otter_run(name, submission(name, tmp_path, answers), tmp_path)
+def test_known_bug_gets_partial_marks_and_its_explanation(name, bug, graded):
+    score, possible, output, _ = result(graded, name, f"bug {bug}.ipynb")
     assert 0 < score < possible, output
+    code = BUGS[name][bug][1]
     assert f"[{code}]" in output, output  # the grader's report: the bug's code, title and fix
 
 
@@ -452,17 +520,11 @@ def test_public_tests_pass_on_the_reference_solution(name, tmp_path):
     assert public_failures(name, [], tmp_path) == []
 
 
-def test_layernorm_backward_over_the_last_dim_only_loses_points_by_otter_run(tmp_path):
+def test_layernorm_backward_over_the_last_dim_only_loses_points_by_otter_run(graded):
     """Means over the last dim only, instead of the last ``weight.dim()``, are right for
     ``LayerNorm(6)`` only: the tests with ``LayerNorm((4, 6))`` on 3-D and 4-D input catch
     it, through ``otter run``."""
-    answers = solutions("layernorm-rmsnorm")
-    [i] = [k for k, a in enumerate(answers) if "g - g.mean(dims, keepdim=True)" in a]
-    answers[i] = answers[i].replace(
-        "g - g.mean(dims, keepdim=True)", "g - g.mean(-1, keepdim=True)"
-    )
-    notebook = submission("layernorm-rmsnorm", tmp_path, answers)
-    score, possible, output = otter_run("layernorm-rmsnorm", notebook, tmp_path)
+    score, possible, output, _ = result(graded, "layernorm-rmsnorm", "bug last dim only.ipynb")
     assert 0 < score < possible, output
     assert "LayerNorm((4, 6)) on an input of shape (3, 4, 6)" in output, output
 
@@ -490,61 +552,120 @@ LIBRARY = {
 
 
 @pytest.mark.parametrize("name", list(LIBRARY))
-def test_a_submission_using_the_library_layer_scores_zero_for_it(name, tmp_path):
+def test_a_submission_using_the_library_layer_scores_zero_for_it(name, graded):
     """Subclassing torch's layer, or calling torch's normalization function, gets no point
     for the layer, and the output says why."""
-    notebook = submission(name, tmp_path, LIBRARY[name])
-    score, possible, output = otter_run(name, notebook, tmp_path)
-    results = json.loads((tmp_path / "results" / "results.json").read_text())
+    _, _, output, row = result(graded, name, "library.ipynb")
     layer = {"batchnorm-channels-last": {"q1", "q2", "q3"}, "groupnorm-channels-last": {"q2"}}[name]
-    scores = {t["name"]: t["score"] for t in results["tests"] if "max_score" in t}
-    assert layer <= set(scores) and [scores[q] for q in sorted(layer)] == [0] * len(layer), output
+    assert layer <= set(row) and [float(row[q]) for q in sorted(layer)] == [0] * len(layer), output
     assert "write the layer yourself" in output or "write the normalization yourself" in output
 
 
-def test_a_renamed_submission_gets_full_marks(tmp_path):
-    """A student's download is often renamed ("batchnorm-channels-last (1).ipynb")."""
-    notebook = submission("batchnorm-channels-last", tmp_path, solutions("batchnorm-channels-last"))
-    renamed = notebook.with_name("batchnorm-channels-last (1).ipynb")
-    notebook.rename(renamed)
-    score, possible, output = otter_run("batchnorm-channels-last", renamed, tmp_path)
+def test_a_renamed_submission_gets_full_marks(graded):
+    """A student's download is often renamed ("batchnorm-channels-last (1).ipynb"). This one
+    also writes into its own folder (:data:`OWN_FOLDER`): allowed, no reason for a zero."""
+    name = "batchnorm-channels-last"
+    score, possible, output, _ = result(graded, name, f"{name} (1).ipynb")
     assert possible > 0 and score == possible, output
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_student_notebook_carries_its_public_tests_and_points(name, tmp_path):
     """The setup cell writes the public tests next to the notebook (Colab keeps no notebook
-    file otter could read them from; a renamed file breaks otter's notebook lookup): run in
-    a folder under another name, without otter's notebook metadata, grader.check passes on
-    the reference solution. Each question's title gives its points."""
+    file otter could read them from; a renamed file breaks otter's notebook lookup). As on
+    JupyterHub: the notebook, renamed, in a folder of a user's home, run in a Jupyter kernel
+    whose working directory is the notebook's folder and whose HOME is the user's, started
+    from another working directory, without otter's notebook metadata: every
+    ``grader.check`` passes on the reference solution. Each question's title gives its
+    points."""
+    from nbclient import NotebookClient
+
     nb = nbformat.read(autograder(name)[1], as_version=4)
     assert "tests" not in nb.metadata.get("otter", {})
     titles = [c.source for c in nb.cells if c.source.startswith("**Question")]
     assert titles and all(re.search(r"\*[\d.]+ points? \(q\d+\)", t) for t in titles), titles
     assert "Time:" in nb.cells[0].source or any("**Time:**" in c.source for c in nb.cells[:3])
-    notebook = submission(name, tmp_path, solutions(name))
-    renamed = notebook.with_name("copy of it.ipynb")
-    notebook.rename(renamed)
-    code = [c.source for c in nbformat.read(renamed, as_version=4).cells if c.cell_type == "code"]
-    script = "\n\n".join(
-        "\n".join(line for line in cell.splitlines() if not line.lstrip().startswith(("%", "!")))
-        for cell in code
+    home = tmp_path / "home" / "jovyan"
+    path = notebook(name, home / "course work" / "copy of it (1).ipynb", solutions(name))
+    nb = nbformat.read(path, as_version=4)
+    checks = re.findall(r'grader\.check\("(q\d+)"\)', "\n".join(c.source for c in nb.cells))
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            "\n".join(f"assert grader.check({q!r}).passed_all, {q!r}" for q in checks)
+        )
     )
-    checks = re.findall(r'grader\.check\("(q\d+)"\)', "\n".join(code))
-    script += "\n" + "\n".join(f"assert grader.check({q!r}).passed_all, {q!r}" for q in checks)
-    (renamed.parent / "run.py").write_text(script)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER_", "IPYTHON"))}
+    env.update(HOME=str(home), PYTHONPATH=str(ROOT))  # the worktree's norms, as make test's
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    cwd = os.getcwd()
+    os.chdir(other)
+    try:
+        client = NotebookClient(
+            nb,
+            timeout=300,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(path.parent)}},
+        )
+        client.execute(env=env)  # raises CellExecutionError on a failing check
+    finally:
+        os.chdir(cwd)
+    assert checks and (path.parent / f"{name}-tests" / "q1.py").exists()
+    assert not (other / f"{name}-tests").exists()
+
+
+def test_autograder_zip_grades_in_gradescopes_layout(tmp_path):
+    """Gradescope, simulated without Docker or network: the zip unpacked into
+    ``/autograder/source`` (here a temporary root), the submission in
+    ``/autograder/submission``, and ``run_autograder``'s command (``python
+    /autograder/source/run_otter.py``) run with this venv as the environment ``setup.sh``
+    would build from the zip's ``environment.yml`` (checked by the test below); the reference
+    gets full marks in ``/autograder/results/results.json``."""
+    import zipfile
+
+    name = "groupnorm-channels-last"
+    zip_path, _ = autograder(name)
+    ag = tmp_path / "root" / "autograder"
+    for folder in ("source", "submission", "results"):
+        (ag / folder).mkdir(parents=True)
+    with zipfile.ZipFile(zip_path) as z:
+        z.extractall(ag / "source")
+    (ag / "submission_metadata.json").write_text("{}")  # Gradescope writes one
+    notebook(name, ag / "submission" / f"{name}.ipynb", solutions(name))
+    setup = (ag / "source" / "setup.sh").read_text()
+    assert "env create -f /autograder/source/environment.yml" in setup, setup
+    command = (ag / "source" / "run_autograder").read_text().strip().splitlines()[-1]
+    assert command == "python /autograder/source/run_otter.py", command
+    run_otter = (ag / "source" / "run_otter.py").read_text()
+    assert run_otter.count('"/autograder"') == 1, run_otter
+    (ag / "source" / "run_otter.py").write_text(run_otter.replace('"/autograder"', repr(str(ag))))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER_", "IPYTHON"))}
+    env.update(HOME=str(tmp_path / "root"), PYTHONPATH=str(ROOT))
     run = subprocess.run(
-        [sys.executable, "run.py"], cwd=renamed.parent, capture_output=True, text=True, timeout=300
+        [sys.executable, str(ag / "source" / "run_otter.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    assert checks and (renamed.parent / f"{name}-tests" / "q1.py").exists()
+    results = json.loads((ag / "results" / "results.json").read_text())
+    scored = [t for t in results["tests"] if "max_score" in t]
+    score, possible = sum(t["score"] for t in scored), sum(t["max_score"] for t in scored)
+    assert possible > 0 and score == possible, results
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_autograder_environment_installs_torch_and_a_wheel_of_norms(name):
-    """Gradescope builds the autograder's environment from the zip's environment.yml: it
-    must install the pinned torch and norms, from a wheel inside the zip (the hidden tests
-    import norms.check), and the wheel (the reference) is not in the student's folder."""
+def test_autograder_environment_installs_torch_and_a_wheel_of_norms(name, tmp_path):
+    """Gradescope builds the autograder's environment from the zip's environment.yml
+    (``setup.sh``: ``mamba env create``, whose pip runs in the file's folder): it must have
+    this venv's Python, install the pinned torch and norms' other dependencies at their pins
+    of requirements.txt, and norms from a wheel inside the zip (the hidden tests import
+    norms.check); the wheel (the reference) is not in the student's folder. ``pip install
+    --dry-run --no-index`` of those requirements, in the unpacked zip, finds every one: the
+    pins are the versions installed here, the wheel is where the file says (otter-grader's
+    own pin, with the extras Gradescope needs, is otter's; it is not installed here whole)."""
     import zipfile
 
     import yaml
@@ -553,10 +674,31 @@ def test_autograder_environment_installs_torch_and_a_wheel_of_norms(name):
     with zipfile.ZipFile(zip_path) as z:
         env = yaml.safe_load(z.read("environment.yml"))
         names = z.namelist()
+        z.extractall(tmp_path / "source")
+    assert f"python={sys.version_info.major}.{sys.version_info.minor}" in env["dependencies"]
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
-    pin = re.search(r"^torch==\S+", (ROOT / "requirements.txt").read_text(), re.M).group(0)
+    pinned = dict(
+        re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", (ROOT / "requirements.txt").read_text(), re.M)
+    )
     wheels = [p for p in pip if p.endswith(".whl")]
-    assert pin in pip and len(wheels) == 1 and wheels[0] in names, (pip, names)
+    assert f"torch=={pinned['torch']}" in pip and len(wheels) == 1 and wheels[0] in names, pip
+    ours = [p for p in pip if not p.startswith("otter-grader")]
+    for requirement in ours:
+        package, _, version = requirement.partition("==")
+        assert requirement in wheels or pinned.get(package) == version, (requirement, pinned)
     with zipfile.ZipFile(zip_path) as z, zipfile.ZipFile(z.open(wheels[0])) as wheel:
         assert "norms/check/grader.py" in wheel.namelist()
     assert not list(student.parent.glob("*.whl"))
+    report = tmp_path / "report.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--quiet"]
+        + ["--report", str(report), *ours],
+        cwd=tmp_path / "source",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    install = [i["metadata"]["name"] for i in json.loads(report.read_text())["install"]]
+    # everything else is here already, at its pin (norms too, where it is installed)
+    assert set(install) <= {"norms"}, install

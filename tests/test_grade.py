@@ -1,94 +1,92 @@
 """``make grade`` (tools/grade.py): every submission graded in its own process with a time
-and a memory limit; a hanging, exiting or file-writing submission gets a zero with a reason
-and does not stop the others; grades.csv and one feedback file per submission."""
+and a memory limit; a hanging, exiting, crashing or file-writing submission gets a zero with
+a reason naming what it did and does not stop the others; grades.csv and one feedback file
+per submission.
+
+The grading of reference, untouched and buggy submissions of every assignment through
+``tools/grade.py`` (and of one that writes only into its own folder, as torch, matplotlib
+and temporary files do: full marks) is in ``tests/test_assignments.py``; this file grades
+the hostile ones."""
 
 from __future__ import annotations
 
-import csv
+import os
 import subprocess
 import sys
+import textwrap
 
-import nbformat
 import pytest
 
 from .notebooks import ROOT
-from .test_assignments import autograder, solutions
+from .test_assignments import grade_class, solutions
 
-pytestmark = pytest.mark.courses
+sys.path.insert(0, str(ROOT / "tools"))
+import grade  # noqa: E402
+import grade_watch  # noqa: E402
 
-
-def write(folder, name, answers=None, first=None):
-    nb = nbformat.read(autograder("batchnorm-channels-last")[1], as_version=4)
-    cells = [c for c in nb.cells if "otter_answer_cell" in c.metadata.get("tags", [])]
-    for cell, answer in zip(cells, answers or [], strict=False):
-        cell.source = answer
-    if first:
-        cells[0].source = first + "\n" + cells[0].source
-    nbformat.write(nb, folder / name)
+NAME = "batchnorm-channels-last"
 
 
-def test_grade_a_class(tmp_path):
+@pytest.mark.courses
+def test_grade_a_class_with_hostile_submissions(tmp_path):
+    reference = solutions(NAME)
+    elsewhere = tmp_path / "elsewhere"  # an absolute path outside every grading folder
+    elsewhere.mkdir()
     subs = tmp_path / "subs"
-    subs.mkdir()
-    reference = solutions("batchnorm-channels-last")
-    biased = [reference[0].replace("var * n / (n - 1)", "var")]
-    write(subs, "alice (1).ipynb", reference)
-    write(subs, "bob.ipynb", biased)
-    write(subs, "carol.ipynb", reference, "import time\nwhile True:\n    time.sleep(1)")
-    write(subs, "dave.ipynb", reference, "import os\nos._exit(1)")
-    write(subs, "erin.ipynb", reference, "import sys\nsys.exit(0)")
-    # outside its folder: into the submissions folder (the grader's input)
-    write(subs, "frank.ipynb", reference, f"open({str(subs / 'planted.txt')!r}, 'w').write('x')")
-    # 12 GB of address space: a MemoryError under the limit, so the class is never defined
-    write(subs, "grace.ipynb", reference, "big = bytearray(12 * 2**30)")
-    out = tmp_path / "grades"
-    run = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "grade.py"), "batchnorm-channels-last", str(subs)]
-        + ["--out", str(out), "--timeout", "90"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    rows = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}
-    assert set(rows) == {
-        "alice (1).ipynb",
-        "bob.ipynb",
-        "carol.ipynb",
-        "dave.ipynb",
-        "erin.ipynb",
-        "frank.ipynb",
-        "grace.ipynb",
+    first = {
+        # sorted first, so that its time limit runs while the others are graded; no CPU
+        "a-hangs.ipynb": "import time\ntime.sleep(3600)",
+        "c-os-exit.ipynb": "import os\nos._exit(3)",
+        # libc's _exit through ctypes: no Python sees it, the kernel dies
+        "c-ctypes-exit.ipynb": "import ctypes\nctypes.CDLL(None)._exit(4)",
+        "d-sys-exit.ipynb": "import sys\nsys.exit(0)",
+        # absolute paths elsewhere, its home's parent, /etc, and a Python it starts
+        "e-writes.ipynb": textwrap.dedent(
+            f"""\
+            import os, subprocess, sys
+            for path in [{str(elsewhere / "x.txt")!r}, os.path.expanduser("~/../outside.txt"),
+                         "/etc/hosts"]:
+                try:
+                    open(path, "a").close()
+                except PermissionError:
+                    pass
+            subprocess.run([sys.executable, "-c",
+                            "open({str(elsewhere / "child.txt")!r}, 'w')"])"""
+        ),
+        # a shell command (no Python audit hook sees it) into the submissions folder: caught by
+        # comparing the watched folders, and re-graded alone to find who wrote it
+        "f-shell.ipynb": f"import os\nos.system('echo x > {subs / 'planted.txt'}')",
+        # 12 GB of address space: a MemoryError under the limit, so the class is never defined
+        "g-memory.ipynb": "big = bytearray(12 * 2**30)",
     }
-    assert [k for k in rows["bob.ipynb"] if k.startswith("q")] == ["q1", "q2", "q3"]
-    assert float(rows["alice (1).ipynb"]["total"]) == float(rows["alice (1).ipynb"]["possible"])
-    # the maximum is the autograder's, also in the rows of a zero
-    assert {float(r["possible"]) for r in rows.values()} == {
-        float(rows["alice (1).ipynb"]["total"])
-    }
-    assert 0 < float(rows["bob.ipynb"]["total"]) < float(rows["bob.ipynb"]["possible"])
-    assert (
-        float(rows["carol.ipynb"]["total"]) == 0
-        and "stopped after" in rows["carol.ipynb"]["reason"]
-    )
-    assert float(rows["dave.ipynb"]["total"]) == 0 and rows["dave.ipynb"]["reason"]
-    erin = rows["erin.ipynb"]
-    assert float(erin["total"]) == 0 and "called sys.exit(0)" in erin["reason"]
-    assert "called sys.exit(0)" in (out / "feedback" / "erin.txt").read_text()
-    frank = rows["frank.ipynb"]
-    assert float(frank["total"]) == 0 and "wrote files outside its folder" in frank["reason"]
-    assert "planted.txt" in frank["reason"]
-    grace = rows["grace.ipynb"]  # memory is bounded, and the reason says so
-    assert float(grace["total"]) == 0 and "ran out of memory" in grace["reason"]
-    feedback = (out / "feedback" / "bob.txt").read_text()
-    assert "[running_var_biased]" in feedback  # the hidden tests' explanation reaches the student
-    assert not (out / "work").exists()
+    cases = {name: [code + "\n" + reference[0], *reference[1:]] for name, code in first.items()}
+    raw = {"h-not-a-notebook.ipynb": "print('hello')\n"}  # not graded at all: no otter run
+    rows, feedback = grade_class(NAME, cases, tmp_path, timeout=60, raw=raw)
+    assert set(rows) == set(cases) | set(raw)
+    # the maximum is the autograder's, also in the rows of a zero; a column per question
+    possible = {float(r["possible"]) for r in rows.values()}
+    assert len(possible) == 1 and possible.pop() > 0
+    for row in rows.values():
+        assert [k for k in row if k.startswith("q")] == ["q1", "q2", "q3"]
+        assert float(row["total"]) == 0 and row["reason"], row
+    assert "stopped after 60 s" in rows["a-hangs.ipynb"]["reason"]
+    assert "called os._exit(3)" in rows["c-os-exit.ipynb"]["reason"]
+    assert "kernel died" in rows["c-ctypes-exit.ipynb"]["reason"]
+    assert "called sys.exit(0)" in rows["d-sys-exit.ipynb"]["reason"]
+    assert "called sys.exit(0)" in feedback("d-sys-exit.ipynb")
+    writes = rows["e-writes.ipynb"]["reason"]
+    assert "wrote files outside its folder" in writes
+    for path in [elsewhere / "x.txt", "/outside.txt", "/etc/hosts", elsewhere / "child.txt"]:
+        assert str(path) in writes, writes
+    assert not list(elsewhere.iterdir())  # refused, not only reported
+    shell = rows["f-shell.ipynb"]["reason"]
+    assert "wrote files outside its folder" in shell and "planted.txt" in shell
+    assert "ran out of memory" in rows["g-memory.ipynb"]["reason"]
+    assert "not a readable notebook" in rows["h-not-a-notebook.ipynb"]["reason"]
+    assert not (tmp_path / "grades" / "work").exists()
 
 
 def test_snapshot_sees_a_new_a_changed_and_a_removed_file(tmp_path):
-    sys.path.insert(0, str(ROOT / "tools"))
-    import grade
-
     (tmp_path / "a").write_text("1")
     (tmp_path / "b").write_text("1")
     before = grade.snapshot([tmp_path])
@@ -96,4 +94,112 @@ def test_snapshot_sees_a_new_a_changed_and_a_removed_file(tmp_path):
     (tmp_path / "a").write_text("22")
     (tmp_path / "b").unlink()
     (tmp_path / "c").write_text("1")
+    (tmp_path / "__pycache__").mkdir()  # not watched: Python writes there at any time
+    (tmp_path / "__pycache__" / "m.pyc").write_text("1")
     assert grade.changed(before, grade.snapshot([tmp_path])) == [str(tmp_path / n) for n in "abc"]
+
+
+def test_a_dead_kernel_and_recorded_events_get_their_reasons(tmp_path):
+    """The reasons read from the audit hook's report and from otter's log: a kernel that died
+    without a recorded os._exit (ctypes, a segfault, a signal) is named as such."""
+    report = tmp_path / "report"
+    stopped, writes = grade.reasons(report, "nbclient.exceptions.DeadKernelError: Kernel died", 1)
+    assert writes == [] and len(stopped) == 1 and "kernel died" in stopped[0]
+    report.write_text(
+        "exit\t7\t2\nwrite\t7\topen\t/tmp/x\nwrite\t8\tos.mkdir\t/tmp/x\nmemory\t7\t\n"
+    )
+    stopped, writes = grade.reasons(report, "DeadKernelError", 100)
+    assert writes == ["/tmp/x"]
+    assert "called os._exit(2)" in stopped[0] and "100 MB" in stopped[1] and len(stopped) == 2
+    assert grade.reasons(tmp_path / "none", "", 1) == ([], [])
+
+
+HOOK_PROBE = """
+import os, shutil, sqlite3, subprocess, sys, tempfile
+outside = sys.argv[1]
+probes = {
+    "open": lambda: open(os.path.join(outside, "a"), "w"),
+    "os.open": lambda: os.open(os.path.join(outside, "b"), os.O_CREAT | os.O_WRONLY),
+    "mkdir": lambda: os.mkdir(os.path.join(outside, "c")),
+    "rename": lambda: os.rename("mine.txt", os.path.join(outside, "d")),
+    "remove": lambda: os.remove(os.path.join(outside, "keep")),
+    "chmod": lambda: os.chmod(os.path.join(outside, "keep"), 0o600),
+    "copy": lambda: shutil.copyfile("mine.txt", os.path.join(outside, "e")),
+    "rmtree": lambda: shutil.rmtree(outside),
+    "sqlite": lambda: sqlite3.connect(os.path.join(outside, "f.db")),
+    "through a symlink": lambda: open("link", "a"),
+    "the grader's report": lambda: open(os.environ["GRADER_REPORT"], "w"),
+    "bytecode": lambda: open(os.path.join(outside, "__pycache__", "m.cpython-311.pyc.1"), "w"),
+}
+open("mine.txt", "w").write("mine")  # inside: allowed
+tempfile.mkstemp()  # TMPDIR is inside: allowed
+open(os.devnull, "w").close()
+os.makedirs(outside, exist_ok=True)  # exists already: no write
+os.symlink(os.path.join(outside, "keep"), "link")  # a link inside: allowed, not followed
+for name, probe in probes.items():
+    try:
+        probe()
+        print("allowed", name)
+    except PermissionError:
+        print("refused", name)
+"""
+
+
+def test_the_audit_hook_refuses_and_records_writes_outside_the_folder(tmp_path):
+    """``tools/grade_watch.py`` in a plain Python (no otter, no torch), as ``sitecustomize``
+    puts it in every Python process of a grading."""
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    (work / ".grader").mkdir(parents=True)
+    (work / "tmp").mkdir()
+    outside.mkdir()
+    (outside / "keep").write_text("keep")
+    (work / ".grader" / "_grader_watch.py").write_text(
+        (ROOT / "tools" / "grade_watch.py").read_text()
+    )
+    (work / ".grader" / "sitecustomize.py").write_text(grade.SITECUSTOMIZE)
+    (work / "probe.py").write_text(HOOK_PROBE)
+    env = {k: v for k, v in os.environ.items() if k not in grade.ELSEWHERE}
+    env.update(
+        PYTHONPATH=str(work / ".grader"),
+        GRADER_ROOT=str(work),
+        GRADER_REPORT=str(work / ".grader" / "report"),
+        HOME=str(work),
+        TMPDIR=str(work / "tmp"),
+    )
+    run = subprocess.run(
+        [sys.executable, "probe.py", str(outside)],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert len(lines) == 12 and all(line.startswith("refused ") for line in lines), lines
+    assert sorted(p.name for p in outside.iterdir()) == ["keep"]
+    assert (outside / "keep").read_text() == "keep"
+    events = grade_watch.read(work / ".grader" / "report")
+    written = {detail.split("\t")[1] for kind, _, detail in events if kind == "write"}
+    assert {str(outside / n) for n in ["a", "b", "c", "d", "keep", "e", "f.db"]} <= written
+    assert str(outside) in written and str(work / ".grader" / "report") in written
+    assert not any(str(work / n) in written for n in ["mine.txt", "tmp", "link"])
+    assert not any("__pycache__" in path for path in written)  # refused, not recorded
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["no-such-assignment", "."], "no autograder for 'no-such-assignment'"),
+        pytest.param([NAME, "."], "no .ipynb in", marks=pytest.mark.courses),  # built: courses
+    ],
+)
+def test_bad_input_is_a_clear_error(argv, message, tmp_path):
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "grade.py"), *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert run.returncode != 0 and message in run.stderr

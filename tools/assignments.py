@@ -214,6 +214,28 @@ def torch_pin() -> str:
     return re.search(r"^torch==\S+", (ROOT / "requirements.txt").read_text(), re.M).group(0)
 
 
+def pins() -> list[str]:
+    """What the autograders' environment installs besides otter-grader (which otter pins):
+    the pinned torch, and every other dependency of ``norms`` (``pyproject.toml``) at its pin
+    in requirements.txt, so that Gradescope grades with the versions tested here."""
+    import tomllib
+
+    pinned = dict(
+        (m.group(1).lower(), m.group(0))
+        for m in re.finditer(
+            r"^([A-Za-z0-9_.-]+)==\S+", (ROOT / "requirements.txt").read_text(), re.M
+        )
+    )
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = [re.match(r"[A-Za-z0-9_.-]+", d).group(0).lower() for d in project["dependencies"]]
+    missing = [n for n in names if n not in pinned]
+    if missing:
+        raise RuntimeError(
+            f"requirements.txt pins no version of {', '.join(missing)} (norms needs it)"
+        )
+    return [pinned[n] for n in names]
+
+
 def build_wheel(out: Path) -> Path:
     """A wheel of ``norms`` from this tree, for the autograders' environment."""
     shutil.rmtree(out, ignore_errors=True)
@@ -231,14 +253,19 @@ def build_wheel(out: Path) -> Path:
 
 def prepare(nb, wheel: str | None = None):
     """A copy of a master with :data:`OWN_CODE` inside every test function that calls it,
-    and (with ``wheel``, a file name) a configuration whose autograder environment installs
-    the pinned torch and that wheel of norms (otter puts the wheel in the zip's ``files/``;
+    and (with ``wheel``, a file name) a configuration whose autograder environment has this
+    venv's Python version and installs the pinned torch, norms' other dependencies at their
+    pins (:func:`pins`) and that wheel of norms (otter puts the wheel in the zip's ``files/``;
     Gradescope builds the environment from the zip's ``environment.yml``)."""
     nb = nbformat.from_dict(nb)
     if wheel is not None:
         config = nb.cells[0].source
         config = re.sub(r"^files:.*$", f"files: [{wheel}]", config, flags=re.M)
-        nb.cells[0].source = config.rstrip("\n") + "\nrequirements: requirements.txt\n"
+        # the Python of this venv (otter's default is another one)
+        python = f"{sys.version_info.major}.{sys.version_info.minor}"
+        nb.cells[0].source = (
+            config.rstrip("\n") + f'\nrequirements: requirements.txt\npython_version: "{python}"\n'
+        )
     body = "".join("    " + line if line.strip() else line for line in OWN_CODE.splitlines(True))
     for cell in nb.cells:
         if cell.cell_type == "code" and "own_code(" in cell.source:
@@ -317,7 +344,9 @@ def build(args) -> str:
         nbformat.write(prepare(nb, wheel.name), prepared)
         shutil.copyfile(wheel, Path(tmp) / wheel.name)
         # relative to environment.yml in the zip, where the wheel is files/NAME
-        (Path(tmp) / "requirements.txt").write_text(f"{torch_pin()}\nfiles/{wheel.name}\n")
+        (Path(tmp) / "requirements.txt").write_text(
+            "".join(f"{p}\n" for p in [*pins(), f"files/{wheel.name}"])
+        )
         run = subprocess.run(
             [str(otter), "assign", str(prepared), str(dest.resolve())],
             capture_output=True,

@@ -3,13 +3,25 @@
 Every ``*.ipynb`` of the submissions folder is graded by ``otter run`` with the autograder
 ``make assignments`` built (``_build/assignments/NAME/autograder/NAME-autograder_*.zip``),
 each in its own process, in a fresh temporary folder that is also its ``HOME`` and
-``TMPDIR``, with a time limit and a memory limit (``RLIMIT_AS`` of the process and its
-kernel), two at a time (``--jobs``). Student code is not trusted: a submission that hangs is
-killed with its whole process group at the time limit; one that calls ``sys.exit`` (or
-raises ``SystemExit``), crashes or runs out of memory, or that writes files outside its
-folder (the submissions folder and the grader's own folders are compared before and after
-it runs; a change seen while two ran together is re-graded alone to find which) gets a
-zero with the reason, in ``grades.csv`` and its feedback file; none stops the others.
+``TMPDIR`` (the cache and configuration folders of torch, matplotlib, Jupyter and IPython
+fall back there), with a time limit and a memory limit (``RLIMIT_AS`` of the process and
+its kernel), two at a time (``--jobs``). Student code is not trusted: a submission that
+hangs is killed with its whole process group at the time limit; one that calls
+``sys.exit`` (or raises ``SystemExit``) or ``os._exit``, crashes its kernel, runs out of
+memory, or writes files outside its own folder gets a zero with the reason, in
+``grades.csv`` and its feedback file; none stops the others.
+
+Writes are watched two ways. (1) An audit hook (``tools/grade_watch.py``, installed by a
+``sitecustomize`` in every Python process of the grading: ``otter run``, the notebook's
+kernel and any Python the notebook starts) refuses every write outside the submission's
+folder, wherever it points (``/tmp``, ``~``, ``/etc``, another submission), and names the
+path in the reason. (2) The submissions folder and the grader's own folders are compared
+before and after each submission; those that ran while a change was seen are re-graded
+alone to find which (except those that have a zero with a reason already). The hook does
+not see writes by native code (``ctypes``, C extensions) or by programs that are not Python
+(a shell command such as ``!cp``, ``os.system``): those are caught only when they change a
+watched folder. This is not a sandbox: for that, run the grading as a user who may write
+nothing else of value, or in a container.
 
 Writes, in ``--out`` (default ``_build/grades/NAME``):
 
@@ -40,6 +52,8 @@ import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import grade_watch
+
 ROOT = Path(__file__).resolve().parent.parent
 BUILT = ROOT / "_build" / "assignments"
 TIMEOUT = 300  # seconds a submission may take (against a hang; a normal one takes ~20 s)
@@ -60,28 +74,94 @@ def questions(zip_path: Path) -> list[str]:
     return sorted(names, key=lambda q: (len(q), q))
 
 
-#: the cell put first in the copy that is graded: a ``SystemExit`` raised in any cell (by
-#: ``sys.exit`` or ``raise SystemExit``; IPython catches it and runs on) is written to
-#: ``MARK``, so that the grade says why the notebook stopped
-MARK = ".grader-exit"
+#: the cell put first in the copy that is graded: it makes sure the audit hook of
+#: :mod:`grade_watch` is in the kernel (``sitecustomize`` put it there already), records a
+#: call of ``os._exit``, and records a ``SystemExit`` raised in any cell (by ``sys.exit`` or
+#: ``raise SystemExit``; IPython catches it and runs on) or a ``MemoryError``, so that the
+#: grade says why the notebook stopped
 EXIT_CELL = """\
-def _grader_exit_seen(result, _mark={mark!r}):
+import sys as _grader_sys
+_grader_sys.path.insert(0, {folder!r})
+import _grader_watch
+_grader_sys.path.remove({folder!r})
+_grader_watch.install({root!r}, {report!r})
+_grader_watch.kernel()
+
+
+def _grader_exit_seen(result, _note=_grader_watch.note):
     if isinstance(result.error_in_exec, SystemExit):
-        with open(_mark, "w") as f:
-            f.write(repr(result.error_in_exec.code))
+        _note("sys.exit", repr(result.error_in_exec.code))
     elif isinstance(result.error_in_exec, MemoryError):
-        open(_mark + ".memory", "w").close()
+        _note("memory", "")
+
 
 get_ipython().events.register("post_run_cell", _grader_exit_seen)
+del _grader_sys, _grader_watch
 """
+
+#: the folder, inside each submission's folder, of the grader's hook and report
+GRADER = ".grader"
+
+#: ``sitecustomize`` of every Python process of the grading: the audit hook first, then the
+#: ``sitecustomize`` this one hides, if there is one
+SITECUSTOMIZE = """\
+import _grader_watch
+
+_grader_watch.install()
+
+
+def _next():
+    import importlib.machinery
+    import importlib.util
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is not None and spec.loader is not None:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+_next()
+del _next
+"""
+
+#: environment variables that would put caches or configuration outside the submission's
+#: folder (without them, each falls back to a folder under HOME or TMPDIR)
+ELSEWHERE = (
+    "XDG_CACHE_HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "XDG_RUNTIME_DIR",
+    "JUPYTER_CONFIG_DIR",
+    "JUPYTER_DATA_DIR",
+    "JUPYTER_RUNTIME_DIR",
+    "JUPYTER_PLATFORM_DIRS",
+    "IPYTHONDIR",
+    "MPLCONFIGDIR",
+    "TORCHINDUCTOR_CACHE_DIR",
+    "TORCH_EXTENSIONS_DIR",
+    "TORCH_HOME",
+    "TRITON_CACHE_DIR",
+    "NORMS_KERNEL_CACHE",
+    "PYTHONPYCACHEPREFIX",
+    "PYTHONSTARTUP",
+)
 
 
 def snapshot(folders) -> dict:
-    """path -> (size, mtime) of every file under ``folders`` (skipping ``work/``)."""
+    """path -> (size, mtime) of every file under ``folders`` (skipping ``work/`` and
+    ``__pycache__/``, which Python processes outside the grading may write at any time)."""
     seen = {}
     for folder in folders:
         for dirpath, dirnames, filenames in os.walk(folder):
-            dirnames[:] = [d for d in dirnames if Path(dirpath, d) != Path(folder, "work")]
+            dirnames[:] = [
+                d
+                for d in dirnames
+                if Path(dirpath, d) != Path(folder, "work") and d != "__pycache__"
+            ]
             for f in filenames:
                 path = Path(dirpath, f)
                 try:
@@ -119,6 +199,55 @@ def _limits(memory_mb: int):
     return apply
 
 
+def _environment(work: Path) -> dict:
+    """The environment of ``otter run`` for the submission graded in ``work``."""
+    env = {k: v for k, v in os.environ.items() if k not in ELSEWHERE}
+    folder = work / GRADER
+    env.update(
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        HOME=str(work),
+        TMPDIR=str(work / "tmp"),
+        PYTHONDONTWRITEBYTECODE="1",  # no .pyc written next to the installed packages
+        PYTHONPATH=os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")])),
+        GRADER_ROOT=str(work),
+        GRADER_REPORT=str(folder / "report"),
+    )
+    return env
+
+
+def reasons(report: Path, log: str, memory: int) -> tuple[list[str], list[str]]:
+    """(why the notebook stopped, the paths it tried to write outside its folder), from the
+    report of :mod:`grade_watch` and the log of ``otter run``."""
+    events = grade_watch.read(report)
+    stopped = []
+    exits = [d for k, _, d in events if k == "exit"]
+    if exits:
+        stopped.append(
+            f"the notebook called os._exit({exits[0]}): a graded notebook must run to its end"
+        )
+    elif "DeadKernelError" in log or "Kernel died" in log:
+        stopped.append(
+            "the notebook's kernel died (a crash of native code, a signal, or an exit the "
+            "grader could not see)"
+        )
+    sys_exits = [d for k, _, d in events if k == "sys.exit"]
+    if sys_exits:
+        stopped.append(
+            f"the notebook called sys.exit({sys_exits[0]}): a graded notebook must run to its end"
+        )
+    if any(k == "memory" for k, _, _ in events):
+        stopped.append(
+            f"ran out of memory (the limit is {memory} MB of address space per submission)"
+        )
+    writes = []
+    for kind, _, detail in events:
+        path = detail.partition("\t")[2]
+        if kind == "write" and path not in writes:
+            writes.append(path)
+    return stopped, writes
+
+
 def grade_one(zip_path: Path, notebook: Path, work: Path, timeout: float, memory: int) -> dict:
     """Grade one submission in ``work`` (a fresh temporary folder, its HOME and TMPDIR too);
     return {question: score, ...} with 'reason' and 'feedback'."""
@@ -127,27 +256,27 @@ def grade_one(zip_path: Path, notebook: Path, work: Path, timeout: float, memory
     shutil.rmtree(work, ignore_errors=True)
     (work / "results").mkdir(parents=True)
     (work / "tmp").mkdir()
+    folder = work / GRADER
+    folder.mkdir()
+    shutil.copyfile(Path(grade_watch.__file__), folder / "_grader_watch.py")
+    (folder / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    report = folder / "report"
+    report.touch()
     copy = work / notebook.name
     try:
         nb = nbformat.read(notebook, as_version=4)
     except Exception as exc:  # not a notebook
         reason = f"not a readable notebook ({type(exc).__name__})"
         return {"seconds": 0.0, "reason": reason, "feedback": f"Zero: {reason}."}
-    nb.cells.insert(0, nbformat.v4.new_code_cell(EXIT_CELL.format(mark=str(work / MARK))))
+    first = EXIT_CELL.format(folder=str(folder), root=str(work), report=str(report))
+    nb.cells.insert(0, nbformat.v4.new_code_cell(first))
     nbformat.write(nb, copy)
     otter = Path(sys.executable).with_name("otter")
-    env = dict(
-        os.environ,
-        OMP_NUM_THREADS="1",
-        MKL_NUM_THREADS="1",
-        HOME=str(work),
-        TMPDIR=str(work / "tmp"),
-    )
     start = time.perf_counter()
     proc = subprocess.Popen(
         [str(otter), "run", "-a", str(zip_path), "-o", str(work / "results"), str(copy)],
         cwd=work,
-        env=env,
+        env=_environment(work),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -156,20 +285,30 @@ def grade_one(zip_path: Path, notebook: Path, work: Path, timeout: float, memory
     )
     try:
         log, _ = proc.communicate(timeout=timeout)
-        reason = "" if proc.returncode == 0 else f"the grader exited with code {proc.returncode}"
+        timed_out = False
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         log, _ = proc.communicate()
-        reason = f"stopped after {timeout:g} s (a cell that does not end?)"
+        timed_out = True
     seconds = time.perf_counter() - start
-    if not reason and (work / MARK).exists():
-        code = (work / MARK).read_text()
-        reason = f"the notebook called sys.exit({code}): a graded notebook must run to its end"
-    if not reason and (work / (MARK + ".memory")).exists():
-        reason = f"ran out of memory (the limit is {memory} MB of address space per submission)"
+    stopped, writes = reasons(report, log or "", memory)
+    if not report.exists():
+        stopped.append("the grader's record of the notebook's actions was removed")
+    why = []
+    if timed_out:
+        why.append(f"stopped after {timeout:g} s (a cell that does not end?)")
+    why += stopped
+    if writes:
+        shown = ", ".join(writes[:5]) + (", ..." if len(writes) > 5 else "")
+        why.append(f"wrote files outside its folder: {shown} (refused)")
+    if not why and proc.returncode != 0:
+        why.append(f"the grader exited with code {proc.returncode}")
     results = work / "results" / "results.json"
+    if not why and not results.exists():
+        why.append("the grader wrote no results (the notebook exited or crashed?)")
+    reason = "; ".join(why)
     scores: dict = {"seconds": seconds}
-    if results.exists() and not reason:
+    if not reason:
         data = json.loads(results.read_text())
         lines = []
         for test in data.get("tests", []):
@@ -181,7 +320,6 @@ def grade_one(zip_path: Path, notebook: Path, work: Path, timeout: float, memory
                 lines.append(test["output"].rstrip() + "\n")
         scores["feedback"] = "\n".join(lines)
     else:
-        reason = reason or "the grader wrote no results (the notebook exited or crashed?)"
         scores["feedback"] = f"Zero: {reason}.\n\n{(log or '')[-3000:]}"
     scores["reason"] = reason
     return scores
@@ -241,9 +379,17 @@ def main(argv) -> int:
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         graded = list(pool.map(run, enumerate(notebooks)))
+    # a suspect that has a zero with a reason already (it hung, exited, ...) keeps it: its
+    # grade cannot get lower, and re-grading a hanging one alone would take its time limit again
+    again = {i for i, _, s in graded if i in suspects and not s["reason"]}
     if suspects:
-        print(f"grade: files changed outside the submissions' folders; {len(suspects)} re-graded")
-    graded = [(nb, alone(i, nb) if i in suspects else s) for i, nb, s in graded]
+        kept = ", ".join(nb.name for i, nb, _ in graded if i in suspects - again)
+        print(
+            f"grade: files changed outside the submissions' folders while {len(suspects)} "
+            f"ran; {len(again)} re-graded alone"
+            + (f" (not re-graded, a zero already: {kept})" if kept else "")
+        )
+    graded = [(nb, alone(i, nb) if i in again else s) for i, nb, s in graded]
     shutil.rmtree(scratch, ignore_errors=True)
     rows = []
     for nb, s in graded:
