@@ -211,6 +211,22 @@ def test_the_cells_after_a_solution_see_nothing_it_did(tmp_path):
     assert _text(nb.cells[-1]) == _text(without.cells[-1])
 
 
+def test_a_solution_builds_on_an_earlier_solution(tmp_path):
+    """One exercise may use another's solution (as in the full chapter): a solution sees what
+    the solutions before it bound, unless a cell that is not a solution bound the name since."""
+    nb = _exercise(BEFORE, "helper = lambda: 'from the solution'\nshadowed = 'solution'")
+    nb.cells += [
+        nbformat.v4.new_code_cell("shadowed = 'chapter'"),
+        nbformat.v4.new_code_cell(
+            "print(helper(), shadowed)", metadata={"tags": [exercises.SOLUTION_TAG]}
+        ),
+        nbformat.v4.new_code_cell("print('helper' in dir(), shadowed)"),
+    ]
+    nb = _execute(nb, tmp_path)
+    assert _text(nb.cells[-2]) == "from the solution chapter\n"
+    assert _text(nb.cells[-1]) == "False chapter\n"
+
+
 def test_a_cell_that_needs_a_solution_fails_naming_it(tmp_path):
     """A cell that uses a solution's names cannot run in the student edition: make execute
     (and nbval) fail on it."""

@@ -13,7 +13,10 @@ re-checks them (nbval in ``make test``) run each solution cell *isolated*, in th
   one gets its old object) and every remembered setting is restored; a solution that changed
   in place a tensor or a module that existed before it (a tensor's version counter, a
   module's parameters, buffers, gradients or train/eval mode) raises, naming it, since that
-  cannot be taken back.
+  cannot be taken back;
+- what a solution bound is kept aside for the solutions after it (one exercise may build on
+  another's solution, as it does in the full chapter), unless a cell that is not a solution
+  binds that name in between.
 
 So the cells after a solution run exactly as they do in the student edition (a cell that
 needs a solution's names raises ``NameError``), and the outputs stored in the chapter are the
@@ -114,11 +117,23 @@ def _restore(settings):
             matplotlib.rcParams.update(settings["rc"])
 
 
+_MISSING = object()
+_stash = {}  # name -> (object a solution bound, the name's binding before that solution)
+
+
 def before():
+    """Remember the namespace, then give the solution what earlier solutions bound (a later
+    solution may build on an earlier one, as in the full chapter), unless a cell that is not a
+    solution has bound that name since."""
     global _saved
     namespace = get_ipython().user_ns  # noqa: F821 (the kernel's)
     bindings = dict(namespace)
     _saved = (bindings, _settings(), _fingerprint(bindings))
+    for name, (value, was) in list(_stash.items()):
+        if namespace.get(name, _MISSING) is was:
+            namespace[name] = value
+        else:
+            del _stash[name]
 
 
 def after():
@@ -130,6 +145,10 @@ def after():
     namespace = get_ipython().user_ns  # noqa: F821
     now = _fingerprint(bindings)  # the objects that were there before the solution
     changed = sorted(k for k in fingerprint if now.get(k) != fingerprint[k])
+    for name, value in namespace.items():
+        was = bindings.get(name, _MISSING)
+        if value is not was and not name.startswith("_"):
+            _stash[name] = (value, was)
     for name in [n for n in namespace if n not in bindings]:
         del namespace[name]
     namespace.update(bindings)
