@@ -184,6 +184,66 @@ def test_group_norm_gradcheck_through_the_kernels():
     assert torch.autograd.gradcheck(op, (x, w, b))
 
 
+def test_the_backward_kernels_with_the_saved_statistics_match_the_recomputed_ones(threads):
+    """The forward ops return each row's (group's) mean and 1/sigma; the backward ops given them
+    give the gradients they give when they compute them again from x."""
+    gen = torch.Generator().manual_seed(0)
+    x = 3 + 2 * torch.randn(5, 7, 33, generator=gen, dtype=torch.float64)
+    dy, w = torch.randn_like(x), torch.randn(33, generator=gen, dtype=torch.float64)
+    _, mean, rstd = torch.ops.norms.layer_norm_cpu(x, [33], w, None, 1e-5)
+    assert mean.shape == rstd.shape == (35,)
+    torch.testing.assert_close(mean, x.mean(-1).reshape(-1), **TOL[torch.float64])
+    torch.testing.assert_close(
+        rstd, (x.var(-1, unbiased=False) + 1e-5).rsqrt().reshape(-1), **TOL[torch.float64]
+    )
+    saved = torch.ops.norms.layer_norm_cpu_backward(dy, x, [33], w, 1e-5, mean, rstd)
+    again = torch.ops.norms.layer_norm_cpu_backward(dy, x, [33], w, 1e-5)
+    for a, b in zip(saved, again, strict=True):
+        torch.testing.assert_close(a, b, **TOL[torch.float64])
+    xg = x.reshape(5, 21, 11)  # GroupNorm: 5 samples, 21 channels in 3 groups
+    wg = torch.randn(21, generator=gen, dtype=torch.float64)
+    _, mean, rstd = torch.ops.norms.group_norm_cpu(xg, 3, wg, None, 1e-5)
+    assert mean.shape == rstd.shape == (15,)
+    saved = torch.ops.norms.group_norm_cpu_backward(
+        dy.reshape(xg.shape), xg, 3, wg, 1e-5, mean, rstd
+    )
+    again = torch.ops.norms.group_norm_cpu_backward(dy.reshape(xg.shape), xg, 3, wg, 1e-5)
+    for a, b in zip(saved, again, strict=True):
+        torch.testing.assert_close(a, b, **TOL[torch.float64])
+
+
+def test_group_norm_gradcheck_and_second_derivative_through_the_op():
+    """The fused GroupNorm's path on a CPU: the kernels' op with its registered autograd; a second
+    derivative (create_graph=True) by autograd's own gradient of the norms formula."""
+    x = torch.randn(2, 6, 5, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(6, dtype=torch.float64, requires_grad=True)
+
+    def op(x, w, b):
+        return cpu_kernels.group_norm(x, 3, w, b, 1e-5)
+
+    assert torch.autograd.gradcheck(op, (x, w, b))
+    assert torch.autograd.gradgradcheck(op, (x, w, b))
+    assert torch.autograd.gradgradcheck(lambda x: cpu_kernels.group_norm(x, 3, None, None, 1e-5), x)
+
+
+def test_calls_without_gradients_skip_the_operator_only_where_nothing_else_needs_it():
+    """Without gradients, the forward call goes straight to the kernel (cpu_kernels._direct); with
+    gradients, while torch.compile traces, or under a dispatch mode, it goes through the op."""
+    x = torch.randn(2, 4, 6)
+    w = torch.nn.Parameter(torch.randn(6))
+    assert not cpu_kernels._direct(x, w, None)  # w needs a gradient
+    with torch.no_grad():
+        assert cpu_kernels._direct(x, w, None)
+    assert cpu_kernels._direct(x, w.detach(), None)
+    with torch.no_grad():  # the op recorder (a dispatch mode) still sees the op
+        ops = norms.fast.passes.full_size_ops(norms.fast.fused.LayerNorm(6), x)
+    assert ops == ["layer_norm_cpu"], ops
+    with torch.no_grad():
+        compiled = torch.compile(norms.fast.fused.LayerNorm(6), fullgraph=True)
+        torch.testing.assert_close(compiled(x), torch.nn.functional.layer_norm(x, [6]))
+
+
 def test_rows_longer_than_a_chunk_keep_the_variance_exact():
     """Rows of 5000 numbers (three chunks of the two-pass sums) with mean 1e4: no cancellation."""
     gen = torch.Generator().manual_seed(0)

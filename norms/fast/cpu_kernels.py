@@ -277,12 +277,20 @@ def _open(library: Path) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(library))
     p, n, d, i = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_int
     for suffix in ("f32", "f64"):
-        getattr(lib, f"layer_norm_forward_{suffix}").argtypes = [p, p, p, n, n, d, i, p]
-        getattr(lib, f"layer_norm_backward_{suffix}").argtypes = [p, p, p, n, n, d, i, p, p, p]
-        getattr(lib, f"group_norm_forward_{suffix}").argtypes = [p, p, p, n, n, n, n, d, i, p]
-        getattr(lib, f"group_norm_backward_{suffix}").argtypes = [
+        getattr(lib, f"layer_norm_forward_{suffix}").argtypes = [p, p, p, n, n, d, i, p, p, p]
+        getattr(lib, f"layer_norm_backward_{suffix}").argtypes = [
+            *(p, p, p, p, p, n, n, d, i, p, p, p)
+        ]
+        getattr(lib, f"group_norm_forward_{suffix}").argtypes = [
             *(p, p, p, n, n, n, n, d, i, p, p, p)
         ]
+        getattr(lib, f"group_norm_backward_{suffix}").argtypes = [
+            *(p, p, p, p, p, n, n, n, n, d, i, p, p, p)
+        ]
+        for name in ("layer_norm_forward", "layer_norm_backward"):
+            getattr(lib, f"{name}_{suffix}").restype = None
+        for name in ("group_norm_forward", "group_norm_backward"):
+            getattr(lib, f"{name}_{suffix}").restype = None
     return lib
 
 
@@ -393,12 +401,85 @@ def _ptr(t: Tensor | None) -> int | None:
     return None if t is None else t.data_ptr()
 
 
+def _kernel(name: str, dtype: torch.dtype):
+    """The C function ``<name>_f32`` or ``<name>_f64`` of the loaded kernels."""
+    return getattr(load(), f"{name}_{_SUFFIX[dtype]}")
+
+
 def _rows_cols(input: Tensor, normalized_shape: Sequence[int]) -> tuple[int, int]:
     cols = math.prod(normalized_shape)
     return input.numel() // cols, cols
 
 
-@torch.library.custom_op("norms::layer_norm_cpu", mutates_args=())
+def _direct(input: Tensor, *params: Tensor | None) -> bool:
+    """Whether a forward call may skip the operator and call the kernel's Python function
+    directly: no gradient is needed, and nothing would handle the operator otherwise.
+
+    Through the operator, a call passes through several Python layers of
+    ``torch.library`` (autograd, dispatch, a check that outputs do not alias inputs). They
+    cost little in themselves (about 20 microseconds), but they run right after the kernel
+    has streamed a tensor through the caches, which then hold none of the interpreter's
+    data: measured on bench-sized tensors, they took 0.1 to 0.3 ms a call. Without
+    gradients, the operator adds nothing: this path skips it, except while
+    ``torch.compile`` traces, under a dispatch mode (fake tensors, the op recorder of
+    :mod:`norms.fast.passes`), for tensor subclasses, and under ``torch.func`` transforms.
+    """
+    tensors = [t for t in (input, *params) if t is not None]
+    return (
+        not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+        and not torch.compiler.is_compiling()
+        and torch._C._len_torch_dispatch_stack() == 0
+        and type(input) is Tensor
+        and all(type(t) in (Tensor, torch.nn.Parameter) for t in tensors)
+        and not any(torch._C._functorch.is_functorch_wrapped_tensor(t) for t in tensors)
+    )
+
+
+# Each forward op returns, with y, the mean and 1/sigma of every row (LayerNorm) or group
+# (GroupNorm), shape (rows,): the backward op reads them instead of computing them again
+# (a second pass of arithmetic over x), as torch's own kernels do. They are not
+# differentiable (nothing outside this module sees them).
+
+
+def _layer_norm_kernel(
+    input: Tensor,
+    normalized_shape: Sequence[int],
+    weight: Tensor | None,
+    bias: Tensor | None,
+    eps: float,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(y, mean, rstd)``: y of ``input``'s shape, mean and 1/sigma per row, ``(rows,)``."""
+    x = input.contiguous()
+    rows, cols = _rows_cols(x, normalized_shape)  # x seen as (rows, cols)
+    w = None if weight is None else weight.contiguous()
+    b = None if bias is None else bias.contiguous()
+    y = torch.empty_like(x)  # (rows, cols)
+    mean, rstd = x.new_empty(rows), x.new_empty(rows)
+    _kernel("layer_norm_forward", x.dtype)(
+        x.data_ptr(),
+        _ptr(w),
+        _ptr(b),
+        rows,
+        cols,
+        eps,
+        torch.get_num_threads(),
+        y.data_ptr(),
+        mean.data_ptr(),
+        rstd.data_ptr(),
+    )
+    return y, mean, rstd
+
+
+_layer_norm = torch.library.custom_op("norms::layer_norm_cpu", _layer_norm_kernel, mutates_args=())
+
+
+@_layer_norm.register_fake
+def _(input, normalized_shape, weight, bias, eps):
+    rows = input.numel() // math.prod(normalized_shape)
+    y = torch.empty_like(input, memory_format=torch.contiguous_format)
+    return y, input.new_empty(rows), input.new_empty(rows)
+
+
 def layer_norm(
     input: Tensor,
     normalized_shape: Sequence[int],
@@ -406,55 +487,51 @@ def layer_norm(
     bias: Tensor | None,
     eps: float,
 ) -> Tensor:
-    """LayerNorm's forward pass by the kernel: ``y`` of ``input``'s shape. Call only when
-    :func:`supports`."""
-    x = input.contiguous()
-    rows, cols = _rows_cols(x, normalized_shape)  # x seen as (rows, cols)
-    w = None if weight is None else weight.contiguous()
-    b = None if bias is None else bias.contiguous()
-    y = torch.empty_like(x)  # (rows, cols)
-    kernel = getattr(load(), f"layer_norm_forward_{_SUFFIX[x.dtype]}")
-    kernel(x.data_ptr(), _ptr(w), _ptr(b), rows, cols, eps, torch.get_num_threads(), y.data_ptr())
-    return y
-
-
-@layer_norm.register_fake
-def _(input, normalized_shape, weight, bias, eps):
-    return torch.empty_like(input, memory_format=torch.contiguous_format)
+    """LayerNorm's forward pass by the kernel (the op ``norms::layer_norm_cpu``): ``y`` of
+    ``input``'s shape, differentiable. Call only when :func:`supports`."""
+    if _direct(input, weight, bias):
+        return _layer_norm_kernel(input, normalized_shape, weight, bias, eps)[0]
+    return _layer_norm(input, normalized_shape, weight, bias, eps)[0]
 
 
 @torch.library.custom_op("norms::layer_norm_cpu_backward", mutates_args=())
 def _backward(
-    dy: Tensor, input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None, eps: float
+    dy: Tensor,
+    input: Tensor,
+    normalized_shape: Sequence[int],
+    weight: Tensor | None,
+    eps: float,
+    mean: Tensor | None = None,
+    rstd: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """dx, d weight, d bias (the last two of shape ``normalized_shape``), in one sweep over
-    ``input`` and ``dy``."""
+    ``input`` and ``dy``; ``mean`` and ``rstd`` (``(rows,)``, from the forward op) or, if they
+    are not given, computed from ``input`` and ``eps``."""
     x, dy = input.contiguous(), dy.contiguous()
     rows, cols = _rows_cols(x, normalized_shape)  # x, dy seen as (rows, cols)
     w = None if weight is None else weight.contiguous()
-    threads = torch.get_num_threads()
     dx = torch.empty_like(x)  # (rows, cols)
-    dw_part = x.new_zeros(threads, cols)  # (threads, cols): each thread's column sums
-    db_part = x.new_zeros(threads, cols)
-    kernel = getattr(load(), f"layer_norm_backward_{_SUFFIX[x.dtype]}")
-    kernel(
+    shape = tuple(normalized_shape)
+    dw, db = x.new_empty(shape), x.new_empty(shape)
+    _kernel("layer_norm_backward", x.dtype)(
         x.data_ptr(),
         dy.data_ptr(),
         _ptr(w),
+        _ptr(mean),
+        _ptr(rstd),
         rows,
         cols,
         eps,
-        threads,
+        torch.get_num_threads(),
         dx.data_ptr(),
-        dw_part.data_ptr(),
-        db_part.data_ptr(),
+        dw.data_ptr(),
+        db.data_ptr(),
     )
-    shape = tuple(normalized_shape)
-    return dx, dw_part.sum(0).reshape(shape), db_part.sum(0).reshape(shape)
+    return dx, dw, db
 
 
 @_backward.register_fake
-def _(dy, input, normalized_shape, weight, eps):
+def _(dy, input, normalized_shape, weight, eps, mean=None, rstd=None):
     shape = tuple(normalized_shape)
     return (
         torch.empty_like(input, memory_format=torch.contiguous_format),
@@ -463,19 +540,17 @@ def _(dy, input, normalized_shape, weight, eps):
     )
 
 
-@torch.library.custom_op("norms::group_norm_cpu", mutates_args=())
-def group_norm(
+def _group_norm_kernel(
     input: Tensor, num_groups: int, weight: Tensor | None, bias: Tensor | None, eps: float
-) -> Tensor:
-    """GroupNorm's forward pass by the kernel: ``y`` of ``input``'s shape. Call only when
-    :func:`supports`."""
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(y, mean, rstd)``: y of ``input``'s shape, mean and 1/sigma per group, ``(N * G,)``."""
     x = input.contiguous()  # (N, C, *S)
     n, c = x.shape[0], x.shape[1]
     w = None if weight is None else weight.contiguous()
     b = None if bias is None else bias.contiguous()
     y = torch.empty_like(x)  # (N, C, *S)
-    kernel = getattr(load(), f"group_norm_forward_{_SUFFIX[x.dtype]}")
-    kernel(
+    mean, rstd = x.new_empty(n * num_groups), x.new_empty(n * num_groups)
+    _kernel("group_norm_forward", x.dtype)(
         x.data_ptr(),
         _ptr(w),
         _ptr(b),
@@ -486,48 +561,72 @@ def group_norm(
         eps,
         torch.get_num_threads(),
         y.data_ptr(),
+        mean.data_ptr(),
+        rstd.data_ptr(),
     )
-    return y
+    return y, mean, rstd
 
 
-@group_norm.register_fake
+_group_norm = torch.library.custom_op("norms::group_norm_cpu", _group_norm_kernel, mutates_args=())
+
+
+@_group_norm.register_fake
 def _(input, num_groups, weight, bias, eps):
-    return torch.empty_like(input, memory_format=torch.contiguous_format)
+    rows = input.shape[0] * num_groups
+    y = torch.empty_like(input, memory_format=torch.contiguous_format)
+    return y, input.new_empty(rows), input.new_empty(rows)
+
+
+def group_norm(
+    input: Tensor, num_groups: int, weight: Tensor | None, bias: Tensor | None, eps: float
+) -> Tensor:
+    """GroupNorm's forward pass by the kernel (the op ``norms::group_norm_cpu``): ``y`` of
+    ``input``'s shape, differentiable. Call only when :func:`supports`."""
+    if _direct(input, weight, bias):
+        return _group_norm_kernel(input, num_groups, weight, bias, eps)[0]
+    return _group_norm(input, num_groups, weight, bias, eps)[0]
 
 
 @torch.library.custom_op("norms::group_norm_cpu_backward", mutates_args=())
 def group_norm_backward(
-    dy: Tensor, input: Tensor, num_groups: int, weight: Tensor | None, eps: float
+    dy: Tensor,
+    input: Tensor,
+    num_groups: int,
+    weight: Tensor | None,
+    eps: float,
+    mean: Tensor | None = None,
+    rstd: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """GroupNorm's backward pass by the kernel: dx, d weight, d bias (the last two of shape
-    ``(C,)``), in one sweep over ``input`` and ``dy``. Call only when :func:`supports`."""
+    ``(C,)``), in one sweep over ``input`` and ``dy``; ``mean`` and ``rstd`` (``(N * G,)``, from
+    the forward op) or, if they are not given, computed from ``input`` and ``eps``. Call only
+    when :func:`supports`."""
     x, dy = input.contiguous(), dy.contiguous()  # (N, C, *S)
     n, c = x.shape[0], x.shape[1]
     w = None if weight is None else weight.contiguous()
-    threads = torch.get_num_threads()
     dx = torch.empty_like(x)  # (N, C, *S)
-    dw_part = x.new_zeros(threads, c)  # (threads, C): each thread's channel sums
-    db_part = x.new_zeros(threads, c)
-    kernel = getattr(load(), f"group_norm_backward_{_SUFFIX[x.dtype]}")
-    kernel(
+    dw, db = x.new_empty(c), x.new_empty(c)
+    _kernel("group_norm_backward", x.dtype)(
         x.data_ptr(),
         dy.data_ptr(),
         _ptr(w),
+        _ptr(mean),
+        _ptr(rstd),
         n,
         c,
         num_groups,
         x.numel() // (n * c),
         eps,
-        threads,
+        torch.get_num_threads(),
         dx.data_ptr(),
-        dw_part.data_ptr(),
-        db_part.data_ptr(),
+        dw.data_ptr(),
+        db.data_ptr(),
     )
-    return dx, dw_part.sum(0), db_part.sum(0)
+    return dx, dw, db
 
 
 @group_norm_backward.register_fake
-def _(dy, input, num_groups, weight, eps):
+def _(dy, input, num_groups, weight, eps, mean=None, rstd=None):
     c = input.shape[1]
     return (
         torch.empty_like(input, memory_format=torch.contiguous_format),
@@ -564,19 +663,52 @@ def backward_in_ops(
 
 def _setup_context(ctx, inputs, output):
     input, normalized_shape, weight, bias, eps = inputs
-    ctx.save_for_backward(input, weight)
+    _, mean, rstd = output
+    ctx.mark_non_differentiable(mean, rstd)
+    ctx.save_for_backward(input, weight, mean, rstd)
     ctx.normalized_shape, ctx.eps, ctx.has_bias = tuple(normalized_shape), eps, bias is not None
 
 
-def _layer_norm_grad(ctx, dy):
-    x, weight = ctx.saved_tensors
+def _layer_norm_grad(ctx, dy, _dmean, _drstd):
+    x, weight, mean, rstd = ctx.saved_tensors
     if torch.is_grad_enabled():
         # create_graph=True (autograd runs a backward pass with grad mode on only then):
         # the same formula in torch ops, so that it can be differentiated once more
         dx, dw, db = backward_in_ops(x, dy, weight, len(ctx.normalized_shape), ctx.eps)
     else:
-        dx, dw, db = _backward(dy, x, ctx.normalized_shape, weight, ctx.eps)
+        dx, dw, db = _backward(dy, x, ctx.normalized_shape, weight, ctx.eps, mean, rstd)
     return dx, None, None if weight is None else dw, db if ctx.has_bias else None, None
 
 
-layer_norm.register_autograd(_layer_norm_grad, setup_context=_setup_context)
+_layer_norm.register_autograd(_layer_norm_grad, setup_context=_setup_context)
+
+
+def _group_norm_setup_context(ctx, inputs, output):
+    input, num_groups, weight, bias, eps = inputs
+    _, mean, rstd = output
+    ctx.mark_non_differentiable(mean, rstd)
+    ctx.save_for_backward(input, weight, bias, mean, rstd)
+    ctx.num_groups, ctx.eps = num_groups, eps
+
+
+def _group_norm_grad(ctx, dy, _dmean, _drstd):
+    x, weight, bias, mean, rstd = ctx.saved_tensors
+    if torch.is_grad_enabled():
+        # create_graph=True: the gradient of the norms formula (torch ops) by torch.func.vjp,
+        # which the outer autograd can differentiate once more
+        primals = [t for t in (x, weight, bias) if t is not None]
+
+        def forward(x, *params):
+            params = iter(params)
+            w = None if weight is None else next(params)
+            b = None if bias is None else next(params)
+            return F.group_norm(x, ctx.num_groups, w, b, ctx.eps)
+
+        grads = iter(torch.func.vjp(forward, *primals)[1](dy))
+        dx, dw, db = (None if t is None else next(grads) for t in (x, weight, bias))
+    else:
+        dx, dw, db = group_norm_backward(dy, x, ctx.num_groups, weight, ctx.eps, mean, rstd)
+    return dx, None, None if weight is None else dw, None if bias is None else db, None
+
+
+_group_norm.register_autograd(_group_norm_grad, setup_context=_group_norm_setup_context)
