@@ -227,21 +227,28 @@ def test_group_norm_gradcheck_and_second_derivative_through_the_op():
     assert torch.autograd.gradgradcheck(lambda x: cpu_kernels.group_norm(x, 3, None, None, 1e-5), x)
 
 
-def test_calls_without_gradients_skip_the_operator_only_where_nothing_else_needs_it():
-    """Without gradients, the forward call goes straight to the kernel (cpu_kernels._direct); with
-    gradients, while torch.compile traces, or under a dispatch mode, it goes through the op."""
+def test_eager_calls_skip_the_operator_only_where_nothing_else_needs_it():
+    """In eager mode the layers call the kernels directly (cpu_kernels._eager), with autograd
+    through an autograd.Function; while torch.compile traces, or under a dispatch mode, they go
+    through the op."""
     x = torch.randn(2, 4, 6)
     w = torch.nn.Parameter(torch.randn(6))
-    assert not cpu_kernels._direct(x, w, None)  # w needs a gradient
+    assert cpu_kernels._eager(x, w, None)
+    y = cpu_kernels.layer_norm(x, [6], w, None, 1e-5)
+    assert type(y.grad_fn).__name__ == "_LayerNormKernelBackward", y.grad_fn
+    y = cpu_kernels.group_norm(x, 2, w[:4], None, 1e-5)
+    assert type(y.grad_fn).__name__ == "_GroupNormKernelBackward", y.grad_fn
     with torch.no_grad():
-        assert cpu_kernels._direct(x, w, None)
-    assert cpu_kernels._direct(x, w.detach(), None)
-    with torch.no_grad():  # the op recorder (a dispatch mode) still sees the op
+        assert cpu_kernels.layer_norm(x, [6], w, None, 1e-5).grad_fn is None
+    with torch.no_grad():  # the op recorder (a dispatch mode) sees the op
         ops = norms.fast.passes.full_size_ops(norms.fast.fused.LayerNorm(6), x)
     assert ops == ["layer_norm_cpu"], ops
-    with torch.no_grad():
-        compiled = torch.compile(norms.fast.fused.LayerNorm(6), fullgraph=True)
-        torch.testing.assert_close(compiled(x), torch.nn.functional.layer_norm(x, [6]))
+    compiled = torch.compile(norms.fast.fused.LayerNorm(6), fullgraph=True)
+    torch.testing.assert_close(compiled(x), torch.nn.functional.layer_norm(x, [6], *_affine(6)))
+
+
+def _affine(n):
+    return torch.ones(n), torch.zeros(n)
 
 
 def test_rows_longer_than_a_chunk_keep_the_variance_exact():
@@ -310,7 +317,10 @@ def test_opcheck(which):
 
 def test_fused_layers_run_the_kernels_on_a_cpu():
     x = torch.randn(2, 4, 8, requires_grad=True)
-    assert "norms_layer_norm_cpu" in type(norms.fast.fused.LayerNorm(8)(x).grad_fn).__name__
+    # eager: the kernels through cpu_kernels._LayerNormKernel (the op's Python layers skipped)
+    assert type(norms.fast.fused.LayerNorm(8)(x).grad_fn).__name__ == "_LayerNormKernelBackward"
+    ops = norms.fast.passes.full_size_ops(norms.fast.fused.LayerNorm(8), torch.randn(2, 4, 8))
+    assert ops == ["layer_norm_cpu"], ops
     ops = norms.fast.passes.full_size_ops(norms.fast.fused.GroupNorm(2, 4), torch.randn(2, 4, 6))
     assert "group_norm_cpu" in ops, ops
 

@@ -411,28 +411,32 @@ def _rows_cols(input: Tensor, normalized_shape: Sequence[int]) -> tuple[int, int
     return input.numel() // cols, cols
 
 
-def _direct(input: Tensor, *params: Tensor | None) -> bool:
-    """Whether a forward call may skip the operator and call the kernel's Python function
-    directly: no gradient is needed, and nothing would handle the operator otherwise.
+def _eager(input: Tensor, *params: Tensor | None) -> bool:
+    """Whether a call may skip the operators and call the kernels' Python functions directly
+    (autograd through :class:`_LayerNormKernel` or :class:`_GroupNormKernel`): nothing but
+    eager autograd would handle the operators.
 
-    Through the operator, a call passes through several Python layers of
-    ``torch.library`` (autograd, dispatch, a check that outputs do not alias inputs). They
-    cost little in themselves (about 20 microseconds), but they run right after the kernel
-    has streamed a tensor through the caches, which then hold none of the interpreter's
-    data: measured on bench-sized tensors, they took 0.1 to 0.3 ms a call. Without
-    gradients, the operator adds nothing: this path skips it, except while
+    Through an operator, a call passes through several Python layers of ``torch.library``
+    (autograd, dispatch, a check that outputs do not alias inputs). They cost little in
+    themselves (about 20 microseconds a call on small tensors), but they run right after
+    the kernel has streamed a tensor through the caches, which then hold none of the
+    interpreter's data: measured on bench-sized tensors, they took 0.1 to 0.3 ms a call in
+    each direction. The operators stay where something needs them: while
     ``torch.compile`` traces, under a dispatch mode (fake tensors, the op recorder of
     :mod:`norms.fast.passes`), for tensor subclasses, and under ``torch.func`` transforms.
     """
     tensors = [t for t in (input, *params) if t is not None]
     return (
-        not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
-        and not torch.compiler.is_compiling()
+        not torch.compiler.is_compiling()
         and torch._C._len_torch_dispatch_stack() == 0
         and type(input) is Tensor
         and all(type(t) in (Tensor, torch.nn.Parameter) for t in tensors)
         and not any(torch._C._functorch.is_functorch_wrapped_tensor(t) for t in tensors)
     )
+
+
+def _needs_grad(*tensors: Tensor | None) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
 # Each forward op returns, with y, the mean and 1/sigma of every row (LayerNorm) or group
@@ -489,13 +493,14 @@ def layer_norm(
 ) -> Tensor:
     """LayerNorm's forward pass by the kernel (the op ``norms::layer_norm_cpu``): ``y`` of
     ``input``'s shape, differentiable. Call only when :func:`supports`."""
-    if _direct(input, weight, bias):
-        return _layer_norm_kernel(input, normalized_shape, weight, bias, eps)[0]
-    return _layer_norm(input, normalized_shape, weight, bias, eps)[0]
+    if not _eager(input, weight, bias):
+        return _layer_norm(input, normalized_shape, weight, bias, eps)[0]
+    if _needs_grad(input, weight, bias):
+        return _LayerNormKernel.apply(input, tuple(normalized_shape), weight, bias, eps)
+    return _layer_norm_kernel(input, normalized_shape, weight, bias, eps)[0]
 
 
-@torch.library.custom_op("norms::layer_norm_cpu_backward", mutates_args=())
-def _backward(
+def _layer_norm_backward_kernel(
     dy: Tensor,
     input: Tensor,
     normalized_shape: Sequence[int],
@@ -528,6 +533,11 @@ def _backward(
         db.data_ptr(),
     )
     return dx, dw, db
+
+
+_backward = torch.library.custom_op(
+    "norms::layer_norm_cpu_backward", _layer_norm_backward_kernel, mutates_args=()
+)
 
 
 @_backward.register_fake
@@ -582,13 +592,14 @@ def group_norm(
 ) -> Tensor:
     """GroupNorm's forward pass by the kernel (the op ``norms::group_norm_cpu``): ``y`` of
     ``input``'s shape, differentiable. Call only when :func:`supports`."""
-    if _direct(input, weight, bias):
-        return _group_norm_kernel(input, num_groups, weight, bias, eps)[0]
-    return _group_norm(input, num_groups, weight, bias, eps)[0]
+    if not _eager(input, weight, bias):
+        return _group_norm(input, num_groups, weight, bias, eps)[0]
+    if _needs_grad(input, weight, bias):
+        return _GroupNormKernel.apply(input, num_groups, weight, bias, eps)
+    return _group_norm_kernel(input, num_groups, weight, bias, eps)[0]
 
 
-@torch.library.custom_op("norms::group_norm_cpu_backward", mutates_args=())
-def group_norm_backward(
+def _group_norm_backward_kernel(
     dy: Tensor,
     input: Tensor,
     num_groups: int,
@@ -623,6 +634,11 @@ def group_norm_backward(
         db.data_ptr(),
     )
     return dx, dw, db
+
+
+group_norm_backward = torch.library.custom_op(
+    "norms::group_norm_cpu_backward", _group_norm_backward_kernel, mutates_args=()
+)
 
 
 @group_norm_backward.register_fake
@@ -669,14 +685,14 @@ def _setup_context(ctx, inputs, output):
     ctx.normalized_shape, ctx.eps, ctx.has_bias = tuple(normalized_shape), eps, bias is not None
 
 
-def _layer_norm_grad(ctx, dy, _dmean, _drstd):
+def _layer_norm_grad(ctx, dy, _dmean=None, _drstd=None, backward=_backward):
     x, weight, mean, rstd = ctx.saved_tensors
     if torch.is_grad_enabled():
         # create_graph=True (autograd runs a backward pass with grad mode on only then):
         # the same formula in torch ops, so that it can be differentiated once more
         dx, dw, db = backward_in_ops(x, dy, weight, len(ctx.normalized_shape), ctx.eps)
     else:
-        dx, dw, db = _backward(dy, x, ctx.normalized_shape, weight, ctx.eps, mean, rstd)
+        dx, dw, db = backward(dy, x, ctx.normalized_shape, weight, ctx.eps, mean, rstd)
     return dx, None, None if weight is None else dw, db if ctx.has_bias else None, None
 
 
@@ -691,7 +707,7 @@ def _group_norm_setup_context(ctx, inputs, output):
     ctx.num_groups, ctx.eps = num_groups, eps
 
 
-def _group_norm_grad(ctx, dy, _dmean, _drstd):
+def _group_norm_grad(ctx, dy, _dmean=None, _drstd=None, backward=group_norm_backward):
     x, weight, bias, mean, rstd = ctx.saved_tensors
     if torch.is_grad_enabled():
         # create_graph=True: the gradient of the norms formula (torch ops) by torch.func.vjp,
@@ -707,8 +723,38 @@ def _group_norm_grad(ctx, dy, _dmean, _drstd):
         grads = iter(torch.func.vjp(forward, *primals)[1](dy))
         dx, dw, db = (None if t is None else next(grads) for t in (x, weight, bias))
     else:
-        dx, dw, db = group_norm_backward(dy, x, ctx.num_groups, weight, ctx.eps, mean, rstd)
+        dx, dw, db = backward(dy, x, ctx.num_groups, weight, ctx.eps, mean, rstd)
     return dx, None, None if weight is None else dw, None if bias is None else db, None
 
 
 _group_norm.register_autograd(_group_norm_grad, setup_context=_group_norm_setup_context)
+
+
+class _LayerNormKernel(torch.autograd.Function):
+    """The op ``norms::layer_norm_cpu`` and its autograd, without the operator's Python layers
+    (see :func:`_eager`): the same kernels, the same formulas."""
+
+    @staticmethod
+    def forward(ctx, input, normalized_shape, weight, bias, eps):
+        y, mean, rstd = _layer_norm_kernel(input, normalized_shape, weight, bias, eps)
+        _setup_context(ctx, (input, normalized_shape, weight, bias, eps), (y, mean, rstd))
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        return _layer_norm_grad(ctx, dy, backward=_layer_norm_backward_kernel)
+
+
+class _GroupNormKernel(torch.autograd.Function):
+    """The op ``norms::group_norm_cpu`` and its autograd, without the operator's Python layers
+    (see :func:`_eager`)."""
+
+    @staticmethod
+    def forward(ctx, input, num_groups, weight, bias, eps):
+        y, mean, rstd = _group_norm_kernel(input, num_groups, weight, bias, eps)
+        _group_norm_setup_context(ctx, (input, num_groups, weight, bias, eps), (y, mean, rstd))
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        return _group_norm_grad(ctx, dy, backward=_group_norm_backward_kernel)
