@@ -23,6 +23,7 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -47,14 +48,36 @@ def threads(request):
     torch.set_num_threads(before)
 
 
+def _inductor_cache() -> dict:
+    """The environment that gives a subprocess this process's Inductor cache folder.
+
+    The fault tests give each subprocess a fresh ``$TMPDIR`` (for a fresh kernel cache), and
+    Inductor's default cache folder is under ``$TMPDIR`` too: every fallback to the compiled
+    path would compile its C++ again (about 30 s a test on a busy 2-core machine). These
+    tests are about the kernels' cache, not Inductor's, so they share this one."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    return {"TORCHINDUCTOR_CACHE_DIR": cache_dir()}
+
+
 def _run(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **_inductor_cache(), **(env or {})},
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def _seed(cache) -> None:
+    """Put this process's build of the kernels (and its checksum) into the cache folder ``cache``,
+    for a test whose subject is not the build: the subprocess finds it instead of compiling (the
+    library's name covers the source, the flags, the compiler and the CPU, as in this process)."""
+    library = Path(cpu_kernels.load()._name)
+    cache.mkdir(mode=0o700, exist_ok=True)
+    for path in (library, library.with_suffix(".sha256")):
+        shutil.copy2(path, cache / path.name)
 
 
 def _params(shape, dtype, seed, present=True):
@@ -350,12 +373,13 @@ def test_bad_input_raises_the_norms_error_on_the_kernel_path():
         norms.fast.fused.GroupNorm(2, 6)(torch.randn(2, 4, 5))
 
 
-def test_without_a_compiler_the_fused_layers_still_work():
+def test_without_a_compiler_the_fused_layers_still_work_and_another_compiler_is_tried(tmp_path):
     """NORMS_CXX names no compiler: a warning, and LayerNorm/GroupNorm run the compiled path (fresh
-    process)."""
+    process); the failure is remembered (no second attempt), until NORMS_CXX names a compiler."""
+    _seed(_cache_of(tmp_path))  # the second compiler's build is there: nothing to compile
     done = _run(
         """
-        import warnings, torch, norms, norms.fast.fused
+        import os, shutil, warnings, torch, norms, norms.fast.fused
         from norms.fast import cpu_kernels
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -364,9 +388,15 @@ def test_without_a_compiler_the_fused_layers_still_work():
         x = torch.randn(2, 3, 8, dtype=torch.float64)
         torch.testing.assert_close(norms.fast.fused.LayerNorm(8, dtype=torch.float64)(x),
                                    torch.nn.functional.layer_norm(x, [8]))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert not cpu_kernels.available()
+            assert not cpu_kernels.available()
+        os.environ["NORMS_CXX"] = shutil.which("g++")
+        assert cpu_kernels.load() is not None
         print("ok")
     """,  # noqa: E501 - Python source; a line break would change the string
-        {"NORMS_CXX": "no-such-compiler-for-norms"},
+        {"NORMS_CXX": str(tmp_path / "no-such-compiler-for-norms"), "TMPDIR": str(tmp_path)},
     )
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
@@ -566,10 +596,7 @@ def _cache_of(tmp_path):
 def test_a_truncated_library_is_rebuilt_not_loaded(tmp_path):
     """Loading a truncated .so can kill the process (SIGBUS): the loader checks the file first."""
     env = {"TMPDIR": str(tmp_path)}
-    assert (
-        _run("from norms.fast import cpu_kernels; assert cpu_kernels.available()", env).returncode
-        == 0
-    )
+    _seed(_cache_of(tmp_path))  # a good build, as a first process would leave it
     (library,) = _cache_of(tmp_path).glob("kernels-*.so")
     size = library.stat().st_size
     with open(library, "r+b") as f:
@@ -606,7 +633,7 @@ def test_a_cache_folder_that_cannot_be_written_builds_privately(tmp_path):
     command = _read_only([sys.executable, "-c", _FUSED_OK], cache)
     done = subprocess.run(
         command,
-        env={**os.environ, "TMPDIR": str(tmp_path)},
+        env={**os.environ, **_inductor_cache(), "TMPDIR": str(tmp_path)},
         capture_output=True,
         text=True,
         timeout=300,
@@ -718,30 +745,13 @@ def test_other_builds_stay_and_killed_builds_are_swept(tmp_path):
     recent.write_text("being written")
     hours_ago = time.time() - 7200
     os.utime(leftover, (hours_ago, hours_ago))
+    _seed(cache)  # this checkout's build is there: the sweep does not depend on a build
     done = _run(
         "from norms.fast import cpu_kernels; assert cpu_kernels.available()",
         {"TMPDIR": str(tmp_path)},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert other.exists() and recent.exists() and not leftover.exists()
-
-
-def test_a_failed_build_is_tried_again_with_another_compiler(tmp_path):
-    done = _run(
-        """
-        import os, shutil, warnings
-        from norms.fast import cpu_kernels
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            assert not cpu_kernels.available()
-            assert not cpu_kernels.available()
-        os.environ["NORMS_CXX"] = shutil.which("g++")
-        assert cpu_kernels.load() is not None
-        print("ok")
-        """,
-        {"NORMS_CXX": str(tmp_path / "no-such-compiler"), "TMPDIR": str(tmp_path)},
-    )
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
 
 def test_a_loaded_library_is_returned_without_the_build_lock():
@@ -772,7 +782,12 @@ def test_a_cache_folder_owned_by_another_user_is_left_alone_and_the_private_buil
     before = sorted(p.name for p in cache.iterdir())
     done = subprocess.run(
         [sys.executable, "-c", code],
-        env={**os.environ, "TMPDIR": str(tmp_path), "NORMS_KERNEL_CACHE": str(cache)},
+        env={
+            **os.environ,
+            **_inductor_cache(),
+            "TMPDIR": str(tmp_path),
+            "NORMS_KERNEL_CACHE": str(cache),
+        },
         capture_output=True,
         text=True,
         timeout=300,

@@ -59,8 +59,10 @@ static T sum_of(int64_t n, F f) {
 // prefetchers follow: they ask for the next lines while the loops work on the row in
 // the cache. An earlier version asked for the whole next row at once
 // (__builtin_prefetch, one request per 64-byte line): measured on an AMD EPYC with
-// AVX-512 (Zen 4), one thread, it made every kernel slower, the LayerNorm forward
-// pass by a fifth and its backward pass by a third (book/speed.ipynb).
+// AVX-512 (Zen 4), one thread, the kernels were slower with it (the LayerNorm
+// forward pass by about a fifth, its backward pass by about a third) or no faster
+// (GroupNorm on large groups): the extra requests compete with the ones the CPU
+// makes anyway (book/speed.ipynb, README).
 
 // Mean and 1/sigma of one row: the two-pass formula (no E[x^2] - E[x]^2) on chunks
 // of 2048 numbers, small enough to stay in the first-level cache for the second
