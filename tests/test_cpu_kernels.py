@@ -179,9 +179,10 @@ def test_group_norm_backward_matches_torch(
 
 
 def test_group_norm_backward_does_not_depend_on_the_thread_count():
-    """The per-thread partial sums of d weight and d bias add up to the same gradients."""
+    """The per-thread partial sums of d weight and d bias add up to the same gradients (76800
+    numbers: above the 32768 under which a kernel runs on one thread)."""
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(6, 8, 5, 5, generator=gen, dtype=torch.float64)
+    x = torch.randn(6, 8, 40, 40, generator=gen, dtype=torch.float64)
     dy, w = torch.randn_like(x), torch.randn(8, generator=gen, dtype=torch.float64)
     before, results = torch.get_num_threads(), []
     try:
@@ -192,6 +193,35 @@ def test_group_norm_backward_does_not_depend_on_the_thread_count():
         torch.set_num_threads(before)
     for a, b in zip(*results, strict=True):
         torch.testing.assert_close(a, b, **TOL[torch.float64])
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_few_long_rows_on_two_threads(rows):
+    """Rows of 40000 numbers (above the one-thread limit of 32768): with 2 threads, one row goes to
+    one thread (the other has none), three rows are split 2 + 1; forward and gradients as
+    torch's."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        gen = torch.Generator().manual_seed(rows)
+        x = (3 + 2 * torch.randn(rows, 40000, generator=gen, dtype=torch.float64)).requires_grad_()
+        w = (1 + torch.randn(40000, generator=gen, dtype=torch.float64)).requires_grad_()
+        dy = torch.randn(x.shape, generator=gen, dtype=torch.float64)
+        got = cpu_kernels.layer_norm(x, [40000], w, None, 1e-5)
+        want = torch.nn.functional.layer_norm(x, [40000], w, None, 1e-5)
+        torch.testing.assert_close(got, want, **TOL[torch.float64])
+        for a, b in zip(_grads(got, (x, w), dy), _grads(want, (x, w), dy), strict=True):
+            torch.testing.assert_close(a, b, **TOL[torch.float64])
+        xg = x.detach().reshape(1, rows * 4, 10000).requires_grad_()  # one sample, `rows` groups
+        wg = (1 + torch.randn(rows * 4, generator=gen, dtype=torch.float64)).requires_grad_()
+        got = cpu_kernels.group_norm(xg, rows, wg, None, 1e-5)
+        want = torch.nn.functional.group_norm(xg, rows, wg, None, 1e-5)
+        torch.testing.assert_close(got, want, **TOL[torch.float64])
+        dyg = dy.reshape(xg.shape)
+        for a, b in zip(_grads(got, (xg, wg), dyg), _grads(want, (xg, wg), dyg), strict=True):
+            torch.testing.assert_close(a, b, **TOL[torch.float64])
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_group_norm_gradcheck_through_the_kernels():
