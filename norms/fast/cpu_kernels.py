@@ -445,20 +445,15 @@ def _needs_grad(*tensors: Tensor | None) -> bool:
 # differentiable (nothing outside this module sees them).
 
 
-def _layer_norm_kernel(
-    input: Tensor,
-    normalized_shape: Sequence[int],
-    weight: Tensor | None,
-    bias: Tensor | None,
-    eps: float,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """``(y, mean, rstd)``: y of ``input``'s shape, mean and 1/sigma per row, ``(rows,)``."""
+def _layer_norm_forward(input, normalized_shape, weight, bias, eps, stats=True):
+    """``(y, mean, rstd)``: y of ``input``'s shape, mean and 1/sigma per row, ``(rows,)`` (both
+    ``None`` unless ``stats``: no backward pass will need them)."""
     x = input.contiguous()
     rows, cols = _rows_cols(x, normalized_shape)  # x seen as (rows, cols)
     w = None if weight is None else weight.contiguous()
     b = None if bias is None else bias.contiguous()
     y = torch.empty_like(x)  # (rows, cols)
-    mean, rstd = x.new_empty(rows), x.new_empty(rows)
+    mean, rstd = (x.new_empty(rows), x.new_empty(rows)) if stats else (None, None)
     _kernel("layer_norm_forward", x.dtype)(
         x.data_ptr(),
         _ptr(w),
@@ -468,10 +463,21 @@ def _layer_norm_kernel(
         eps,
         torch.get_num_threads(),
         y.data_ptr(),
-        mean.data_ptr(),
-        rstd.data_ptr(),
+        _ptr(mean),
+        _ptr(rstd),
     )
     return y, mean, rstd
+
+
+def _layer_norm_kernel(
+    input: Tensor,
+    normalized_shape: Sequence[int],
+    weight: Tensor | None,
+    bias: Tensor | None,
+    eps: float,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(y, mean, rstd)``: y of ``input``'s shape, mean and 1/sigma per row, ``(rows,)``."""
+    return _layer_norm_forward(input, normalized_shape, weight, bias, eps)
 
 
 _layer_norm = torch.library.custom_op("norms::layer_norm_cpu", _layer_norm_kernel, mutates_args=())
@@ -497,7 +503,7 @@ def layer_norm(
         return _layer_norm(input, normalized_shape, weight, bias, eps)[0]
     if _needs_grad(input, weight, bias):
         return _LayerNormKernel.apply(input, tuple(normalized_shape), weight, bias, eps)
-    return _layer_norm_kernel(input, normalized_shape, weight, bias, eps)[0]
+    return _layer_norm_forward(input, normalized_shape, weight, bias, eps, stats=False)[0]
 
 
 def _layer_norm_backward_kernel(
@@ -550,16 +556,16 @@ def _(dy, input, normalized_shape, weight, eps, mean=None, rstd=None):
     )
 
 
-def _group_norm_kernel(
-    input: Tensor, num_groups: int, weight: Tensor | None, bias: Tensor | None, eps: float
-) -> tuple[Tensor, Tensor, Tensor]:
-    """``(y, mean, rstd)``: y of ``input``'s shape, mean and 1/sigma per group, ``(N * G,)``."""
+def _group_norm_forward(input, num_groups, weight, bias, eps, stats=True):
+    """``(y, mean, rstd)``: y of ``input``'s shape, mean and 1/sigma per group, ``(N * G,)`` (both
+    ``None`` unless ``stats``)."""
     x = input.contiguous()  # (N, C, *S)
     n, c = x.shape[0], x.shape[1]
     w = None if weight is None else weight.contiguous()
     b = None if bias is None else bias.contiguous()
     y = torch.empty_like(x)  # (N, C, *S)
-    mean, rstd = x.new_empty(n * num_groups), x.new_empty(n * num_groups)
+    rows = n * num_groups
+    mean, rstd = (x.new_empty(rows), x.new_empty(rows)) if stats else (None, None)
     _kernel("group_norm_forward", x.dtype)(
         x.data_ptr(),
         _ptr(w),
@@ -571,10 +577,17 @@ def _group_norm_kernel(
         eps,
         torch.get_num_threads(),
         y.data_ptr(),
-        mean.data_ptr(),
-        rstd.data_ptr(),
+        _ptr(mean),
+        _ptr(rstd),
     )
     return y, mean, rstd
+
+
+def _group_norm_kernel(
+    input: Tensor, num_groups: int, weight: Tensor | None, bias: Tensor | None, eps: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(y, mean, rstd)``: y of ``input``'s shape, mean and 1/sigma per group, ``(N * G,)``."""
+    return _group_norm_forward(input, num_groups, weight, bias, eps)
 
 
 _group_norm = torch.library.custom_op("norms::group_norm_cpu", _group_norm_kernel, mutates_args=())
@@ -596,7 +609,7 @@ def group_norm(
         return _group_norm(input, num_groups, weight, bias, eps)[0]
     if _needs_grad(input, weight, bias):
         return _GroupNormKernel.apply(input, num_groups, weight, bias, eps)
-    return _group_norm_kernel(input, num_groups, weight, bias, eps)[0]
+    return _group_norm_forward(input, num_groups, weight, bias, eps, stats=False)[0]
 
 
 def _group_norm_backward_kernel(
