@@ -425,14 +425,21 @@ def _eager(input: Tensor, *params: Tensor | None) -> bool:
     ``torch.compile`` traces, under a dispatch mode (fake tensors, the op recorder of
     :mod:`norms.fast.passes`), for tensor subclasses, and under ``torch.func`` transforms.
     """
+    if _dispatch_modes is None or _wrapped is None:  # a torch without these functions
+        return False
     tensors = [t for t in (input, *params) if t is not None]
     return (
         not torch.compiler.is_compiling()
-        and torch._C._len_torch_dispatch_stack() == 0
+        and _dispatch_modes() == 0
         and type(input) is Tensor
         and all(type(t) in (Tensor, torch.nn.Parameter) for t in tensors)
-        and not any(torch._C._functorch.is_functorch_wrapped_tensor(t) for t in tensors)
+        and not any(_wrapped(t) for t in tensors)
     )
+
+
+# torch's own (private) tests for an active dispatch mode and for torch.func's wrapped tensors
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_wrapped = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", None)
 
 
 def _needs_grad(*tensors: Tensor | None) -> bool:
