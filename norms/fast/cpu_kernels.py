@@ -1,7 +1,7 @@
 r"""Small C++ kernels for the CPU (LayerNorm and GroupNorm, forward and backward): building,
 loading, calling.
 
-The kernels are ``norms/fast/csrc/kernels.cpp``, about 260 lines of plain loops and
+The kernels are ``norms/fast/csrc/kernels.cpp``, about 300 lines of plain loops and
 comments (read them: they are the lesson). :func:`load` compiles them with the
 system's C++ compiler (``$NORMS_CXX``, ``$CXX`` or ``g++``, with the flags of
 :func:`flags` for this CPU, e.g. ``-O3 -march=native -fopenmp``: about a second) the
@@ -10,19 +10,25 @@ flags, the compiler and the CPU, and loads them with :mod:`ctypes`. Custom opera
 (:func:`torch.library.custom_op`) call them, so that autograd, ``torch.compile``
 and the dispatcher see ordinary torch ops:
 
-* ``norms::layer_norm_cpu(input, normalized_shape, weight, bias, eps) -> y``,
-  differentiable: its backward pass is
-* ``norms::layer_norm_cpu_backward(dy, input, normalized_shape, weight, eps) -> (dx, dw, db)``;
-* ``norms::group_norm_cpu(input, num_groups, weight, bias, eps) -> y`` and
-* ``norms::group_norm_cpu_backward(dy, input, num_groups, weight, eps) -> (dx, dw, db)``
-  (:class:`norms.fast.fused._GroupNormFunction` calls both; its backward pass is the
-  shared formula in torch ops where the kernels do not apply).
+* ``norms::layer_norm_cpu(input, normalized_shape, weight, bias, eps) -> (y, mean, rstd)``,
+  differentiable in ``y`` (``mean`` and ``rstd``, one per row, are kept for the backward
+  pass): its backward pass is
+* ``norms::layer_norm_cpu_backward(dy, input, normalized_shape, weight, eps, mean=None,
+  rstd=None) -> (dx, dw, db)``;
+* ``norms::group_norm_cpu(input, num_groups, weight, bias, eps) -> (y, mean, rstd)`` and
+* ``norms::group_norm_cpu_backward(dy, input, num_groups, weight, eps, mean=None,
+  rstd=None) -> (dx, dw, db)``.
+
+:func:`layer_norm` and :func:`group_norm` return ``y``. In eager mode they call the kernels
+without the operators' Python layers (``_eager``: an ``autograd.Function`` when
+gradients are needed, the kernel alone otherwise); while ``torch.compile`` traces, under a
+dispatch mode, for tensor subclasses and under ``torch.func``, they call the operators.
 
 They take float32 or float64 CPU tensors (:func:`supports` says which calls
 qualify); :mod:`norms.fast.fused` uses them there and compiled code everywhere else (a
-GPU, half precision, no compiler). A second derivative of LayerNorm
-(``create_graph=True``) is taken with the same formula written in torch ops,
-which autograd can differentiate again.
+GPU, half precision, no compiler). A second derivative (``create_graph=True``) is taken
+with the same formula written in torch ops (LayerNorm), or with ``torch.func.vjp`` of the
+:mod:`norms` formula (GroupNorm), which autograd can differentiate again.
 
 Why kernels at all, when the rest of :mod:`norms.fast.fused` is ``torch.compile``? On
 a CPU, the code Inductor emits reads ``x`` from memory twice in two places: in
