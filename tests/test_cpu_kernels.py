@@ -23,6 +23,7 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -47,14 +48,36 @@ def threads(request):
     torch.set_num_threads(before)
 
 
+def _inductor_cache() -> dict:
+    """The environment that gives a subprocess this process's Inductor cache folder.
+
+    The fault tests give each subprocess a fresh ``$TMPDIR`` (for a fresh kernel cache), and
+    Inductor's default cache folder is under ``$TMPDIR`` too: every fallback to the compiled
+    path would compile its C++ again (about 30 s a test on a busy 2-core machine). These
+    tests are about the kernels' cache, not Inductor's, so they share this one."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    return {"TORCHINDUCTOR_CACHE_DIR": cache_dir()}
+
+
 def _run(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **_inductor_cache(), **(env or {})},
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def _seed(cache) -> None:
+    """Put this process's build of the kernels (and its checksum) into the cache folder ``cache``,
+    for a test whose subject is not the build: the subprocess finds it instead of compiling (the
+    library's name covers the source, the flags, the compiler and the CPU, as in this process)."""
+    library = Path(cpu_kernels.load()._name)
+    cache.mkdir(mode=0o700, exist_ok=True)
+    for path in (library, library.with_suffix(".sha256")):
+        shutil.copy2(path, cache / path.name)
 
 
 def _params(shape, dtype, seed, present=True):
@@ -156,9 +179,10 @@ def test_group_norm_backward_matches_torch(
 
 
 def test_group_norm_backward_does_not_depend_on_the_thread_count():
-    """The per-thread partial sums of d weight and d bias add up to the same gradients."""
+    """The per-thread partial sums of d weight and d bias add up to the same gradients (76800
+    numbers: above the 32768 under which a kernel runs on one thread)."""
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(6, 8, 5, 5, generator=gen, dtype=torch.float64)
+    x = torch.randn(6, 8, 40, 40, generator=gen, dtype=torch.float64)
     dy, w = torch.randn_like(x), torch.randn(8, generator=gen, dtype=torch.float64)
     before, results = torch.get_num_threads(), []
     try:
@@ -169,6 +193,35 @@ def test_group_norm_backward_does_not_depend_on_the_thread_count():
         torch.set_num_threads(before)
     for a, b in zip(*results, strict=True):
         torch.testing.assert_close(a, b, **TOL[torch.float64])
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_few_long_rows_on_two_threads(rows):
+    """Rows of 40000 numbers (above the one-thread limit of 32768): with 2 threads, one row goes to
+    one thread (the other has none), three rows are split 2 + 1; forward and gradients as
+    torch's."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        gen = torch.Generator().manual_seed(rows)
+        x = (3 + 2 * torch.randn(rows, 40000, generator=gen, dtype=torch.float64)).requires_grad_()
+        w = (1 + torch.randn(40000, generator=gen, dtype=torch.float64)).requires_grad_()
+        dy = torch.randn(x.shape, generator=gen, dtype=torch.float64)
+        got = cpu_kernels.layer_norm(x, [40000], w, None, 1e-5)
+        want = torch.nn.functional.layer_norm(x, [40000], w, None, 1e-5)
+        torch.testing.assert_close(got, want, **TOL[torch.float64])
+        for a, b in zip(_grads(got, (x, w), dy), _grads(want, (x, w), dy), strict=True):
+            torch.testing.assert_close(a, b, **TOL[torch.float64])
+        xg = x.detach().reshape(1, rows * 4, 10000).requires_grad_()  # one sample, `rows` groups
+        wg = (1 + torch.randn(rows * 4, generator=gen, dtype=torch.float64)).requires_grad_()
+        got = cpu_kernels.group_norm(xg, rows, wg, None, 1e-5)
+        want = torch.nn.functional.group_norm(xg, rows, wg, None, 1e-5)
+        torch.testing.assert_close(got, want, **TOL[torch.float64])
+        dyg = dy.reshape(xg.shape)
+        for a, b in zip(_grads(got, (xg, wg), dyg), _grads(want, (xg, wg), dyg), strict=True):
+            torch.testing.assert_close(a, b, **TOL[torch.float64])
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_group_norm_gradcheck_through_the_kernels():
@@ -182,6 +235,73 @@ def test_group_norm_gradcheck_through_the_kernels():
         return norms.fast.fused._GroupNormFunction.apply(x, 3, w, b, 1e-5, True)
 
     assert torch.autograd.gradcheck(op, (x, w, b))
+
+
+def test_the_backward_kernels_with_the_saved_statistics_match_the_recomputed_ones(threads):
+    """The forward ops return each row's (group's) mean and 1/sigma; the backward ops given them
+    give the gradients they give when they compute them again from x."""
+    gen = torch.Generator().manual_seed(0)
+    x = 3 + 2 * torch.randn(5, 7, 33, generator=gen, dtype=torch.float64)
+    dy, w = torch.randn_like(x), torch.randn(33, generator=gen, dtype=torch.float64)
+    _, mean, rstd = torch.ops.norms.layer_norm_cpu(x, [33], w, None, 1e-5)
+    assert mean.shape == rstd.shape == (35,)
+    torch.testing.assert_close(mean, x.mean(-1).reshape(-1), **TOL[torch.float64])
+    torch.testing.assert_close(
+        rstd, (x.var(-1, unbiased=False) + 1e-5).rsqrt().reshape(-1), **TOL[torch.float64]
+    )
+    saved = torch.ops.norms.layer_norm_cpu_backward(dy, x, [33], w, 1e-5, mean, rstd)
+    again = torch.ops.norms.layer_norm_cpu_backward(dy, x, [33], w, 1e-5)
+    for a, b in zip(saved, again, strict=True):
+        torch.testing.assert_close(a, b, **TOL[torch.float64])
+    xg = x.reshape(5, 21, 11)  # GroupNorm: 5 samples, 21 channels in 3 groups
+    wg = torch.randn(21, generator=gen, dtype=torch.float64)
+    _, mean, rstd = torch.ops.norms.group_norm_cpu(xg, 3, wg, None, 1e-5)
+    assert mean.shape == rstd.shape == (15,)
+    saved = torch.ops.norms.group_norm_cpu_backward(
+        dy.reshape(xg.shape), xg, 3, wg, 1e-5, mean, rstd
+    )
+    again = torch.ops.norms.group_norm_cpu_backward(dy.reshape(xg.shape), xg, 3, wg, 1e-5)
+    for a, b in zip(saved, again, strict=True):
+        torch.testing.assert_close(a, b, **TOL[torch.float64])
+
+
+def test_group_norm_gradcheck_and_second_derivative_through_the_op():
+    """The fused GroupNorm's path on a CPU: the kernels' op with its registered autograd; a second
+    derivative (create_graph=True) by autograd's own gradient of the norms formula."""
+    x = torch.randn(2, 6, 5, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(6, dtype=torch.float64, requires_grad=True)
+
+    def op(x, w, b):
+        return cpu_kernels.group_norm(x, 3, w, b, 1e-5)
+
+    assert torch.autograd.gradcheck(op, (x, w, b))
+    assert torch.autograd.gradgradcheck(op, (x, w, b))
+    assert torch.autograd.gradgradcheck(lambda x: cpu_kernels.group_norm(x, 3, None, None, 1e-5), x)
+
+
+def test_eager_calls_skip_the_operator_only_where_nothing_else_needs_it():
+    """In eager mode the layers call the kernels directly (cpu_kernels._eager), with autograd
+    through an autograd.Function; while torch.compile traces, or under a dispatch mode, they go
+    through the op."""
+    x = torch.randn(2, 4, 6)
+    w = torch.nn.Parameter(torch.randn(6))
+    assert cpu_kernels._eager(x, w, None)
+    y = cpu_kernels.layer_norm(x, [6], w, None, 1e-5)
+    assert type(y.grad_fn).__name__ == "_LayerNormKernelBackward", y.grad_fn
+    y = cpu_kernels.group_norm(x, 2, w[:4], None, 1e-5)
+    assert type(y.grad_fn).__name__ == "_GroupNormKernelBackward", y.grad_fn
+    with torch.no_grad():
+        assert cpu_kernels.layer_norm(x, [6], w, None, 1e-5).grad_fn is None
+    with torch.no_grad():  # the op recorder (a dispatch mode) sees the op
+        ops = norms.fast.passes.full_size_ops(norms.fast.fused.LayerNorm(6), x)
+    assert ops == ["layer_norm_cpu"], ops
+    compiled = torch.compile(norms.fast.fused.LayerNorm(6), fullgraph=True)
+    torch.testing.assert_close(compiled(x), torch.nn.functional.layer_norm(x, [6], *_affine(6)))
+
+
+def _affine(n):
+    return torch.ones(n), torch.zeros(n)
 
 
 def test_rows_longer_than_a_chunk_keep_the_variance_exact():
@@ -250,7 +370,10 @@ def test_opcheck(which):
 
 def test_fused_layers_run_the_kernels_on_a_cpu():
     x = torch.randn(2, 4, 8, requires_grad=True)
-    assert "norms_layer_norm_cpu" in type(norms.fast.fused.LayerNorm(8)(x).grad_fn).__name__
+    # eager: the kernels through cpu_kernels._LayerNormKernel (the op's Python layers skipped)
+    assert type(norms.fast.fused.LayerNorm(8)(x).grad_fn).__name__ == "_LayerNormKernelBackward"
+    ops = norms.fast.passes.full_size_ops(norms.fast.fused.LayerNorm(8), torch.randn(2, 4, 8))
+    assert ops == ["layer_norm_cpu"], ops
     ops = norms.fast.passes.full_size_ops(norms.fast.fused.GroupNorm(2, 4), torch.randn(2, 4, 6))
     assert "group_norm_cpu" in ops, ops
 
@@ -280,12 +403,13 @@ def test_bad_input_raises_the_norms_error_on_the_kernel_path():
         norms.fast.fused.GroupNorm(2, 6)(torch.randn(2, 4, 5))
 
 
-def test_without_a_compiler_the_fused_layers_still_work():
+def test_without_a_compiler_the_fused_layers_still_work_and_another_compiler_is_tried(tmp_path):
     """NORMS_CXX names no compiler: a warning, and LayerNorm/GroupNorm run the compiled path (fresh
-    process)."""
+    process); the failure is remembered (no second attempt), until NORMS_CXX names a compiler."""
+    _seed(_cache_of(tmp_path))  # the second compiler's build is there: nothing to compile
     done = _run(
         """
-        import warnings, torch, norms, norms.fast.fused
+        import os, shutil, warnings, torch, norms, norms.fast.fused
         from norms.fast import cpu_kernels
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -294,9 +418,15 @@ def test_without_a_compiler_the_fused_layers_still_work():
         x = torch.randn(2, 3, 8, dtype=torch.float64)
         torch.testing.assert_close(norms.fast.fused.LayerNorm(8, dtype=torch.float64)(x),
                                    torch.nn.functional.layer_norm(x, [8]))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert not cpu_kernels.available()
+            assert not cpu_kernels.available()
+        os.environ["NORMS_CXX"] = shutil.which("g++")
+        assert cpu_kernels.load() is not None
         print("ok")
     """,  # noqa: E501 - Python source; a line break would change the string
-        {"NORMS_CXX": "no-such-compiler-for-norms"},
+        {"NORMS_CXX": str(tmp_path / "no-such-compiler-for-norms"), "TMPDIR": str(tmp_path)},
     )
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
@@ -496,10 +626,7 @@ def _cache_of(tmp_path):
 def test_a_truncated_library_is_rebuilt_not_loaded(tmp_path):
     """Loading a truncated .so can kill the process (SIGBUS): the loader checks the file first."""
     env = {"TMPDIR": str(tmp_path)}
-    assert (
-        _run("from norms.fast import cpu_kernels; assert cpu_kernels.available()", env).returncode
-        == 0
-    )
+    _seed(_cache_of(tmp_path))  # a good build, as a first process would leave it
     (library,) = _cache_of(tmp_path).glob("kernels-*.so")
     size = library.stat().st_size
     with open(library, "r+b") as f:
@@ -536,7 +663,7 @@ def test_a_cache_folder_that_cannot_be_written_builds_privately(tmp_path):
     command = _read_only([sys.executable, "-c", _FUSED_OK], cache)
     done = subprocess.run(
         command,
-        env={**os.environ, "TMPDIR": str(tmp_path)},
+        env={**os.environ, **_inductor_cache(), "TMPDIR": str(tmp_path)},
         capture_output=True,
         text=True,
         timeout=300,
@@ -648,30 +775,13 @@ def test_other_builds_stay_and_killed_builds_are_swept(tmp_path):
     recent.write_text("being written")
     hours_ago = time.time() - 7200
     os.utime(leftover, (hours_ago, hours_ago))
+    _seed(cache)  # this checkout's build is there: the sweep does not depend on a build
     done = _run(
         "from norms.fast import cpu_kernels; assert cpu_kernels.available()",
         {"TMPDIR": str(tmp_path)},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert other.exists() and recent.exists() and not leftover.exists()
-
-
-def test_a_failed_build_is_tried_again_with_another_compiler(tmp_path):
-    done = _run(
-        """
-        import os, shutil, warnings
-        from norms.fast import cpu_kernels
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            assert not cpu_kernels.available()
-            assert not cpu_kernels.available()
-        os.environ["NORMS_CXX"] = shutil.which("g++")
-        assert cpu_kernels.load() is not None
-        print("ok")
-        """,
-        {"NORMS_CXX": str(tmp_path / "no-such-compiler"), "TMPDIR": str(tmp_path)},
-    )
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
 
 def test_a_loaded_library_is_returned_without_the_build_lock():
@@ -702,7 +812,12 @@ def test_a_cache_folder_owned_by_another_user_is_left_alone_and_the_private_buil
     before = sorted(p.name for p in cache.iterdir())
     done = subprocess.run(
         [sys.executable, "-c", code],
-        env={**os.environ, "TMPDIR": str(tmp_path), "NORMS_KERNEL_CACHE": str(cache)},
+        env={
+            **os.environ,
+            **_inductor_cache(),
+            "TMPDIR": str(tmp_path),
+            "NORMS_KERNEL_CACHE": str(cache),
+        },
         capture_output=True,
         text=True,
         timeout=300,

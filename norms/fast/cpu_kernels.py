@@ -1,7 +1,7 @@
 r"""Small C++ kernels for the CPU (LayerNorm and GroupNorm, forward and backward): building,
 loading, calling.
 
-The kernels are ``norms/fast/csrc/kernels.cpp``, about 260 lines of plain loops and
+The kernels are ``norms/fast/csrc/kernels.cpp``, about 300 lines of plain loops and
 comments (read them: they are the lesson). :func:`load` compiles them with the
 system's C++ compiler (``$NORMS_CXX``, ``$CXX`` or ``g++``, with the flags of
 :func:`flags` for this CPU, e.g. ``-O3 -march=native -fopenmp``: about a second) the
@@ -10,19 +10,25 @@ flags, the compiler and the CPU, and loads them with :mod:`ctypes`. Custom opera
 (:func:`torch.library.custom_op`) call them, so that autograd, ``torch.compile``
 and the dispatcher see ordinary torch ops:
 
-* ``norms::layer_norm_cpu(input, normalized_shape, weight, bias, eps) -> y``,
-  differentiable: its backward pass is
-* ``norms::layer_norm_cpu_backward(dy, input, normalized_shape, weight, eps) -> (dx, dw, db)``;
-* ``norms::group_norm_cpu(input, num_groups, weight, bias, eps) -> y`` and
-* ``norms::group_norm_cpu_backward(dy, input, num_groups, weight, eps) -> (dx, dw, db)``
-  (:class:`norms.fast.fused._GroupNormFunction` calls both; its backward pass is the
-  shared formula in torch ops where the kernels do not apply).
+* ``norms::layer_norm_cpu(input, normalized_shape, weight, bias, eps) -> (y, mean, rstd)``,
+  differentiable in ``y`` (``mean`` and ``rstd``, one per row, are kept for the backward
+  pass): its backward pass is
+* ``norms::layer_norm_cpu_backward(dy, input, normalized_shape, weight, eps, mean=None,
+  rstd=None) -> (dx, dw, db)``;
+* ``norms::group_norm_cpu(input, num_groups, weight, bias, eps) -> (y, mean, rstd)`` and
+* ``norms::group_norm_cpu_backward(dy, input, num_groups, weight, eps, mean=None,
+  rstd=None) -> (dx, dw, db)``.
+
+:func:`layer_norm` and :func:`group_norm` return ``y``. In eager mode they call the kernels
+without the operators' Python layers (``_eager``: an ``autograd.Function`` when
+gradients are needed, the kernel alone otherwise); while ``torch.compile`` traces, under a
+dispatch mode, for tensor subclasses and under ``torch.func``, they call the operators.
 
 They take float32 or float64 CPU tensors (:func:`supports` says which calls
 qualify); :mod:`norms.fast.fused` uses them there and compiled code everywhere else (a
-GPU, half precision, no compiler). A second derivative of LayerNorm
-(``create_graph=True``) is taken with the same formula written in torch ops,
-which autograd can differentiate again.
+GPU, half precision, no compiler). A second derivative (``create_graph=True``) is taken
+with the same formula written in torch ops (LayerNorm), or with ``torch.func.vjp`` of the
+:mod:`norms` formula (GroupNorm), which autograd can differentiate again.
 
 Why kernels at all, when the rest of :mod:`norms.fast.fused` is ``torch.compile``? On
 a CPU, the code Inductor emits reads ``x`` from memory twice in two places: in
@@ -277,12 +283,20 @@ def _open(library: Path) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(library))
     p, n, d, i = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_int
     for suffix in ("f32", "f64"):
-        getattr(lib, f"layer_norm_forward_{suffix}").argtypes = [p, p, p, n, n, d, i, p]
-        getattr(lib, f"layer_norm_backward_{suffix}").argtypes = [p, p, p, n, n, d, i, p, p, p]
-        getattr(lib, f"group_norm_forward_{suffix}").argtypes = [p, p, p, n, n, n, n, d, i, p]
-        getattr(lib, f"group_norm_backward_{suffix}").argtypes = [
+        getattr(lib, f"layer_norm_forward_{suffix}").argtypes = [p, p, p, n, n, d, i, p, p, p]
+        getattr(lib, f"layer_norm_backward_{suffix}").argtypes = [
+            *(p, p, p, p, p, n, n, d, i, p, p, p)
+        ]
+        getattr(lib, f"group_norm_forward_{suffix}").argtypes = [
             *(p, p, p, n, n, n, n, d, i, p, p, p)
         ]
+        getattr(lib, f"group_norm_backward_{suffix}").argtypes = [
+            *(p, p, p, p, p, n, n, n, n, d, i, p, p, p)
+        ]
+        for name in ("layer_norm_forward", "layer_norm_backward"):
+            getattr(lib, f"{name}_{suffix}").restype = None
+        for name in ("group_norm_forward", "group_norm_backward"):
+            getattr(lib, f"{name}_{suffix}").restype = None
     return lib
 
 
@@ -393,12 +407,102 @@ def _ptr(t: Tensor | None) -> int | None:
     return None if t is None else t.data_ptr()
 
 
+def _kernel(name: str, dtype: torch.dtype):
+    """The C function ``<name>_f32`` or ``<name>_f64`` of the loaded kernels."""
+    return getattr(load(), f"{name}_{_SUFFIX[dtype]}")
+
+
 def _rows_cols(input: Tensor, normalized_shape: Sequence[int]) -> tuple[int, int]:
     cols = math.prod(normalized_shape)
     return input.numel() // cols, cols
 
 
-@torch.library.custom_op("norms::layer_norm_cpu", mutates_args=())
+def _eager(input: Tensor, *params: Tensor | None) -> bool:
+    """Whether a call may skip the operators and call the kernels' Python functions directly
+    (autograd through :class:`_LayerNormKernel` or :class:`_GroupNormKernel`): nothing but
+    eager autograd would handle the operators.
+
+    Through an operator, a call passes through several Python layers of ``torch.library``
+    (autograd, dispatch, a check that outputs do not alias inputs). They cost little in
+    themselves (about 20 microseconds a call on small tensors), but they run right after
+    the kernel has streamed a tensor through the caches, which then hold none of the
+    interpreter's data: measured on bench-sized tensors, they took 0.1 to 0.3 ms a call in
+    each direction. The operators stay where something needs them: while
+    ``torch.compile`` traces, under a dispatch mode (fake tensors, the op recorder of
+    :mod:`norms.fast.passes`), for tensor subclasses, and under ``torch.func`` transforms.
+    """
+    if _dispatch_modes is None or _wrapped is None:  # a torch without these functions
+        return False
+    tensors = [t for t in (input, *params) if t is not None]
+    return (
+        not torch.compiler.is_compiling()
+        and _dispatch_modes() == 0
+        and type(input) is Tensor
+        and all(type(t) in (Tensor, torch.nn.Parameter) for t in tensors)
+        and not any(_wrapped(t) for t in tensors)
+    )
+
+
+# torch's own (private) tests for an active dispatch mode and for torch.func's wrapped tensors
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_wrapped = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", None)
+
+
+def _needs_grad(*tensors: Tensor | None) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+# Each forward op returns, with y, the mean and 1/sigma of every row (LayerNorm) or group
+# (GroupNorm), shape (rows,): the backward op reads them instead of computing them again
+# (a second pass of arithmetic over x), as torch's own kernels do. They are not
+# differentiable (nothing outside this module sees them).
+
+
+def _layer_norm_forward(input, normalized_shape, weight, bias, eps, stats=True):
+    """``(y, mean, rstd)``: y of ``input``'s shape, mean and 1/sigma per row, ``(rows,)`` (both
+    ``None`` unless ``stats``: no backward pass will need them)."""
+    x = input.contiguous()
+    rows, cols = _rows_cols(x, normalized_shape)  # x seen as (rows, cols)
+    w = None if weight is None else weight.contiguous()
+    b = None if bias is None else bias.contiguous()
+    y = torch.empty_like(x)  # (rows, cols)
+    mean, rstd = (x.new_empty(rows), x.new_empty(rows)) if stats else (None, None)
+    _kernel("layer_norm_forward", x.dtype)(
+        x.data_ptr(),
+        _ptr(w),
+        _ptr(b),
+        rows,
+        cols,
+        eps,
+        torch.get_num_threads(),
+        y.data_ptr(),
+        _ptr(mean),
+        _ptr(rstd),
+    )
+    return y, mean, rstd
+
+
+def _layer_norm_kernel(
+    input: Tensor,
+    normalized_shape: Sequence[int],
+    weight: Tensor | None,
+    bias: Tensor | None,
+    eps: float,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(y, mean, rstd)``: y of ``input``'s shape, mean and 1/sigma per row, ``(rows,)``."""
+    return _layer_norm_forward(input, normalized_shape, weight, bias, eps)
+
+
+_layer_norm = torch.library.custom_op("norms::layer_norm_cpu", _layer_norm_kernel, mutates_args=())
+
+
+@_layer_norm.register_fake
+def _(input, normalized_shape, weight, bias, eps):
+    rows = input.numel() // math.prod(normalized_shape)
+    y = torch.empty_like(input, memory_format=torch.contiguous_format)
+    return y, input.new_empty(rows), input.new_empty(rows)
+
+
 def layer_norm(
     input: Tensor,
     normalized_shape: Sequence[int],
@@ -406,55 +510,57 @@ def layer_norm(
     bias: Tensor | None,
     eps: float,
 ) -> Tensor:
-    """LayerNorm's forward pass by the kernel: ``y`` of ``input``'s shape. Call only when
-    :func:`supports`."""
-    x = input.contiguous()
-    rows, cols = _rows_cols(x, normalized_shape)  # x seen as (rows, cols)
-    w = None if weight is None else weight.contiguous()
-    b = None if bias is None else bias.contiguous()
-    y = torch.empty_like(x)  # (rows, cols)
-    kernel = getattr(load(), f"layer_norm_forward_{_SUFFIX[x.dtype]}")
-    kernel(x.data_ptr(), _ptr(w), _ptr(b), rows, cols, eps, torch.get_num_threads(), y.data_ptr())
-    return y
+    """LayerNorm's forward pass by the kernel (the op ``norms::layer_norm_cpu``): ``y`` of
+    ``input``'s shape, differentiable. Call only when :func:`supports`."""
+    if not _eager(input, weight, bias):
+        return _layer_norm(input, normalized_shape, weight, bias, eps)[0]
+    if _needs_grad(input, weight, bias):
+        return _LayerNormKernel.apply(input, tuple(normalized_shape), weight, bias, eps)
+    return _layer_norm_forward(input, normalized_shape, weight, bias, eps, stats=False)[0]
 
 
-@layer_norm.register_fake
-def _(input, normalized_shape, weight, bias, eps):
-    return torch.empty_like(input, memory_format=torch.contiguous_format)
-
-
-@torch.library.custom_op("norms::layer_norm_cpu_backward", mutates_args=())
-def _backward(
-    dy: Tensor, input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None, eps: float
+def _layer_norm_backward_kernel(
+    dy: Tensor,
+    input: Tensor,
+    normalized_shape: Sequence[int],
+    weight: Tensor | None,
+    eps: float,
+    mean: Tensor | None = None,
+    rstd: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """dx, d weight, d bias (the last two of shape ``normalized_shape``), in one sweep over
-    ``input`` and ``dy``."""
+    ``input`` and ``dy``; ``mean`` and ``rstd`` (``(rows,)``, from the forward op) or, if they
+    are not given, computed from ``input`` and ``eps``."""
     x, dy = input.contiguous(), dy.contiguous()
     rows, cols = _rows_cols(x, normalized_shape)  # x, dy seen as (rows, cols)
     w = None if weight is None else weight.contiguous()
-    threads = torch.get_num_threads()
     dx = torch.empty_like(x)  # (rows, cols)
-    dw_part = x.new_zeros(threads, cols)  # (threads, cols): each thread's column sums
-    db_part = x.new_zeros(threads, cols)
-    kernel = getattr(load(), f"layer_norm_backward_{_SUFFIX[x.dtype]}")
-    kernel(
+    shape = tuple(normalized_shape)
+    dw, db = x.new_empty(shape), x.new_empty(shape)
+    _kernel("layer_norm_backward", x.dtype)(
         x.data_ptr(),
         dy.data_ptr(),
         _ptr(w),
+        _ptr(mean),
+        _ptr(rstd),
         rows,
         cols,
         eps,
-        threads,
+        torch.get_num_threads(),
         dx.data_ptr(),
-        dw_part.data_ptr(),
-        db_part.data_ptr(),
+        dw.data_ptr(),
+        db.data_ptr(),
     )
-    shape = tuple(normalized_shape)
-    return dx, dw_part.sum(0).reshape(shape), db_part.sum(0).reshape(shape)
+    return dx, dw, db
+
+
+_backward = torch.library.custom_op(
+    "norms::layer_norm_cpu_backward", _layer_norm_backward_kernel, mutates_args=()
+)
 
 
 @_backward.register_fake
-def _(dy, input, normalized_shape, weight, eps):
+def _(dy, input, normalized_shape, weight, eps, mean=None, rstd=None):
     shape = tuple(normalized_shape)
     return (
         torch.empty_like(input, memory_format=torch.contiguous_format),
@@ -463,19 +569,17 @@ def _(dy, input, normalized_shape, weight, eps):
     )
 
 
-@torch.library.custom_op("norms::group_norm_cpu", mutates_args=())
-def group_norm(
-    input: Tensor, num_groups: int, weight: Tensor | None, bias: Tensor | None, eps: float
-) -> Tensor:
-    """GroupNorm's forward pass by the kernel: ``y`` of ``input``'s shape. Call only when
-    :func:`supports`."""
+def _group_norm_forward(input, num_groups, weight, bias, eps, stats=True):
+    """``(y, mean, rstd)``: y of ``input``'s shape, mean and 1/sigma per group, ``(N * G,)`` (both
+    ``None`` unless ``stats``)."""
     x = input.contiguous()  # (N, C, *S)
     n, c = x.shape[0], x.shape[1]
     w = None if weight is None else weight.contiguous()
     b = None if bias is None else bias.contiguous()
     y = torch.empty_like(x)  # (N, C, *S)
-    kernel = getattr(load(), f"group_norm_forward_{_SUFFIX[x.dtype]}")
-    kernel(
+    rows = n * num_groups
+    mean, rstd = (x.new_empty(rows), x.new_empty(rows)) if stats else (None, None)
+    _kernel("group_norm_forward", x.dtype)(
         x.data_ptr(),
         _ptr(w),
         _ptr(b),
@@ -486,48 +590,85 @@ def group_norm(
         eps,
         torch.get_num_threads(),
         y.data_ptr(),
+        _ptr(mean),
+        _ptr(rstd),
     )
-    return y
+    return y, mean, rstd
 
 
-@group_norm.register_fake
+def _group_norm_kernel(
+    input: Tensor, num_groups: int, weight: Tensor | None, bias: Tensor | None, eps: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(y, mean, rstd)``: y of ``input``'s shape, mean and 1/sigma per group, ``(N * G,)``."""
+    return _group_norm_forward(input, num_groups, weight, bias, eps)
+
+
+_group_norm = torch.library.custom_op("norms::group_norm_cpu", _group_norm_kernel, mutates_args=())
+
+
+@_group_norm.register_fake
 def _(input, num_groups, weight, bias, eps):
-    return torch.empty_like(input, memory_format=torch.contiguous_format)
+    rows = input.shape[0] * num_groups
+    y = torch.empty_like(input, memory_format=torch.contiguous_format)
+    return y, input.new_empty(rows), input.new_empty(rows)
 
 
-@torch.library.custom_op("norms::group_norm_cpu_backward", mutates_args=())
-def group_norm_backward(
-    dy: Tensor, input: Tensor, num_groups: int, weight: Tensor | None, eps: float
+def group_norm(
+    input: Tensor, num_groups: int, weight: Tensor | None, bias: Tensor | None, eps: float
+) -> Tensor:
+    """GroupNorm's forward pass by the kernel (the op ``norms::group_norm_cpu``): ``y`` of
+    ``input``'s shape, differentiable. Call only when :func:`supports`."""
+    if not _eager(input, weight, bias):
+        return _group_norm(input, num_groups, weight, bias, eps)[0]
+    if _needs_grad(input, weight, bias):
+        return _GroupNormKernel.apply(input, num_groups, weight, bias, eps)
+    return _group_norm_forward(input, num_groups, weight, bias, eps, stats=False)[0]
+
+
+def _group_norm_backward_kernel(
+    dy: Tensor,
+    input: Tensor,
+    num_groups: int,
+    weight: Tensor | None,
+    eps: float,
+    mean: Tensor | None = None,
+    rstd: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """GroupNorm's backward pass by the kernel: dx, d weight, d bias (the last two of shape
-    ``(C,)``), in one sweep over ``input`` and ``dy``. Call only when :func:`supports`."""
+    ``(C,)``), in one sweep over ``input`` and ``dy``; ``mean`` and ``rstd`` (``(N * G,)``, from
+    the forward op) or, if they are not given, computed from ``input`` and ``eps``. Call only
+    when :func:`supports`."""
     x, dy = input.contiguous(), dy.contiguous()  # (N, C, *S)
     n, c = x.shape[0], x.shape[1]
     w = None if weight is None else weight.contiguous()
-    threads = torch.get_num_threads()
     dx = torch.empty_like(x)  # (N, C, *S)
-    dw_part = x.new_zeros(threads, c)  # (threads, C): each thread's channel sums
-    db_part = x.new_zeros(threads, c)
-    kernel = getattr(load(), f"group_norm_backward_{_SUFFIX[x.dtype]}")
-    kernel(
+    dw, db = x.new_empty(c), x.new_empty(c)
+    _kernel("group_norm_backward", x.dtype)(
         x.data_ptr(),
         dy.data_ptr(),
         _ptr(w),
+        _ptr(mean),
+        _ptr(rstd),
         n,
         c,
         num_groups,
         x.numel() // (n * c),
         eps,
-        threads,
+        torch.get_num_threads(),
         dx.data_ptr(),
-        dw_part.data_ptr(),
-        db_part.data_ptr(),
+        dw.data_ptr(),
+        db.data_ptr(),
     )
-    return dx, dw_part.sum(0), db_part.sum(0)
+    return dx, dw, db
+
+
+group_norm_backward = torch.library.custom_op(
+    "norms::group_norm_cpu_backward", _group_norm_backward_kernel, mutates_args=()
+)
 
 
 @group_norm_backward.register_fake
-def _(dy, input, num_groups, weight, eps):
+def _(dy, input, num_groups, weight, eps, mean=None, rstd=None):
     c = input.shape[1]
     return (
         torch.empty_like(input, memory_format=torch.contiguous_format),
@@ -564,19 +705,82 @@ def backward_in_ops(
 
 def _setup_context(ctx, inputs, output):
     input, normalized_shape, weight, bias, eps = inputs
-    ctx.save_for_backward(input, weight)
+    _, mean, rstd = output
+    ctx.mark_non_differentiable(mean, rstd)
+    ctx.save_for_backward(input, weight, mean, rstd)
     ctx.normalized_shape, ctx.eps, ctx.has_bias = tuple(normalized_shape), eps, bias is not None
 
 
-def _layer_norm_grad(ctx, dy):
-    x, weight = ctx.saved_tensors
+def _layer_norm_grad(ctx, dy, _dmean=None, _drstd=None, backward=_backward):
+    x, weight, mean, rstd = ctx.saved_tensors
     if torch.is_grad_enabled():
         # create_graph=True (autograd runs a backward pass with grad mode on only then):
         # the same formula in torch ops, so that it can be differentiated once more
         dx, dw, db = backward_in_ops(x, dy, weight, len(ctx.normalized_shape), ctx.eps)
     else:
-        dx, dw, db = _backward(dy, x, ctx.normalized_shape, weight, ctx.eps)
+        dx, dw, db = backward(dy, x, ctx.normalized_shape, weight, ctx.eps, mean, rstd)
     return dx, None, None if weight is None else dw, db if ctx.has_bias else None, None
 
 
-layer_norm.register_autograd(_layer_norm_grad, setup_context=_setup_context)
+_layer_norm.register_autograd(_layer_norm_grad, setup_context=_setup_context)
+
+
+def _group_norm_setup_context(ctx, inputs, output):
+    input, num_groups, weight, bias, eps = inputs
+    _, mean, rstd = output
+    ctx.mark_non_differentiable(mean, rstd)
+    ctx.save_for_backward(input, weight, bias, mean, rstd)
+    ctx.num_groups, ctx.eps = num_groups, eps
+
+
+def _group_norm_grad(ctx, dy, _dmean=None, _drstd=None, backward=group_norm_backward):
+    x, weight, bias, mean, rstd = ctx.saved_tensors
+    if torch.is_grad_enabled():
+        # create_graph=True: the gradient of the norms formula (torch ops) by torch.func.vjp,
+        # which the outer autograd can differentiate once more
+        primals = [t for t in (x, weight, bias) if t is not None]
+
+        def forward(x, *params):
+            params = iter(params)
+            w = None if weight is None else next(params)
+            b = None if bias is None else next(params)
+            return F.group_norm(x, ctx.num_groups, w, b, ctx.eps)
+
+        grads = iter(torch.func.vjp(forward, *primals)[1](dy))
+        dx, dw, db = (None if t is None else next(grads) for t in (x, weight, bias))
+    else:
+        dx, dw, db = backward(dy, x, ctx.num_groups, weight, ctx.eps, mean, rstd)
+    return dx, None, None if weight is None else dw, None if bias is None else db, None
+
+
+_group_norm.register_autograd(_group_norm_grad, setup_context=_group_norm_setup_context)
+
+
+class _LayerNormKernel(torch.autograd.Function):
+    """The op ``norms::layer_norm_cpu`` and its autograd, without the operator's Python layers
+    (see :func:`_eager`): the same kernels, the same formulas."""
+
+    @staticmethod
+    def forward(ctx, input, normalized_shape, weight, bias, eps):
+        y, mean, rstd = _layer_norm_kernel(input, normalized_shape, weight, bias, eps)
+        _setup_context(ctx, (input, normalized_shape, weight, bias, eps), (y, mean, rstd))
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        return _layer_norm_grad(ctx, dy, backward=_layer_norm_backward_kernel)
+
+
+class _GroupNormKernel(torch.autograd.Function):
+    """The op ``norms::group_norm_cpu`` and its autograd, without the operator's Python layers
+    (see :func:`_eager`)."""
+
+    @staticmethod
+    def forward(ctx, input, num_groups, weight, bias, eps):
+        y, mean, rstd = _group_norm_kernel(input, num_groups, weight, bias, eps)
+        _group_norm_setup_context(ctx, (input, num_groups, weight, bias, eps), (y, mean, rstd))
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        return _group_norm_grad(ctx, dy, backward=_group_norm_backward_kernel)

@@ -289,26 +289,35 @@ class _GroupNormFunction(torch.autograd.Function):
     ``(n, c)``. Autograd's derived backward writes a full-size temporary in between.
     Where the C++ kernels run the forward pass (``kernel``), the backward pass is the
     kernel :func:`norms.fast.cpu_kernels.group_norm_backward`: the same formula in one
-    sweep, each group's sums taken while it is in cache.
+    sweep, each group's sums taken while it is in cache, with the mean and
+    :math:`1/\sigma` the forward kernel saved. (:class:`GroupNorm` calls the kernels'
+    differentiable op :func:`norms.fast.cpu_kernels.group_norm` directly, without this
+    Function and without ``torch.compile``: nothing is left to compile around a kernel,
+    and each call would pay for the compiled function's guards.)
     """
 
     @staticmethod
     def forward(ctx, x, num_groups, weight, bias, eps, kernel):
-        ctx.save_for_backward(x, weight)
         ctx.groups, ctx.eps, ctx.bias_dtype = num_groups, eps, None if bias is None else bias.dtype
         ctx.kernel = kernel
         if kernel:  # one sweep over memory instead of two (norms.fast.cpu_kernels)
-            return cpu_kernels.group_norm(x, num_groups, weight, bias, eps)
+            y, mean, rstd = torch.ops.norms.group_norm_cpu(x, num_groups, weight, bias, eps)
+            ctx.save_for_backward(x, weight, mean, rstd)
+            return y
+        ctx.save_for_backward(x, weight)
         return F.group_norm(x, num_groups, weight, bias, eps)
 
     @staticmethod
     def backward(ctx, dy):
-        x, weight = ctx.saved_tensors
         if ctx.kernel:  # one sweep over x and dy (norms.fast.cpu_kernels)
-            dx, dweight, dbias = cpu_kernels.group_norm_backward(dy, x, ctx.groups, weight, ctx.eps)
+            x, weight, mean, rstd = ctx.saved_tensors
+            dx, dweight, dbias = cpu_kernels.group_norm_backward(
+                dy, x, ctx.groups, weight, ctx.eps, mean, rstd
+            )
             dweight = None if weight is None else dweight
             dbias = None if ctx.bias_dtype is None else dbias
             return dx, None, dweight, dbias, None, None
+        x, weight = ctx.saved_tensors
         dtype = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
         n, c, g = x.shape[0], x.shape[1], ctx.groups
         xr = x.to(dtype).reshape(n, c, -1)  # (N, C, HW)
@@ -368,9 +377,9 @@ class GroupNorm(groupnorm.GroupNorm):
             F.check_group_norm(input, self.num_groups, self.weight, self.bias)
         if input.numel() == 0:  # an empty batch: nothing to fuse (Inductor cannot split zero rows)
             return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
-        return _compiled_group_norm(
-            input, self.num_groups, self.weight, self.bias, self.eps, kernel
-        )
+        if kernel:  # the kernels' op, differentiable (see _GroupNormFunction)
+            return cpu_kernels.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+        return _compiled_group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
 
 InstanceNorm1d = _fused(instancenorm.InstanceNorm1d)
