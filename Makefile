@@ -85,6 +85,10 @@ $(CHROME_STAMP): | $(PY_STAMP)
 	  echo "make: installing Debian's chromium for the browser tests"; \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } > $(VENV)/apt.log 2>&1 \
 	  || { echo "make: could not install chromium (needs root and Debian's package mirror): run 'apt-get install chromium' as root; log: $(VENV)/apt.log"; exit 1; }; }
+	@command -v aarch64-linux-gnu-g++ >/dev/null 2>&1 || { \
+	  echo "make: installing Debian's g++-aarch64-linux-gnu (optional: the test that builds the kernels for ARM)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++-aarch64-linux-gnu; } >> $(VENV)/apt.log 2>&1 \
+	  || echo "make: could not install g++-aarch64-linux-gnu (needs root): the ARM build test will skip"; }
 	@touch $@
 
 setup: $(PY_STAMP) $(ASSET_STAMP) ## install everything (venv, norms, npm assets); make book/test do this
