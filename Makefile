@@ -30,6 +30,10 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 JOBS   ?= 2
 
+# Independent set-up steps run two at a time (the Colab-like venv's pip next to the site's build,
+# the student edition next to the assignments): the machine has two cores.
+MAKEFLAGS += --jobs=2
+
 PY_STAMP     := $(VENV)/.installed
 NPM_STAMP    := node_modules/.installed
 ASSET_STAMP  := _build/assets/.copied
@@ -101,7 +105,7 @@ book: setup slides ## build the site into _build/html (warnings are errors), the
 	@echo "make: site built: _build/html/index.html (make serve to read it)"
 
 test: lint book slides student assignments $(CHROME_STAMP) colab-venv ## lint, build, then every test: norms, notebooks (nbval in the Colab-like kernel), browser, courses
-	@$(COLAB_JUPYTER) $(BIN)/pytest -n $(JOBS) --dist loadfile tests book $(NBVAL) -q
+	@$(COLAB_JUPYTER) $(BIN)/pytest -n $(JOBS) --dist loadfile tests book $(NBVAL) -q --durations=25
 
 lint: setup ## ruff: lint and format check of norms/, tests/ and tools/
 	@$(BIN)/ruff check --quiet norms tests tools
