@@ -64,25 +64,83 @@ static T sum_of(int64_t n, F f) {
 // (GroupNorm on large groups): the extra requests compete with the ones the CPU
 // makes anyway (book/speed.ipynb, README).
 
-// Mean and 1/sigma of one row: the two-pass formula (no E[x^2] - E[x]^2) on chunks
-// of 2048 numbers, small enough to stay in the first-level cache for the second
-// pass, so the row is read from memory once. The chunks are combined with the
-// formula of Chan, Golub and LeVeque.
+// Mean and 1/sigma of one row, in one loop over it (the output's is the second, as in
+// torch's kernels). No E[x^2] - E[x]^2, whose rounding error grows with
+// mean^2 / variance (catastrophic for an input far from zero).
+//
+// Each of L lanes (a few SIMD registers) keeps Welford's running mean m and sum of
+// squared deviations m2 of every L-th number, updated as each number arrives (the
+// k-th number of the lane):
+//   d = x - m,  m += d / k,  m2 += d * (x - m).
+// The lanes are then combined in pairs, and the chunks (at most 2048 numbers, so a
+// lane makes at most 64 updates in a row) and the row's last few numbers into the
+// row, by the formula of Chan, Golub and LeVeque for two groups a and b of n_a and
+// n_b numbers (n = n_a + n_b):
+//   m = m_a + (m_b - m_a) * n_b / n,  m2 = m2_a + m2_b + (m_b - m_a)^2 * n_a * n_b / n.
+// Welford's m carries a rounding error of the size of |m|'s last digit at every
+// update, and the deviations with it: measured in float32, 1/sigma came out 5e-4
+// wrong at |mean| / sigma = 1e5 and 0.2 wrong at 1e7 (torch's kernel as well). So the
+// numbers are first shifted by the row's first one, x[0]: x - x[0] is exact when x is
+// close to x[0] (the hard case, |mean| >> sigma), and the lanes then work on numbers
+// of the size of sigma (|x[0] - mean| <= sigma sqrt(cols) in any row). Measured
+// (float32, rows of 768 to 100003 numbers, |mean| / sigma up to 1e7): 1/sigma within
+// 2e-7 of the float64 value, where the two-pass formula of an earlier version (three
+// loops over the row with the output's) was 1e-3 off at 1e7. (A shifted
+// E[x^2] - E[x]^2 would still lose the digits of (x[0] - mean)^2 / variance: Welford's
+// update squares nothing large.) One thread on an AMD EPYC with AVX-512 (Zen 4): a
+// LayerNorm row of 768 numbers in the cache takes a sixth less time than with the
+// three loops.
 template <typename T>
 static void row_stats(const T* x, int64_t cols, double eps, T* mean, T* rstd) {
-  constexpr int64_t CHUNK = 2048;
-  T m = 0, m2 = 0;  // mean and sum of squared deviations of the chunks so far
-  for (int64_t done = 0; done < cols; done += CHUNK) {
-    const int64_t len = std::min(CHUNK, cols - done);
-    const T* xc = x + done;  // (len,)
-    const T cm = sum_of<T>(len, [=](int64_t i) { return xc[i]; }) / len;
-    const T cm2 =
-        sum_of<T>(len, [=](int64_t i) { return (xc[i] - cm) * (xc[i] - cm); });
+  constexpr int64_t L = 32, CHUNK = 2048;  // lanes; the most numbers in a chunk
+  const T shift = cols > 0 ? x[0] : T(0);
+  T m = 0, m2 = 0;  // mean and sum of squared deviations of x[:done] - shift
+  int64_t done = 0;
+  const auto merge = [&](T cm, T cm2, int64_t len) {  // x[done:done + len] into x[:done]
     const T delta = cm - m;
     m += delta * len / (done + len);
     m2 += cm2 + delta * delta * done * len / (done + len);
+    done += len;
+  };
+  while (cols - done >= L) {
+    const int64_t steps = std::min(CHUNK, cols - done) / L;  // numbers per lane
+    const T* xc = x + done;                                    // (steps, L)
+    T lm[L] = {}, lm2[L] = {};  // each lane's mean and sum of squared deviations
+    // (The loop runs over a pointer, not over a counter k: g++ 12 "unrolls and jams"
+    // a counted loop around an `omp simd` loop, and the jammed loop was not
+    // vectorized for AVX2 or NEON: twice slower.)
+    T k = 0;  // numbers per lane so far
+    for (const T* xk = xc; xk < xc + steps * L; xk += L) {  // xk: (L,)
+      k += 1;
+      const T inv = T(1) / k;  // one division per L numbers
+#pragma omp simd
+      for (int64_t j = 0; j < L; j++) {
+        const T xi = xk[j] - shift, d = xi - lm[j];
+        lm[j] += d * inv;
+        lm2[j] += d * (xi - lm[j]);
+      }
+    }
+    // lanes in pairs (16 + 16, 8 + 8, ...), each of `count` numbers
+    int64_t count = steps;
+    for (int64_t half = L / 2; half > 0; half /= 2, count *= 2)
+#pragma omp simd
+      for (int64_t j = 0; j < half; j++) {
+        const T delta = lm[j + half] - lm[j];
+        lm[j] += delta * T(0.5);
+        lm2[j] += lm2[j + half] + delta * delta * (T(0.5) * count);
+      }
+    merge(lm[0], lm2[0], steps * L);
   }
-  *mean = m;
+  if (done < cols) {  // the last numbers, fewer than L: the two-pass formula
+    const int64_t len = cols - done;
+    const T* xc = x + done;  // (len,)
+    T s = 0, s2 = 0;
+    for (int64_t i = 0; i < len; i++) s += xc[i] - shift;
+    const T cm = s / len;
+    for (int64_t i = 0; i < len; i++) s2 += (xc[i] - shift - cm) * (xc[i] - shift - cm);
+    merge(cm, s2, len);
+  }
+  *mean = shift + m;
   *rstd = T(1) / std::sqrt(m2 / cols + T(eps));
 }
 
