@@ -104,13 +104,22 @@ def test_stored_output_check_names_what_is_wrong():
     assert "top to bottom" in stored_outputs.problems(nb, "x")[0]
 
 
+def _fresh_make_env(env: dict | None = None) -> dict:
+    """The environment for a make started by a test: without the MAKEFLAGS of the make that
+    runs the tests (its jobserver's pipes are not passed on; the child would warn)."""
+    env = dict(os.environ if env is None else env)
+    for key in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):
+        env.pop(key, None)
+    return env
+
+
 def _make(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["make", "--no-print-directory", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        env=env,
+        env=_fresh_make_env(env),
         timeout=60,
     )
 
@@ -140,7 +149,7 @@ def _prereqs_with_only(tmp_path, tools) -> subprocess.CompletedProcess:
     (bin_dir / "python3.11").symlink_to(real_python)
     for tool in tools:
         (bin_dir / tool).symlink_to(shutil.which(tool))
-    env = {**os.environ, "PATH": str(bin_dir)}
+    env = _fresh_make_env({**os.environ, "PATH": str(bin_dir)})
     return subprocess.run(
         [shutil.which("make"), "--no-print-directory", "prereqs"],
         cwd=ROOT,
