@@ -33,6 +33,8 @@ JOBS   ?= 2
 # starting, a grading process at its time limit, a page loading in the browser) leaves no
 # core idle (measured: with two workers the cores were busy 1.5 of 2 on average)
 TEST_JOBS ?= 3
+# (and the notebooks, the longest files, are handed out first: collected last, they left one
+# worker running a notebook of four minutes while the others had nothing left to do)
 
 # Independent set-up steps run two at a time (the Colab-like venv's pip next to the site's build,
 # the student edition next to the assignments): the machine has two cores.
@@ -109,7 +111,7 @@ book: setup slides ## build the site into _build/html (warnings are errors), the
 	@echo "make: site built: _build/html/index.html (make serve to read it)"
 
 test: lint book slides student assignments $(CHROME_STAMP) colab-venv ## lint, build, then every test: norms, notebooks (nbval in the Colab-like kernel), browser, courses
-	@$(COLAB_JUPYTER) $(BIN)/pytest -n $(TEST_JOBS) --dist loadfile tests book $(NBVAL) -q --durations=25
+	@$(COLAB_JUPYTER) $(BIN)/pytest -n $(TEST_JOBS) --dist loadfile book tests $(NBVAL) -q --durations=25
 
 lint: setup ## ruff: lint and format check of norms/, tests/ and tools/
 	@$(BIN)/ruff check --quiet norms tests tools
