@@ -35,6 +35,11 @@ JOBS   ?= 2
 TEST_JOBS ?= 3
 # (and the notebooks, the longest files, are handed out first: collected last, they left one
 # worker running a notebook of four minutes while the others had nothing left to do)
+# Each worker (and each process it starts) runs torch with one thread: with two OpenMP threads
+# in each of three workers on two cores, the threads spin-wait for each other (measured: the
+# unit tests of norms took 144 s of CPU with two threads a worker, 70 s with one). A test about
+# threads sets its own count (torch.set_num_threads); the notebooks' kernel has one thread anyway.
+TEST_THREADS ?= OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 # Independent set-up steps run two at a time (the Colab-like venv's pip next to the site's build,
 # the student edition next to the assignments): the machine has two cores.
@@ -111,14 +116,14 @@ book: setup slides ## build the site into _build/html (warnings are errors), the
 	@echo "make: site built: _build/html/index.html (make serve to read it)"
 
 test: lint book slides student assignments $(CHROME_STAMP) colab-venv ## lint, build, then every test: norms, notebooks (nbval in the Colab-like kernel), browser, courses
-	@$(COLAB_JUPYTER) $(BIN)/pytest -n $(TEST_JOBS) --dist loadfile book tests $(NBVAL) -q --durations=25
+	@$(COLAB_JUPYTER) $(TEST_THREADS) $(BIN)/pytest -n $(TEST_JOBS) --dist loadfile book tests $(NBVAL) -q --durations=25
 
 lint: setup ## ruff: lint and format check of norms/, tests/ and tools/
 	@$(BIN)/ruff check --quiet norms tests tools
 	@$(BIN)/ruff format --check --quiet norms tests tools
 
 test-unit: setup ## only the unit tests of norms (fast)
-	@$(BIN)/pytest -n $(JOBS) --dist loadfile tests -q -m "not browser and not colab and not courses"
+	@$(TEST_THREADS) $(BIN)/pytest -n $(JOBS) --dist loadfile tests -q -m "not browser and not colab and not courses"
 
 test-notebooks: setup colab-venv ## only nbval over the notebooks (in the Colab-like kernel)
 	@$(COLAB_JUPYTER) $(BIN)/pytest -n $(JOBS) --dist loadfile book $(NBVAL) -q
@@ -155,7 +160,7 @@ grade: assignments ## grade a class without Docker: make grade ASSIGNMENT=<name>
 	@$(PY) tools/grade.py $(ASSIGNMENT) $(SUBMISSIONS) $(if $(GRADES),--out $(GRADES))
 
 test-courses: student assignments ## only the checks of the student edition and of the assignments (otter run)
-	@$(BIN)/pytest -n $(JOBS) tests -q -m courses
+	@$(TEST_THREADS) $(BIN)/pytest -n $(JOBS) tests -q -m courses
 
 serve: book ## serve the built site on http://127.0.0.1:8000 (HOST=, PORT= to change)
 	@echo "Serving _build/html on http://$(HOST):$(PORT) (Ctrl-C stops)"
