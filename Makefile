@@ -50,7 +50,7 @@ NPM_STAMP    := node_modules/.installed
 ASSET_STAMP  := _build/assets/.copied
 CHROME_STAMP := $(VENV)/.chromium
 
-.PHONY: help book test lint test-portable test-unit test-notebooks test-browser test-colab colab-venv bench-book serve execute clean prereqs setup bench student assignments test-courses grade slides
+.PHONY: help book test lint colab-packages test-portable test-unit test-notebooks test-browser test-colab colab-venv bench-book serve execute clean prereqs setup bench student assignments test-courses grade slides
 
 help: ## list the targets
 	@echo "Normalization, from Scratch"
@@ -139,7 +139,12 @@ test-browser: book slides $(CHROME_STAMP) ## only the browser checks of the buil
 test-colab: setup colab-venv ## the Colab-like kernel: its checks and nbval over every notebook (TORCH=2.14.1 for another torch)
 	@$(COLAB_JUPYTER) $(BIN)/pytest -n $(JOBS) --dist loadfile tests book -m colab $(NBVAL) -q
 
-colab-venv: setup ## the Colab-like venv and kernel; the notebooks' setup cell installs norms in it (TORCH=, COLAB_DIR=)
+# The Colab-like venv's packages need only the system's Python: installed next to the project's
+# own venv (both pip runs take about a minute), not after it.
+colab-packages: | prereqs
+	@$(PYTHON) tools/colab_venv.py $(COLAB_DIR) --torch $(TORCH) --packages-only
+
+colab-venv: setup colab-packages ## the Colab-like venv and kernel; the notebooks' setup cell installs norms in it (TORCH=, COLAB_DIR=)
 	@$(PY) tools/colab_venv.py $(COLAB_DIR) --torch $(TORCH)
 
 bench-book: setup ## run every notebook and report wall time per notebook and per cell against the budgets (never fails on speed)

@@ -15,8 +15,11 @@ width and two threads, so a pass shows that they do not depend on either.
 The venv is reused while its torch version matches; ``norms`` is uninstalled and
 installed again by the setup cell on every run, so it is never stale.
 
-Usage: ``python tools/colab_venv.py DIR [--torch VERSION]`` (default: the version
-requirements.txt pins). Any torch version other than the pinned CPU wheel is a full
+Usage: ``python tools/colab_venv.py DIR [--torch VERSION] [--packages-only]`` (default: the
+version requirements.txt pins). ``--packages-only`` makes the venv and installs Colab's packages
+and stops there; it needs only the standard library, so ``make`` runs it with the system's
+Python while the project's own venv is being installed (the two pip runs take about a minute
+each). Any torch version other than the pinned CPU wheel is a full
 CUDA build from PyPI (several GB): put DIR on a disk with room, and delete it after.
 """
 
@@ -30,9 +33,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-
-import nbformat
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 #: What Colab has that the notebooks import (versions from requirements.txt, torch apart).
@@ -55,6 +55,9 @@ def pinned(name: str) -> str:
 
 def setup_cell() -> str:
     """The first code cell of the first chapter, pointed at this checkout."""
+    import nbformat
+    import yaml
+
     url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
     nb = nbformat.read(ROOT / "book" / "first-look.ipynb", as_version=4)
     source = next(c for c in nb.cells if c.cell_type == "code").source
@@ -70,7 +73,8 @@ def run(cmd, **kw):
     return subprocess.run([str(c) for c in cmd], check=True, **kw)
 
 
-def build(venv: Path, torch_version: str) -> Path:
+def install_packages(venv: Path, torch_version: str) -> None:
+    """The venv with torch and Colab's packages (kept while its torch version matches)."""
     python = venv / "bin" / "python"
     stamp = venv / ".colab-torch"
     if not (python.exists() and stamp.exists() and stamp.read_text() == torch_version):
@@ -94,6 +98,11 @@ def build(venv: Path, torch_version: str) -> Path:
             ]
         )
         stamp.write_text(torch_version)
+
+
+def build(venv: Path, torch_version: str) -> Path:
+    install_packages(venv, torch_version)
+    python = venv / "bin" / "python"
     # norms comes only from the setup cell, every time
     run([python, "-m", "pip", "uninstall", "-q", "-y", "norms"], capture_output=True)
     with (
@@ -167,8 +176,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dir", type=Path)
     parser.add_argument("--torch", default=pinned("torch").split("==")[1])
+    parser.add_argument(
+        "--packages-only", action="store_true", help="only the venv and Colab's packages"
+    )
     args = parser.parse_args(argv)
-    build(args.dir.resolve(), args.torch)
+    if args.packages_only:
+        install_packages(args.dir.resolve(), args.torch)
+    else:
+        build(args.dir.resolve(), args.torch)
     return 0
 
 
