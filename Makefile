@@ -41,8 +41,8 @@ TEST_JOBS ?= 3
 # threads sets its own count (torch.set_num_threads); the notebooks' kernel has one thread anyway.
 TEST_THREADS ?= OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-# Independent set-up steps run two at a time (the Colab-like venv's pip next to the site's build,
-# the student edition next to the assignments): the machine has two cores.
+# Independent set-up steps run two at a time (the Colab-like venv's pip next to the project's,
+# the site's build next to the assignments): the machine has two cores.
 MAKEFLAGS += --jobs=2
 
 PY_STAMP     := $(VENV)/.installed
