@@ -1,15 +1,13 @@
 """The explorers on the built site, without a kernel: every control changes the figure and
 the numbers to the state norms computes for that choice; invalid choices show the kernel's
-message; states outside the page's grid say so. Also the weight of every chapter page and
-screenshots at 1280 and 420 pixels (in _build/screenshots, to look at)."""
+message; states outside the page's grid say so. Also screenshots at 1280 and 420 pixels (in
+_build/screenshots, to look at). The weight of every chapter page is checked by test_site.py."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from pathlib import Path
-from urllib.parse import urlparse
 
 import numpy as np
 import pytest
@@ -29,7 +27,12 @@ from .conftest import SITE
 from .test_site import off_site, site_pages
 
 SHOTS = SITE.parent / "screenshots"
-MAX_PAGE_BYTES = 3_000_000
+
+# An explorer's drawing: the CSS pixels of its smallest text (9 units in the SVG).
+EXPLORER_TEXT = """() => [...document.querySelectorAll('.norms-explorer svg')].map(svg => {
+  const box = svg.getBoundingClientRect(), view = svg.viewBox.baseVal;
+  return { kind: svg.getAttribute('class'), px: 9 * box.width / view.width };
+})"""
 
 
 def explorer_pages() -> list[str]:
@@ -38,14 +41,6 @@ def explorer_pages() -> list[str]:
     return [
         p for p in site_pages() if 'class="norms-explorer"' in (SITE / p).read_text(errors="ignore")
     ]
-
-
-def chapter_pages() -> list[str]:
-    return (
-        [p for p in site_pages() if p.startswith("book/")]
-        if SITE.exists()
-        else ["book/batchnorm.html"]
-    )
 
 
 def plain(html: str) -> str:
@@ -276,55 +271,20 @@ def test_explorers_follow_their_controls(page, base_url, site, path):
     assert not rec.errors, f"{path}: JavaScript errors {rec.errors}"
 
 
-def page_bytes(page, base_url, path) -> tuple[int, list[str]]:
-    """Bytes the page needs once every lazy image is shown, each gzip-compressed as a server sends
-    it."""
-    bodies: dict[str, bytes] = {}
-
-    def keep(response):
-        if urlparse(response.url).hostname == "127.0.0.1" and response.status == 200:
-            try:
-                bodies[response.url] = response.body()
-            except Exception:  # noqa: BLE001 - a redirect or a body already gone
-                pass
-
-    page.on("response", keep)
-    page.goto(f"{base_url}/{path}", wait_until="networkidle")
-    page.evaluate(
-        "async () => { for (let y = 0; y < document.body.scrollHeight; y += 600) {"
-        " window.scrollTo(0, y); await new Promise(r => setTimeout(r, 30)); } }"
-    )
-    page.wait_for_load_state("networkidle")
-    total = sum(len(gzip.compress(body, 6)) for body in bodies.values())
-    return total, sorted(bodies)
-
-
-@pytest.mark.parametrize("path", chapter_pages())
-def test_chapter_page_weight(page, base_url, site, path):
-    total, urls = page_bytes(page, base_url, path)
-    print(f"{path}: {total / 1e6:.2f} MB compressed, {len(urls)} files")
-    assert total < MAX_PAGE_BYTES, f"{path} weighs {total / 1e6:.2f} MB compressed (at most 3 MB)"
-    body = (SITE / path).read_text(errors="ignore")
-    if "application/vnd.jupyter.widget-view+json" not in body:
-        assert not [u for u in urls if u.endswith(("embed-amd.js", "require.js"))], (
-            f"{path} shows no widget but loads the ipywidgets manager"
-        )
-    images = page.locator(".bd-article img")
-    for i in range(images.count()):
-        assert images.nth(i).get_attribute("loading") == "lazy", (
-            f"{path}: image {i} is not lazily loaded"
-        )
-
-
 @pytest.mark.parametrize("path", explorer_pages())
 def test_screenshots(browser, base_url, site, path):
     """Screenshots of every explorer at 1280 and 420 pixels wide: _build/screenshots (look at
-    them)."""
+    them). Each fits the page, and its drawings' smallest text is at least 8 CSS pixels."""
     SHOTS.mkdir(exist_ok=True)
     for width in (1280, 420):
         context = browser.new_context(viewport={"width": width, "height": 900})
         page = context.new_page()
         page.goto(f"{base_url}/{path}", wait_until="networkidle")
+        page.wait_for_selector(".norms-explorer svg")
+        drawings = page.evaluate(EXPLORER_TEXT)
+        assert drawings, f"{path}: no explorer drawing"
+        for drawing in drawings:
+            assert drawing["px"] >= 8, f"{path} at {width} px: {drawing} text smaller than 8 px"
         explorers = page.locator(".norms-explorer")
         for i in range(explorers.count()):
             box = explorers.nth(i)

@@ -118,12 +118,6 @@ FIGURES = """() => [...document.querySelectorAll('.bd-article img[src*="_images/
            zoom: link ? new URL(link.href, location.href).href : null };
 })"""
 
-# An explorer's drawing: the CSS pixels of its smallest text (9 units in the SVG).
-EXPLORER_TEXT = """() => [...document.querySelectorAll('.norms-explorer svg')].map(svg => {
-  const box = svg.getBoundingClientRect(), view = svg.viewBox.baseVal;
-  return { kind: svg.getAttribute('class'), px: 9 * box.width / view.width };
-})"""
-
 
 def _pages_with(marker: str) -> list[str]:
     from .conftest import SITE
@@ -144,17 +138,6 @@ def test_every_figure_is_readable_or_opens_full_size_on_a_phone(open_page, path)
             f"{path}: {fig['src']} is shown {fig['shown']:.0f} of {fig['natural']} px wide "
             "and does not open full size"
         )
-
-
-@pytest.mark.parametrize("path", _pages_with("norms-explorer"))
-@pytest.mark.parametrize("width", SIZES)
-def test_explorer_drawings_keep_their_text_readable(open_page, path, width):
-    page = open_page(path, width)
-    page.wait_for_selector(".norms-explorer svg")
-    drawings = page.evaluate(EXPLORER_TEXT)
-    assert drawings
-    for drawing in drawings:
-        assert drawing["px"] >= 8, f"{path} at {width} px: {drawing} text smaller than 8 px"
 
 
 # A box that scrolls sideways shows a shadow at its edges (book.css).

@@ -1,9 +1,11 @@
 """Every page of the built site, in a real browser: self-contained, no broken
-requests, no JavaScript errors, all maths typeset, and no widget control that
-cannot work without a kernel."""
+requests, no JavaScript errors, all maths typeset, no widget control that
+cannot work without a kernel, and (a chapter) at most 3 MB with its images loaded lazily.
+Each page is loaded once for all of these."""
 
 from __future__ import annotations
 
+import gzip
 from urllib.parse import urlparse
 
 import pytest
@@ -12,6 +14,8 @@ from .conftest import SITE
 
 # slides/: the reveal.js decks `make book` copies in, checked slide by slide by test_slides.py
 SKIPPED_FOLDERS = {"_static", "_sources", "_images", "_downloads", "slides"}
+# A chapter page with every lazy image shown, each file gzip-compressed as a server sends it
+MAX_PAGE_BYTES = 3_000_000
 
 
 def site_pages() -> list[str]:
@@ -73,14 +77,58 @@ def off_site(url: str) -> bool:
     return parsed.scheme in ("http", "https", "ws", "wss") and parsed.hostname != "127.0.0.1"
 
 
+def is_chapter(path: str) -> bool:
+    return path.startswith("book/")
+
+
+def scroll_through(page) -> None:
+    """Scroll to the bottom as a reader would, so that every lazy image loads."""
+    page.evaluate(
+        "async () => { for (let y = 0; y < document.body.scrollHeight; y += 600) {"
+        " window.scrollTo(0, y); await new Promise(r => setTimeout(r, 30)); } }"
+    )
+    page.wait_for_load_state("networkidle")
+
+
+def check_weight(page, path: str, bodies: dict[str, bytes]) -> None:
+    """A chapter weighs at most MAX_PAGE_BYTES once scrolled through; only a page that shows a
+    widget loads the ipywidgets manager; every image in the text is loaded lazily."""
+    total = sum(len(gzip.compress(body, 6)) for body in bodies.values())
+    print(f"{path}: {total / 1e6:.2f} MB compressed, {len(bodies)} files")
+    assert total < MAX_PAGE_BYTES, f"{path} weighs {total / 1e6:.2f} MB compressed (at most 3 MB)"
+    body = (SITE / path).read_text(errors="ignore")
+    if "application/vnd.jupyter.widget-view+json" not in body:
+        assert not [u for u in bodies if u.endswith(("embed-amd.js", "require.js"))], (
+            f"{path} shows no widget but loads the ipywidgets manager"
+        )
+    images = page.locator(".bd-article img")
+    for i in range(images.count()):
+        assert images.nth(i).get_attribute("loading") == "lazy", (
+            f"{path}: image {i} is not lazily loaded"
+        )
+
+
 @pytest.mark.parametrize("path", site_pages())
 def test_page(page, base_url, path):
+    bodies: dict[str, bytes] = {}
+
+    def keep(response):
+        if urlparse(response.url).hostname == "127.0.0.1" and response.status == 200:
+            try:
+                bodies[response.url] = response.body()
+            except Exception:  # noqa: BLE001 - a redirect or a body already gone
+                pass
+
+    if is_chapter(path):
+        page.on("response", keep)
     page.goto(f"{base_url}/{path}", wait_until="networkidle")
     math_count = page.evaluate("() => document.querySelectorAll('.math').length")
     if math_count:
         page.wait_for_function("() => window.MathJax && window.MathJax.startup", timeout=15000)
         page.evaluate("() => window.MathJax.startup.promise")
         page.wait_for_load_state("networkidle")
+    if is_chapter(path):
+        scroll_through(page)
     rec = page.recorder
     assert not [u for u in rec.requests if off_site(u)], f"{path} loads from other hosts"
     assert not rec.bad_responses, f"{path}: failed responses {rec.bad_responses}"
@@ -92,6 +140,8 @@ def test_page(page, base_url, path):
     assert page.evaluate(FIND_RAW_TEX) == [], f"{path} shows untypeset TeX"
     assert page.evaluate(FIND_CLIPPED) == [], f"{path} clips content at the column's edge"
     assert page.evaluate(WIDGET_VIEWS) == 0, f"{path} shows a widget control that needs a kernel"
+    if is_chapter(path):
+        check_weight(page, path, bodies)
 
 
 def test_site_has_pages():
