@@ -60,6 +60,13 @@ def _inductor_cache() -> dict:
     return {"TORCHINDUCTOR_CACHE_DIR": cache_dir()}
 
 
+#: For a subprocess whose subject is the kernels' loader, not what the fused layers run without
+#: the kernels: torch.compile runs the functions as they are (compiling them costs about 10 s of
+#: CPU a process). The compiled fallback itself is run by
+#: test_a_compiler_that_rejects_the_flags_falls_back_cleanly and tests/test_fused.py.
+NO_TORCH_COMPILE = {"TORCH_COMPILE_DISABLE": "1"}
+
+
 def _run(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
@@ -427,7 +434,11 @@ def test_without_a_compiler_the_fused_layers_still_work_and_another_compiler_is_
         assert cpu_kernels.load() is not None
         print("ok")
     """,  # noqa: E501 - Python source; a line break would change the string
-        {"NORMS_CXX": str(tmp_path / "no-such-compiler-for-norms"), "TMPDIR": str(tmp_path)},
+        {
+            "NORMS_CXX": str(tmp_path / "no-such-compiler-for-norms"),
+            "TMPDIR": str(tmp_path),
+            **NO_TORCH_COMPILE,
+        },
     )
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
@@ -463,7 +474,7 @@ def test_a_library_that_does_not_load_falls_back(tmp_path):
         torch.testing.assert_close(norms.fast.fused.LayerNorm(8, dtype=torch.float64)(x), torch.nn.functional.layer_norm(x, [8]))
         print("ok")
     """,  # noqa: E501 - Python source; a line break would change the string
-        {"NORMS_CXX": str(fake), "TMPDIR": str(tmp_path)},
+        {"NORMS_CXX": str(fake), "TMPDIR": str(tmp_path), **NO_TORCH_COMPILE},
     )
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
