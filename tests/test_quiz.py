@@ -2,6 +2,7 @@
 has
 feedback, and the jupyterquiz rendering is deterministic and loads nothing from other hosts."""
 
+import functools
 import json
 import math
 import random
@@ -920,8 +921,10 @@ def test_instance_contrast_against_torch():
 # ----------------------------------------------------------------------------
 
 
-def _many_questions():
-    """Every topic, seeds 0..9, plus three banks: what a reader can meet."""
+@functools.cache
+def many_questions() -> list:
+    """Every topic, seeds 0..9, plus three banks: what a reader can meet (drawn once, on first
+    use: every pytest worker collects this file, one runs it)."""
     qs = [
         q
         for topic in quiz.topics()
@@ -931,15 +934,12 @@ def _many_questions():
     return qs + [q for seed in range(3) for q in quiz.bank(seed)]
 
 
-MANY = _many_questions()
-
-
 def _feedbacks(q):
     return [a["feedback"] for a in q["answers"]]
 
 
 def test_whole_generation_is_sound():
-    for q in MANY:
+    for q in many_questions():
         if q["type"] == "numeric":
             values = [a for a in q["answers"] if a["type"] != "default"]
             assert sum(a["correct"] for a in values) == 1 and len(values) >= 3, q["question"]
@@ -994,7 +994,7 @@ def test_groupnorm_is_described_by_its_blocks():
     feedback may
     contrast two layers by the same dims tuple, and GroupNorm is described by its blocks and (N, G)
     statistics, whose shape is checked against torch."""
-    qs = [q for q in MANY if q["_meta"]["kind"] in ("num_statistics", "which_layer")]
+    qs = [q for q in many_questions() if q["_meta"]["kind"] in ("num_statistics", "which_layer")]
     qs += [
         computed.q_num_statistics(random.Random(i), ["GroupNorm", "LayerNorm"]) for i in range(12)
     ]
@@ -1098,7 +1098,7 @@ def test_signs_are_formatted():
     """No '+ -1', '(3 − -1)' or '·-2': negative numbers after an operator are folded into it or
     bracketed."""
     qs = (
-        MANY
+        many_questions()
         + [chapters.q_bn_fold(random.Random(i)) for i in range(40)]
         + [running.q_running_mean(random.Random(i)) for i in range(20)]
     )
@@ -1108,7 +1108,7 @@ def test_signs_are_formatted():
 
 
 def test_no_cannot_explode_and_the_smoothness_claim_is_a_measurement():
-    for q in MANY + [concepts._concept("what_helps")(random.Random(0))]:
+    for q in many_questions() + [concepts._concept("what_helps")(random.Random(0))]:
         assert "cannot explode" not in _texts(q), q["question"]
     q = concepts._concept("what_helps")(random.Random(0))
     [smooth] = [a for a in q["answers"] if "Santurkar" in a["answer"]]
@@ -1169,7 +1169,7 @@ def test_select_all_questions_are_many_choice_and_neutral():
     extra += [chapters.q_group_members(random.Random(i)) for i in range(12)]
     extra += [chapters.q_instance_contrast(random.Random(i)) for i in range(12)]
     one_right = set()
-    for q in MANY + extra:
+    for q in many_questions() + extra:
         kind = q["_meta"]["kind"]
         if kind in _SELECT_ALL_KINDS or q["_meta"].get("concept") == "what_helps":
             assert q["type"] == "many_choice" and q["question"].endswith(quiz.SELECT_ALL), q[
@@ -1189,7 +1189,7 @@ def test_select_all_questions_are_many_choice_and_neutral():
 
     for kind in ("group_members", "instance_contrast"):
         counts, templates = set(), set()
-        for q in [q for q in MANY + extra if q["_meta"]["kind"] == kind]:
+        for q in [q for q in many_questions() + extra if q["_meta"]["kind"] == kind]:
             counts.add(sum(a["correct"] for a in q["answers"]))
             templates.add(asked(q))
         assert len(counts) > 1, kind
