@@ -40,9 +40,11 @@ TEST_JOBS ?= 3
 # unit tests of norms took 144 s of CPU with two threads a worker, 70 s with one). A test about
 # threads sets its own count (torch.set_num_threads); the notebooks' kernel has one thread anyway.
 TEST_THREADS ?= OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+# more pytest options for make test, e.g. PYTEST_ARGS=--durations=0
+PYTEST_ARGS ?=
 
 # Independent set-up steps run two at a time (the Colab-like venv's pip next to the project's,
-# the site's build next to the assignments): the machine has two cores.
+# the site's build next to the student edition's): the machine has two cores.
 MAKEFLAGS += --jobs=2
 
 PY_STAMP     := $(VENV)/.installed
@@ -50,7 +52,7 @@ NPM_STAMP    := node_modules/.installed
 ASSET_STAMP  := _build/assets/.copied
 CHROME_STAMP := $(VENV)/.chromium
 
-.PHONY: help book test lint colab-packages test-portable test-unit test-notebooks test-browser test-colab colab-venv bench-book serve execute clean prereqs setup bench student assignments test-courses grade slides
+.PHONY: help book test lint stored-outputs colab-packages test-portable test-unit test-notebooks test-browser test-colab colab-venv bench-book serve execute clean prereqs setup bench student assignments test-courses grade slides
 
 help: ## list the targets
 	@echo "Normalization, from Scratch"
@@ -108,15 +110,18 @@ $(CHROME_STAMP): | $(PY_STAMP)
 
 setup: $(PY_STAMP) $(ASSET_STAMP) ## install everything (venv, norms, npm assets); make book/test do this
 
-book: setup slides ## build the site into _build/html (warnings are errors), the slide decks in _build/html/slides
+# Both sites show the stored outputs: checked once, before either is built.
+stored-outputs: setup
 	@$(PY) tools/stored_outputs.py
+
+book: stored-outputs slides ## build the site into _build/html (warnings are errors), the slide decks in _build/html/slides
 	@rm -rf _build/html   # no file of an earlier build may hide a missing one
 	@$(BIN)/jupyter-book build . --warningiserror --keep-going --quiet
 	@cp -r _build/slides _build/html/slides   # linked from the instructors' page
 	@echo "make: site built: _build/html/index.html (make serve to read it)"
 
 test: lint book slides student assignments $(CHROME_STAMP) colab-venv ## lint, build, then every test: norms, notebooks (nbval in the Colab-like kernel), browser, courses
-	@$(COLAB_JUPYTER) $(TEST_THREADS) $(BIN)/pytest -n $(TEST_JOBS) --dist loadfile book tests $(NBVAL) -q --durations=25
+	@$(COLAB_JUPYTER) $(TEST_THREADS) $(BIN)/pytest -n $(TEST_JOBS) --dist loadfile book tests $(NBVAL) -q --durations=25 $(PYTEST_ARGS)
 
 lint: setup ## ruff: lint and format check of norms/, tests/ and tools/
 	@$(BIN)/ruff check --quiet norms tests tools
@@ -153,7 +158,8 @@ bench-book: setup ## run every notebook and report wall time per notebook and pe
 slides: setup ## one reveal.js deck per chapter, offline, from its notebook: _build/slides/index.html
 	@$(PY) tools/slides.py
 
-student: book ## the student edition: the site without solutions (_build/student/html), student notebooks (_build/student/notebooks)
+# Built next to the book (its own Sphinx build in _build/student-build), not after it.
+student: stored-outputs slides ## the student edition: the site without solutions (_build/student/html), student notebooks (_build/student/notebooks)
 	@$(PY) tools/student.py
 	@rm -rf _build/student/html/slides && cp -r _build/slides _build/student/html/slides
 

@@ -81,7 +81,9 @@ def test_site_shows_the_stored_outputs_that_nbval_checks():
     """The site does not execute: nbval (make test) proves the stored outputs current."""
     assert config()["execute"]["execute_notebooks"] == "off"
     makefile = (ROOT / "Makefile").read_text()
-    assert "tools/stored_outputs.py" in makefile.split("\nbook:")[1].split("\n\n")[0]
+    assert "tools/stored_outputs.py" in makefile.split("\nstored-outputs:")[1].split("\n\n")[0]
+    for site in ("book", "student"):  # both sites are built after the check
+        assert "stored-outputs" in makefile.split(f"\n{site}:")[1].split("##")[0], site
     assert "--nbval" in makefile and "book $(NBVAL)" in makefile
 
 
