@@ -33,8 +33,8 @@ JOBS   ?= 2
 # starting, a grading process at its time limit, a page loading in the browser) leaves no
 # core idle (measured: with two workers the cores were busy 1.5 of 2 on average)
 TEST_JOBS ?= 3
-# (and the notebooks, the longest files, are handed out first: collected last, they left one
-# worker running a notebook of four minutes while the others had nothing left to do)
+# (and the longest files are handed out first, conftest.py's order: --no-loadscope-reorder, or
+# xdist hands out the files with the most tests first and a long notebook can start last)
 # Each worker (and each process it starts) runs torch with one thread: with two OpenMP threads
 # in each of three workers on two cores, the threads spin-wait for each other (measured: the
 # unit tests of norms took 144 s of CPU with two threads a worker, 70 s with one). A test about
@@ -121,7 +121,7 @@ book: stored-outputs slides ## build the site into _build/html (warnings are err
 	@echo "make: site built: _build/html/index.html (make serve to read it)"
 
 test: lint book slides student assignments $(CHROME_STAMP) colab-venv ## lint, build, then every test: norms, notebooks (nbval in the Colab-like kernel), browser, courses
-	@$(COLAB_JUPYTER) $(TEST_THREADS) $(BIN)/pytest -n $(TEST_JOBS) --dist loadfile book tests $(NBVAL) -q --durations=25 $(PYTEST_ARGS)
+	@$(COLAB_JUPYTER) $(TEST_THREADS) $(BIN)/pytest -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder book tests $(NBVAL) -q --durations=25 $(PYTEST_ARGS)
 
 lint: setup ## ruff: lint and format check of norms/, tests/ and tools/
 	@$(BIN)/ruff check --quiet norms tests tools

@@ -294,3 +294,40 @@ def test_bibliography_labels_read_like_the_citations():
             if ", " in text and text != listed.get(target):  # parenthetical: the whole label
                 mismatched.append(f"{page.name}: {text!r} -> {listed.get(target)!r}")
     assert mismatched == []
+
+
+def _root_conftest():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_longest_files_run_first():
+    """make test hands out the files in conftest.py's order, longest first (by the table of a
+    recent run); the cells of a notebook and the tests of a file keep their order."""
+    conftest = _root_conftest()
+    table = json.loads(conftest.FILE_DURATIONS.read_text())
+    gone = [name for name in table if not (ROOT / name).exists()]
+    assert not gone, f"{conftest.FILE_DURATIONS.name} lists files that are gone: {gone}"
+    test_line = (ROOT / "Makefile").read_text().split("\ntest:")[1].split("\n\n")[0]
+    assert "--dist loadfile --no-loadscope-reorder" in test_line
+
+    class Item:  # what the hook reads of a test
+        def __init__(self, nodeid):
+            self.nodeid = nodeid
+
+    longest, shortest = max(table, key=table.get), min(table, key=table.get)
+    names = [f"{shortest}::a", "tests/test_not_in_the_table.py::b", f"{longest}::c"]
+    names += [f"{shortest}::d", f"{longest}::e"]
+    items = [Item(n) for n in names]
+    conftest.pytest_collection_modifyitems(None, items)
+    assert [i.nodeid for i in items] == [
+        f"{longest}::c",
+        f"{longest}::e",
+        f"{shortest}::a",
+        f"{shortest}::d",
+        "tests/test_not_in_the_table.py::b",
+    ]
