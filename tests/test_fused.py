@@ -176,26 +176,40 @@ def test_fused_layers_are_the_norms_layers_with_a_compiled_forward():
     assert list(layer.state_dict()) == list(torch.nn.LayerNorm(8).state_dict())
 
 
-def test_another_cpu_capability_gets_its_own_inductor_cache():
+def test_another_cpu_capability_gets_its_own_inductor_cache(monkeypatch):
     import os
     import subprocess
     import sys
 
-    # norms.fast sets the folder; the first run imports the compiled layers, as a reader would
-    code = "import os, norms.fast; print(os.environ.get('TORCHINDUCTOR_CACHE_DIR'))"
-    fused = "import os, norms.fast.fused; print(os.environ.get('TORCHINDUCTOR_CACHE_DIR'))"
-    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
-    run = lambda code=code, **extra: subprocess.run(  # noqa: E731
-        [sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True
-    ).stdout.strip()
-    assert run(fused, ATEN_CPU_CAPABILITY="default").endswith("_default")
-    assert run(ATEN_CPU_CAPABILITY="avx2").endswith("_avx2")
-    assert run(ATEN_CPU_CAPABILITY="default", TORCHINDUCTOR_CACHE_DIR="/tmp/mine") == "/tmp/mine"
-    # a parent that compiled something passes Inductor's default folder on: not this one's
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
-    inherited = run(ATEN_CPU_CAPABILITY="default", TORCHINDUCTOR_CACHE_DIR=default_cache_dir())
-    assert inherited == f"{default_cache_dir()}_default"
+    import norms.fast
+
+    # importing the compiled layers sets the folder, before Inductor reads it (a fresh process)
+    fused = "import os, norms.fast.fused; print(os.environ.get('TORCHINDUCTOR_CACHE_DIR'))"
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    done = subprocess.run(
+        [sys.executable, "-c", fused],
+        env={**env, "ATEN_CPU_CAPABILITY": "default"},
+        capture_output=True,
+        text=True,
+    )
+    assert done.stdout.strip() == f"{default_cache_dir()}_default", done.stderr[-2000:]
+
+    def folder(capability, inherited=None):
+        """What norms.fast's import-time setting gives, in this process's environment."""
+        monkeypatch.setenv("ATEN_CPU_CAPABILITY", capability)
+        if inherited is None:
+            monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+        else:
+            monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", inherited)
+        norms.fast._inductor_cache_per_capability()
+        return os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+
+    assert folder("avx2") == f"{default_cache_dir()}_avx2"
+    assert folder("default", inherited="/tmp/mine") == "/tmp/mine"
+    # a parent that compiled something passes Inductor's default folder on: not this one's
+    assert folder("default", inherited=default_cache_dir()) == f"{default_cache_dir()}_default"
 
 
 def test_fused_layer_runs_compiled_code():
