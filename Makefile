@@ -52,7 +52,7 @@ NPM_STAMP    := node_modules/.installed
 ASSET_STAMP  := _build/assets/.copied
 CHROME_STAMP := $(VENV)/.chromium
 
-.PHONY: help book test lint stored-outputs colab-packages test-portable test-unit test-notebooks test-browser test-colab colab-venv bench-book serve execute clean prereqs setup bench student assignments test-courses grade slides
+.PHONY: help book test lint translations stored-outputs colab-packages test-portable test-unit test-notebooks test-browser test-colab colab-venv bench-book serve execute clean prereqs setup bench student assignments test-courses grade slides
 
 help: ## list the targets
 	@echo "Normalization, from Scratch"
@@ -117,6 +117,7 @@ stored-outputs: setup
 book: stored-outputs slides ## build the site into _build/html (warnings are errors), the slide decks in _build/html/slides
 	@rm -rf _build/html   # no file of an earlier build may hide a missing one
 	@$(BIN)/jupyter-book build . --warningiserror --keep-going --quiet
+	@$(PY) tools/i18n.py html _build/html/zh   # the Chinese edition, from locales/ (its own URLs under zh/)
 	@cp -r _build/slides _build/html/slides   # linked from the instructors' page
 	@echo "make: site built: _build/html/index.html (make serve to read it)"
 
@@ -159,6 +160,9 @@ slides: setup ## one reveal.js deck per chapter, offline, from its notebook: _bu
 	@$(PY) tools/slides.py
 
 # Built next to the book (its own Sphinx build in _build/student-build), not after it.
+translations: setup ## after an English edit: update the Chinese catalogs (locales/) and notebooks (zh/); then translate the new and fuzzy entries
+	@$(PY) tools/i18n.py update
+
 student: stored-outputs slides ## the student edition: the site without solutions (_build/student/html), student notebooks (_build/student/notebooks)
 	@$(PY) tools/student.py
 	@rm -rf _build/student/html/slides && cp -r _build/slides _build/student/html/slides

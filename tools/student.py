@@ -172,6 +172,7 @@ def build_html(out: Path) -> None:
             "external_toc_path": (ROOT / "_toc.yml").as_posix(),
             "latex_individualpages": False,
             "hide_solutions": True,
+            "language_switch": False,  # no Chinese student edition to switch to
             "html_theme_options": student_theme_options(),
         },
         doctreedir=work / ".doctrees",

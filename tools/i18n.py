@@ -1,0 +1,303 @@
+"""The Chinese edition (中文版): English is the source, gettext carries the translation.
+
+Sphinx's gettext builder extracts every message of the book (paragraphs, headings, list
+items, admonitions, captions, table cells, exercises and solutions, the table of contents'
+captions) into one template per page; ``sphinx-intl`` merges them into the catalogs
+committed under ``locales/zh_CN/LC_MESSAGES/`` (one ``.po`` file per page). An English
+paragraph that changes becomes a *fuzzy* entry there (its old translation kept as a hint),
+a new one an untranslated entry, and :func:`problems` (``make test``) fails on both, so the
+Chinese edition cannot fall behind the English one silently. Sphinx applies the catalogs when
+it builds the site with ``language = "zh_CN"`` (myst-nb applies them to notebooks too).
+
+Usage::
+
+    python tools/i18n.py update      # make translations: extract, then update the catalogs
+    python tools/i18n.py check       # every entry translated, none fuzzy, markup intact
+    python tools/i18n.py html [OUT]  # the Chinese site (make book: _build/html/zh)
+    python tools/i18n.py notebooks   # the Chinese notebooks for Colab and download (zh/)
+
+The Chinese notebooks (``zh/book/NAME.ipynb``, committed so that Colab opens them from the
+repository) are the English notebooks with every markdown message replaced by its
+translation: the same code cells and stored outputs. ``tests/test_i18n.py`` regenerates
+them and fails when the committed ones differ (an English or catalog edit without
+``make translations``, or a hand edit of a Chinese notebook).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LANGUAGE = "zh_CN"
+LOCALES = ROOT / "locales"
+CATALOGS = LOCALES / LANGUAGE / "LC_MESSAGES"
+TEMPLATES = ROOT / "_build" / "gettext"
+#: where the Chinese site goes inside the English one: its pages keep the English URLs
+#: under this prefix (book/batchnorm.html -> zh/book/batchnorm.html)
+PREFIX = "zh"
+#: the Chinese notebooks, as the repository holds them (zh/book/NAME.ipynb)
+NOTEBOOKS = ROOT / "zh"
+
+# Markup a translation must carry over unchanged: roles and their targets, inline code,
+# inline maths, glued values, substitutions.
+_ROLE = re.compile(r"\{[a-z:-]+\}`[^`]*`")
+_CODE = re.compile(r"(?<![}`])``?[^`]+``?")
+_MATH = re.compile(r"\$\$?[^$]+\$\$?")
+_SUBST = re.compile(r"\{\{[^}]*\}\}")
+_TEX_COMMAND = re.compile(r"\\[a-zA-Z]+")
+_BRACED = re.compile(r"\{[^{}]*\}")
+_WORD = re.compile(r"[A-Za-z]{3,}")
+# CommonMark's emphasis does not close after a full-width punctuation mark followed by a
+# character (**预备知识：**无 shows its asterisks), nor open before one after a character:
+# put the punctuation outside the asterisks.
+_CJK_PUNCT = re.compile("[\u3000-\u303f\uff01-\uff0f\uff1a-\uff20]")
+_EMPHASIS = re.compile(r"(?<![*\\])\*{1,2}(?!\*)")
+
+
+def stuck_emphasis(text: str) -> bool:
+    """Whether an emphasis opens before, or closes after, a full-width punctuation mark
+    with a character on its other side: CommonMark then shows the asterisks."""
+    is_open = {1: False, 2: False}
+    for m in _EMPHASIS.finditer(text):
+        before, after = text[m.start() - 1 : m.start()], text[m.end() : m.end() + 1]
+        inner, outer = (before, after) if is_open[len(m[0])] else (after, before)
+        if _CJK_PUNCT.match(inner) and outer.strip() and not _CJK_PUNCT.match(outer):
+            return True
+        is_open[len(m[0])] = not is_open[len(m[0])]
+    return False
+
+
+def _build(builder: str, out: Path, overrides: dict) -> None:
+    from jupyter_book.sphinx import build_sphinx
+
+    result = build_sphinx(
+        ROOT,
+        out,
+        noconfig=True,
+        path_config=str(ROOT / "_config.yml"),
+        confoverrides={
+            "external_toc_path": (ROOT / "_toc.yml").as_posix(),
+            "latex_individualpages": False,
+            **overrides,
+        },
+        doctreedir=out.parent / ".doctrees",
+        builder=builder,
+        warningiserror=True,
+        keep_going=True,
+        quiet=True,
+    )
+    if result:
+        raise SystemExit(f"i18n: the {builder} build failed ({result})")
+
+
+def extract(out: Path = TEMPLATES) -> Path:
+    """The English messages, one ``.pot`` template per page, into ``out``."""
+    shutil.rmtree(out, ignore_errors=True)
+    _build("gettext", out, {})
+    return out
+
+
+def update() -> list[str]:
+    """Extract, then merge the templates into the catalogs (new entries untranslated,
+    changed ones fuzzy, removed ones dropped). Returns the catalogs written."""
+    from sphinx_intl.basic import update as intl_update
+
+    pot = extract()
+    intl_update(str(LOCALES), str(pot), (LANGUAGE,), line_width=-1, ignore_obsolete=True)
+    keep = {p.relative_to(pot).with_suffix(".po") for p in pot.rglob("*.pot")}
+    for po in CATALOGS.rglob("*.po"):  # a page that left the book takes its catalog along
+        if po.relative_to(CATALOGS) not in keep:
+            po.unlink()
+    fill_untranslatable()
+    return sorted(str(p.relative_to(ROOT)) for p in CATALOGS.rglob("*.po"))
+
+
+def untranslatable(msgid: str) -> bool:
+    """Whether a message has nothing to translate: display maths, a bare reference, code.
+    Its translation is the message itself (:func:`update` fills it in)."""
+    text = _ROLE.sub(" ", msgid)
+    text = _MATH.sub(" ", _CODE.sub(" ", text))
+    text = _TEX_COMMAND.sub(" ", text)
+    while _BRACED.search(text):
+        text = _BRACED.sub(" ", text)
+    return not _WORD.search(text)
+
+
+def fill_untranslatable(catalogs: Path = CATALOGS) -> int:
+    """Give every message with nothing to translate itself as its translation."""
+    import polib
+
+    filled = 0
+    for po_path in sorted(catalogs.rglob("*.po")):
+        po = polib.pofile(str(po_path), wrapwidth=0)
+        changed = False
+        for entry in po:
+            if not entry.obsolete and not entry.msgstr and untranslatable(entry.msgid):
+                entry.msgstr, changed = entry.msgid, True
+                filled += 1
+        if changed:
+            po.save()
+    return filled
+
+
+def markup(text: str) -> list[str]:
+    """The pieces of MyST markup in a message that its translation must keep as they are."""
+    roles = _ROLE.findall(text)
+    rest = _ROLE.sub(" ", text)
+    return sorted(roles + _CODE.findall(rest) + _MATH.findall(rest) + _SUBST.findall(rest))
+
+
+def entry_problems(msgid: str, msgstr: str, fuzzy: bool) -> list[str]:
+    """What is wrong with one catalog entry (empty when nothing is)."""
+    if fuzzy:
+        return ["fuzzy: the English changed since it was translated"]
+    if not msgstr.strip():
+        return ["untranslated"]
+    problems = []
+    if msgstr.count("`") % 2 != msgid.count("`") % 2:
+        problems.append("unbalanced backticks")
+    if "*" in msgid and stuck_emphasis(_CODE.sub(" ", _MATH.sub(" ", msgstr))):
+        problems.append("emphasis next to full-width punctuation does not render")
+    missing = sorted(set(markup(msgid)) - set(markup(msgstr)))
+    if missing:
+        problems.append(f"markup lost or changed: {', '.join(missing)}")
+    return problems
+
+
+def problems(catalogs: Path = CATALOGS) -> list[str]:
+    """Every entry of the catalogs that is untranslated, fuzzy or breaks the markup, as
+    ``file:line: problem: msgid``; empty when the Chinese edition is complete."""
+    import polib
+
+    found = []
+    if not catalogs.exists():
+        return [f"{catalogs}: no catalogs (run make translations)"]
+    for po_path in sorted(catalogs.rglob("*.po")):
+        rel = po_path.relative_to(ROOT) if po_path.is_relative_to(ROOT) else po_path
+        for entry in polib.pofile(str(po_path)):
+            if entry.obsolete:
+                continue
+            for problem in entry_problems(entry.msgid, entry.msgstr, entry.fuzzy):
+                found.append(f"{rel}:{entry.linenum}: {problem}: {entry.msgid[:70]!r}")
+    return found
+
+
+def translations(page: str) -> dict[str, str]:
+    """msgid -> msgstr of a page's catalog (``page`` as in the table of contents)."""
+    import polib
+
+    path = CATALOGS / f"{page}.po"
+    if not path.exists():
+        return {}
+    return {e.msgid: e.msgstr for e in polib.pofile(str(path)) if e.msgstr and not e.fuzzy}
+
+
+_LINE_START = re.compile(r"^(?:[ \t>]*(?:#{1,6} |[-*+] |\d+\. )?|.*\| |:::+\{[a-z-]+\} )\**$")
+#: a space of a message (Sphinx joins a paragraph's lines) where the source may break the line
+_SPACE = r"(?:[ \t]*\n[ \t]*|[ \t]+)"
+_LINE_END = re.compile(r"^\**[ \t]*(?:\||$)")
+
+
+def translate_markdown(text: str, table: dict[str, str]) -> str:
+    """``text`` with each message of ``table`` replaced, longest first, where it stands as a
+    whole block, line, list item, heading or table cell (never inside a longer message)."""
+    for msgid in sorted(table, key=len, reverse=True):
+        if msgid == table[msgid]:
+            continue
+        pattern = _SPACE.join(re.escape(word) for word in msgid.split())
+        out, pos = [], 0
+        for m in re.finditer(pattern, text):
+            line_before = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
+            end = text.find("\n", m.end())
+            line_after = text[m.end() : end if end >= 0 else len(text)]
+            if _LINE_START.match(line_before) and _LINE_END.match(line_after):
+                out += [text[pos : m.start()], table[msgid]]
+                pos = m.end()
+        text = "".join(out) + text[pos:]
+    return text
+
+
+def chinese_notebook(path: Path) -> dict:
+    """The Chinese notebook of ``path`` (a notebook of the book): markdown translated,
+    code cells, outputs and metadata as they are, images found from ``zh/book/``."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    page = path.relative_to(ROOT).with_suffix("").as_posix()
+    table = translations(page)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            source = translate_markdown(cell.source, table)
+            cell.source = re.sub(r"\]\((?!https?:|#)(images/)", r"](../../book/\1", source)
+    nb.metadata["language_info"] = nb.metadata.get("language_info", {})
+    return nb
+
+
+def book_notebooks() -> list[Path]:
+    """The notebooks the table of contents lists, in its order."""
+    toc = (ROOT / "_toc.yml").read_text()
+    names = re.findall(r"(?:file|root):\s*(\S+)", toc)
+    return [ROOT / f"{n}.ipynb" for n in names if (ROOT / f"{n}.ipynb").exists()]
+
+
+def write_notebooks(out: Path = NOTEBOOKS) -> list[Path]:
+    """Write the Chinese notebook of every notebook of the book under ``out``."""
+    import nbformat
+
+    written = []
+    for path in book_notebooks():
+        target = out / path.relative_to(ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(chinese_notebook(path), target)
+        written.append(target)
+    return written
+
+
+def build_html(out: Path) -> None:
+    """The Chinese site into ``out`` (built beside, then moved: nothing of an earlier build
+    stays)."""
+    work = ROOT / "_build" / "zh-build"
+    shutil.rmtree(work / "html", ignore_errors=True)
+    _build(
+        "html",
+        work / "html",
+        {"language": LANGUAGE, "locale_dirs": [str(LOCALES)], "gettext_compact": False},
+    )
+    shutil.rmtree(out, ignore_errors=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(work / "html", out)
+    print(f"Chinese site built: {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("update", help="extract the English messages and update the catalogs")
+    sub.add_parser("check", help="fail on an untranslated, fuzzy or broken entry")
+    html = sub.add_parser("html", help="build the Chinese site")
+    html.add_argument("out", nargs="?", type=Path, default=ROOT / "_build" / "html" / PREFIX)
+    sub.add_parser("notebooks", help="write the Chinese notebooks (zh/)")
+    args = parser.parse_args(argv)
+    if args.command == "update":
+        written = update()
+        print(f"catalogs: {len(written)} in {CATALOGS.relative_to(ROOT)}")
+        print(f"Chinese notebooks: {len(write_notebooks())} in {NOTEBOOKS.relative_to(ROOT)}")
+        left = problems()
+        print(f"{len(left)} entries to translate or review" if left else "all translated")
+    elif args.command == "check":
+        left = problems()
+        print("\n".join(left) or "every entry translated")
+        return 1 if left else 0
+    elif args.command == "notebooks":
+        print(f"Chinese notebooks: {len(write_notebooks())} in {NOTEBOOKS.relative_to(ROOT)}")
+    else:
+        build_html(args.out.resolve())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
