@@ -25,7 +25,9 @@ def test_every_catalog_entry_is_translated_and_keeps_its_markup():
 def test_every_page_of_the_book_has_a_catalog():
     pages = {p.relative_to(ROOT).with_suffix("").as_posix() for p in i18n.book_notebooks()}
     pages |= {"book/intro", "book/glossary", "book/references"}
-    catalogs = {p.relative_to(i18n.CATALOGS).with_suffix("").as_posix() for p in i18n.CATALOGS.rglob("*.po")}
+    catalogs = {
+        p.relative_to(i18n.CATALOGS).with_suffix("").as_posix() for p in i18n.CATALOGS.rglob("*.po")
+    }
     assert pages <= catalogs, sorted(pages - catalogs)
 
 
@@ -56,7 +58,12 @@ def test_every_page_of_the_book_has_a_catalog():
         ),
         ("**Prerequisites:** none.", "**预备知识**：无。", False, []),
         ("a *biased* variance", "*有偏*方差", False, []),
-        ("a *biased* variance", "一个*（有偏的）*方差", False, ["emphasis next to full-width punctuation does not render"]),
+        (
+            "a *biased* variance",
+            "一个*（有偏的）*方差",
+            False,
+            ["emphasis next to full-width punctuation does not render"],
+        ),
     ],
 )
 def test_entry_problems_catch_what_breaks_the_chinese_page(msgid, msgstr, fuzzy, expected):

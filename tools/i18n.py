@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 LANGUAGE = "zh_CN"
 LOCALES = ROOT / "locales"
 CATALOGS = LOCALES / LANGUAGE / "LC_MESSAGES"
@@ -260,13 +261,26 @@ def write_notebooks(out: Path = NOTEBOOKS) -> list[Path]:
 def build_html(out: Path) -> None:
     """The Chinese site into ``out`` (built beside, then moved: nothing of an earlier build
     stays)."""
+    from student import site_theme_options
+
     work = ROOT / "_build" / "zh-build"
     shutil.rmtree(work / "html", ignore_errors=True)
+    # the Colab and repository links open the Chinese notebooks (zh/book/NAME.ipynb)
+    options = site_theme_options() | {"path_to_docs": NOTEBOOKS.relative_to(ROOT).as_posix()}
     _build(
         "html",
         work / "html",
-        {"language": LANGUAGE, "locale_dirs": [str(LOCALES)], "gettext_compact": False},
+        {
+            "language": LANGUAGE,
+            "locale_dirs": [str(LOCALES)],
+            "gettext_compact": False,
+            "html_theme_options": options,
+        },
     )
+    for source in (work / "html" / "_sources").rglob("*.ipynb"):  # the download button
+        chinese = NOTEBOOKS / source.relative_to(work / "html" / "_sources")
+        if chinese.exists():
+            shutil.copyfile(chinese, source)
     shutil.rmtree(out, ignore_errors=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(work / "html", out)

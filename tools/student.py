@@ -113,11 +113,9 @@ def build_notebooks(paths, out: Path, fresh: bool = True) -> None:
     print(f"student notebooks: {len(paths)} in {shown}")
 
 
-def student_theme_options() -> dict:
-    """The site's theme options without a way to the full notebooks: no launch buttons
-    (Colab and Binder open the notebooks of the repository, solutions included) and no
-    repository, edit or issues button. The download button stays: it serves the student
-    notebooks that :func:`replace_sources` puts in ``_sources``."""
+def site_theme_options() -> dict:
+    """The theme options jupyter-book gives the site (from _config.yml): a build that
+    changes some of them passes all of them (a Sphinx override replaces the whole dict)."""
     from jupyter_book.config import get_final_config
 
     config, _ = get_final_config(
@@ -126,7 +124,15 @@ def student_theme_options() -> dict:
         sourcedir=ROOT,
         use_external_toc=True,
     )
-    options = dict(config.get("html_theme_options", {}))
+    return dict(config.get("html_theme_options", {}))
+
+
+def student_theme_options() -> dict:
+    """The site's theme options without a way to the full notebooks: no launch buttons
+    (Colab and Binder open the notebooks of the repository, solutions included) and no
+    repository, edit or issues button. The download button stays: it serves the student
+    notebooks that :func:`replace_sources` puts in ``_sources``."""
+    options = site_theme_options()
     # jupyter-book merges these into the site's options key by key: each launcher's URL is
     # emptied rather than the key left out
     options["launch_buttons"] = {
