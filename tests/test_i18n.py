@@ -129,3 +129,20 @@ def test_the_chinese_notebook_is_up_to_date(path):
         f"{committed} differs from what the catalogs give: run make translations "
         "(a Chinese notebook is generated, never edited by hand)"
     )
+
+
+@pytest.mark.parametrize("path", i18n.book_notebooks(), ids=lambda p: p.stem)
+def test_no_english_paragraph_is_left_in_a_chinese_notebook(path):
+    nb = i18n.chinese_notebook(path)
+    left = [
+        run for c in nb.cells if c.cell_type == "markdown" for run in i18n.english_left(c.source)
+    ]
+    assert left == [], f"{path.stem}: English left in the Chinese notebook: {left[:3]}"
+
+
+def test_the_english_check_can_fail():
+    assert i18n.english_left(
+        "批归一化按通道计算。\nThe mean and the variance are taken per channel."
+    )
+    assert not i18n.english_left("用 `torch.testing.assert_close` 检查 $\\mu_c = \\frac{1}{m}$。")
+    assert not i18n.english_left(":::{admonition} Learning objectives and more words here ok")

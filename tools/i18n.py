@@ -238,6 +238,23 @@ def chinese_notebook(path: Path) -> dict:
     return nb
 
 
+_ENGLISH_RUN = re.compile(r"[A-Za-z][a-z']+(?:[ ,;:]+[A-Za-z][a-z']+){5,}")
+_DIRECTIVE_LINE = re.compile(r"^\s*(?::::*|```+|:[a-z-]+:)")
+_LINK_TARGET = re.compile(r"\]\([^)]*\)")
+
+
+def english_left(markdown: str) -> list[str]:
+    """Runs of six or more English words in a Chinese markdown text, outside code, maths,
+    roles, link targets and directive lines: a paragraph the catalogs did not translate."""
+    found = []
+    for line in markdown.splitlines():
+        if _DIRECTIVE_LINE.match(line):
+            continue
+        text = _LINK_TARGET.sub("]", _MATH.sub(" ", _CODE.sub(" ", _ROLE.sub(" ", line))))
+        found += _ENGLISH_RUN.findall(text)
+    return found
+
+
 def book_notebooks() -> list[Path]:
     """The notebooks the table of contents lists, in its order."""
     toc = (ROOT / "_toc.yml").read_text()
