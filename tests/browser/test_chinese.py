@@ -53,7 +53,9 @@ def test_every_page_links_to_its_twin_and_back(open_page, path):  # noqa: F811
     assert back["href"] == english.url
     errors = [m for m in chinese.console if m.startswith(("error", "warning"))]
     assert not errors and not chinese.recorder.errors, errors + chinese.recorder.errors
-    english_runs = [run for text in chinese.evaluate(ARTICLE_TEXT) for run in i18n.english_left(text)]
+    english_runs = [
+        run for text in chinese.evaluate(ARTICLE_TEXT) for run in i18n.english_left(text)
+    ]
     assert english_runs == [], f"{ZH}{path}: English left: {english_runs[:3]}"
 
 
