@@ -129,7 +129,8 @@ def untranslatable(msgid: str) -> bool:
 
 
 def fill_untranslatable(catalogs: Path = CATALOGS) -> int:
-    """Give every message with nothing to translate itself as its translation."""
+    """Give every message with nothing to translate itself as its translation (and drop
+    Babel's format flags); returns how many were filled."""
     import polib
 
     filled = 0
@@ -137,6 +138,12 @@ def fill_untranslatable(catalogs: Path = CATALOGS) -> int:
         po = polib.pofile(str(po_path), wrapwidth=0)
         changed = False
         for entry in po:
+            # Babel marks a message with "%" or "{…}" as a format string; none of the book's is
+            # one, and the flag would make msgfmt --check compare placeholders
+            formats = [f for f in entry.flags if f.endswith("-format")]
+            if formats:
+                entry.flags = [f for f in entry.flags if f not in formats]
+                changed = True
             if not entry.obsolete and not entry.msgstr and untranslatable(entry.msgid):
                 entry.msgstr, changed = entry.msgid, True
                 filled += 1
