@@ -50,6 +50,13 @@ def test_every_page_of_the_book_has_a_catalog():
             ["markup lost or changed: {doc}`batchnorm`"],
         ),
         ("It is {glue:text}`bn-m`.", "它是 {glue:text}`bn-m`。", False, []),
+        ("See {ref}`the section <rms-low>`.", "见{ref}`低精度一节 <rms-low>`。", False, []),
+        (
+            "See {ref}`the section <rms-low>`.",
+            "见{ref}`低精度一节 <rms-high>`。",
+            False,
+            ["markup lost or changed: {ref}`<rms-low>`"],
+        ),
         (
             "**Prerequisites:** none.",
             "**预备知识：**无。",

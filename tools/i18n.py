@@ -152,9 +152,13 @@ def fill_untranslatable(catalogs: Path = CATALOGS) -> int:
     return filled
 
 
+_TITLED = re.compile(r"^(\{[a-z:-]+\})`[^`<]*<([^`>]*)>`$")
+
+
 def markup(text: str) -> list[str]:
-    """The pieces of MyST markup in a message that its translation must keep as they are."""
-    roles = _ROLE.findall(text)
+    """The pieces of MyST markup in a message that its translation must keep as they are
+    (a reference's own link text, as in ``{ref}`the section <label>```, is translated)."""
+    roles = [_TITLED.sub(r"\1`<\2>`", role) for role in _ROLE.findall(text)]
     rest = _ROLE.sub(" ", text)
     return sorted(roles + _CODE.findall(rest) + _MATH.findall(rest) + _SUBST.findall(rest))
 
