@@ -182,7 +182,7 @@ class _Diagnosis:
     def check_gradients(self, y, yr, xc, xr, param_pairs, where, gen, ref=None):
         g = torch.randn(y.shape, generator=gen)
         try:
-            y.backward(g)
+            self.guard.call(y.backward, g)
         except Exception as exc:
             self.c.add("backward_failed", f"y.backward() raised {_fmt_exc(exc)}", where)
             return

@@ -229,6 +229,11 @@ PROBLEM_CODES = {
         "Your code called sys.exit() (or raised SystemExit)",
         "Raise an exception instead of exiting: in a notebook, exiting stops the kernel.",
     ),
+    "crashed": (
+        "Your code ended the process that graded it",
+        "Look for os._exit(), os.kill() or a crash in C code (ctypes, an extension) in "
+        "__init__, forward or backward: in a notebook, that ends the kernel.",
+    ),
     "not_copyable": (
         "Your module cannot be copied with copy.deepcopy",
         "The grader runs copies, so that grading leaves your module's running statistics "
