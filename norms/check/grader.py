@@ -253,7 +253,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                 self.passed.append(shape)
                 self.c.checks.append(f"output on {shape}")
                 if step == 0:
-                    self.check_gradients(y, yr, xc, xr, [], where, gen, ref)
+                    self.check_gradients(y, yr, xc, xr, [], where, gen, ref, spec)
             else:
                 self.failed.append(shape)
                 self.explain_mismatch(
@@ -455,7 +455,15 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                 self.c.checks.append(f"training output, {call}, input {shape}")
                 if step == 0:
                     self.check_gradients(
-                        y, yr, xc, xr, [(_resolve(m, n), r) for n, r in pairs], where, gen, ref
+                        y,
+                        yr,
+                        xc,
+                        xr,
+                        [(n, _resolve(m, n), r) for n, r in pairs],
+                        where,
+                        gen,
+                        ref,
+                        spec,
                     )
             else:
                 failed.append(shape)
