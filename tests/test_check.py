@@ -1354,3 +1354,26 @@ def test_a_wrong_parameter_gradient_is_explained_as_that_gradient_not_dx(param_g
     assert report.codes == ["param_gradient"], report
     assert named in report.problems[0].detail, report
     assert "dx" not in str(report), report
+
+
+class ChannelsLastBatchNormOverTwoDims(nn.Module):
+    """BatchNorm of an (N, H, W, C) input whose statistics forget W: dims (0, 1)."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(num_features))
+        self.bias = nn.Parameter(torch.zeros(num_features))
+
+    def forward(self, x):
+        x = x.movedim(1, -1)
+        mean, var = x.mean((0, 1), keepdim=True), x.var((0, 1), keepdim=True, unbiased=False)
+        y = (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
+        return y.movedim(-1, 1)
+
+
+def test_wrong_dims_of_a_channels_last_layer_are_also_given_in_its_layout():
+    report = grade(ChannelsLastBatchNormOverTwoDims, nn.BatchNorm2d)
+    wrong = report.problems[report.codes.index("wrong_dims")].detail
+    assert "statistics over dims (0, 2)" in wrong, report
+    assert "where they are dims (0, 1) of the (N, *, C) tensor" in wrong, report
