@@ -31,7 +31,9 @@ class _Diagnosis:
             told = True
             if h.eps_mode in ("outside", "none"):
                 h, told = self.separate_eps(h, x, spec, eps, w, b, probe)
-            form = layout(probe, x.detach().clone()) if h.dims is not None and probe else None
+            form = None  # the layout matters where there is a channel dim
+            if h.dims is not None and probe and spec.kind in ("batch", "instance", "group"):
+                form = layout(probe, x.detach().clone())
             for code, detail in _explain(h, spec, tuple(x.shape), eps, told, form):
                 self.c.add(code, detail, where)
             return
