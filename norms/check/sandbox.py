@@ -173,6 +173,10 @@ def _time_limit(timeout: float | None):
         signal.signal(signal.SIGALRM, previous)
 
 
+class _CannotFork(Exception):
+    """``os.fork()`` failed (a limit on processes or memory)."""
+
+
 class _ChildEnded(Exception):
     """The child process ended without a result: ``status`` says how."""
 
@@ -195,7 +199,12 @@ def _in_child(work, timeout: float | None):
         # Python 3.12+ warns that forking a process with threads (a notebook's kernel has some)
         # may deadlock the child; the child only runs the grader and is killed at the limit
         warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # no memory or no process left for a child: the caller grades in-process
+            os.close(read)
+            os.close(write)
+            raise _CannotFork() from None
     if pid == 0:  # the child: never returns
         status = 0
         try:
