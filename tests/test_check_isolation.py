@@ -72,9 +72,7 @@ def _grade_in_a_process(
         import os, signal, sys, time
         import torch
         from torch import nn
-        import torch.nn.functional as F
-
-from norms.check import grade, grader, helpers
+        from norms.check import grade, grader
         grader._CHILD_PROCESS = grader._CHILD_PROCESS and {child}
         {source}
         report = grade(Candidate, nn.BatchNorm1d, timeout={timeout})
