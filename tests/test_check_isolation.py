@@ -149,6 +149,15 @@ def test_a_loop_that_defeats_the_alarm_is_still_stopped(loop):
     assert "Candidate did not finish in 2 s" in done.stdout, done.stdout
 
 
+def test_a_loop_that_catches_the_alarm_is_stopped_in_process_too():
+    """Without a child process (macOS), the alarm repeats and, once caught, the next instruction
+    of the reader's code raises too: the loop is left from its except clause."""
+    source = _candidate_source("forward", _HOSTILE_LOOPS["catches the alarm"])
+    done = _grade_in_a_process(source, timeout=2, child=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "codes: ['timed_out']" in done.stdout, done.stdout
+
+
 @pytest.mark.skipif(not grader._CHILD_PROCESS, reason="grading in a child process is Linux's")
 def test_os_exit_in_the_candidate_is_a_problem_not_the_end_of_the_process():
     done = _grade_in_a_process(_candidate_source("forward", "os._exit(3)\n"), timeout=30)

@@ -6,8 +6,8 @@ torch (and in the grader) put back after every call.
   own modules) and torch's global settings, and :meth:`_Guard.call` puts them back after every
   call into the reader's code: a forward that replaces ``torch.allclose`` (or
   ``F.layer_norm``, the reference's own function) cannot change what the grader computes next.
-* :func:`_time_limit` stops Python code with a repeating ``SIGALRM`` (a swallowed alarm fires
-  again a moment later), in the main thread on POSIX systems.
+* :func:`_time_limit` stops Python code with a repeating ``SIGALRM`` (once one is caught, the
+  next raises in the reader's next instruction too), in the main thread on POSIX systems.
 * :func:`_in_child` runs the whole grading in a forked child process and kills it when the time
   limit has passed: this holds against code that catches the alarm, cancels the timer, ignores
   the signal or runs one long C++ operation. The reader's classes need not be importable (a
@@ -42,6 +42,8 @@ _CHILD_PROCESS = sys.platform.startswith("linux") and hasattr(os, "fork")
 _GRACE = 2.0
 
 _MISSING = object()
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class _TimedOut(BaseException):
@@ -145,10 +147,11 @@ class _Guard:
 @contextlib.contextmanager
 def _time_limit(timeout: float | None):
     """Raise :class:`_TimedOut` in the reader's code after ``timeout`` seconds, and again every
-    0.1 s after that until the block is left (so catching it once does not help). A ``SIGALRM``
-    timer: in the main thread of a POSIX process only (elsewhere no limit); it cannot stop code
-    that cancels the timer, ignores the signal or runs one long C++ operation
-    (:func:`_in_child` can)."""
+    0.1 s after that until the block is left. From the second alarm on, the next instruction of
+    the reader's code (not the grader's) raises it too, so a loop that catches the exception
+    and carries on is left from its ``except`` clause. A ``SIGALRM`` timer: in the
+    main thread of a POSIX process only (elsewhere no limit); it cannot stop code that cancels
+    the timer, ignores the signal or runs one long C++ operation (:func:`_in_child` can)."""
     armed = (
         timeout is not None
         and hasattr(signal, "setitimer")
@@ -157,11 +160,31 @@ def _time_limit(timeout: float | None):
     if not armed:
         yield
         return
-    live = [True]
+    live, fired, tracer = [True], [0], sys.gettrace()
+
+    def stop(frame, event, arg):
+        if not live[0]:
+            return None
+        if (
+            event == "exception"
+            or os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _HERE
+        ):
+            # an exception on its way (raising another would leave it inside the same try), or
+            # the grader's own frames, which must unwind and report
+            return stop
+        frame.f_trace_opcodes = True
+        raise _TimedOut()  # (a trace function that raises is removed: the next alarm re-adds it)
 
     def expire(signum, frame):
-        if live[0]:
-            raise _TimedOut()
+        if not live[0]:
+            return
+        fired[0] += 1
+        if fired[0] > 1:  # the last one was caught: raise on the next line of the reader's code
+            sys.settrace(stop)
+            while frame is not None:  # every instruction, not every line: an `except` clause
+                frame.f_trace, frame.f_trace_opcodes = stop, True  # may have no line of its own
+                frame = frame.f_back
+        raise _TimedOut()
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, timeout, 0.1)
@@ -171,6 +194,7 @@ def _time_limit(timeout: float | None):
         live[0] = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        sys.settrace(tracer)
 
 
 class _CannotFork(Exception):
