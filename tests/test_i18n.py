@@ -51,6 +51,8 @@ def test_every_page_of_the_book_has_a_catalog():
         ),
         ("It is {glue:text}`bn-m`.", "它是 {glue:text}`bn-m`。", False, []),
         ("See {ref}`the section <rms-low>`.", "见{ref}`低精度一节 <rms-low>`。", False, []),
+        ("LN is {glue:text}`ln-dyt`.", "层归一化：{glue:text}`ln-dyt.zh`。", False, []),
+        ("LN is {glue:}`ln-dyt`.", "层归一化：{glue:}`ln-dyt.zh`。", False, []),
         (
             "See {ref}`the section <rms-low>`.",
             "见{ref}`低精度一节 <rms-high>`。",

@@ -152,6 +152,7 @@ def fill_untranslatable(catalogs: Path = CATALOGS) -> int:
     return filled
 
 
+_GLUE_ZH = re.compile(r"^(\{glue(?::[a-z]*)?\}`[^`:]+?)\.zh(?=[`:])")
 _TITLED = re.compile(r"^(\{[a-z:-]+\})`[^`<]*<([^`>]*)>`$")
 
 
@@ -159,6 +160,8 @@ def markup(text: str) -> list[str]:
     """The pieces of MyST markup in a message that its translation must keep as they are
     (a reference's own link text, as in ``{ref}`the section <label>```, is translated)."""
     roles = [_TITLED.sub(r"\1`<\2>`", role) for role in _ROLE.findall(text)]
+    # a glued English sentence has a Chinese twin under the key + ".zh" (glue_comparison)
+    roles = [_GLUE_ZH.sub(r"\1\2", role) for role in roles]
     rest = _ROLE.sub(" ", text)
     return sorted(roles + _CODE.findall(rest) + _MATH.findall(rest) + _SUBST.findall(rest))
 
