@@ -161,7 +161,7 @@ def markup(text: str) -> list[str]:
     (a reference's own link text, as in ``{ref}`the section <label>```, is translated)."""
     roles = [_TITLED.sub(r"\1`<\2>`", role) for role in _ROLE.findall(text)]
     # a glued English sentence has a Chinese twin under the key + ".zh" (glue_comparison)
-    roles = [_GLUE_ZH.sub(r"\1\2", role) for role in roles]
+    roles = [_GLUE_ZH.sub(r"\1", role) for role in roles]
     rest = _ROLE.sub(" ", text)
     return sorted(roles + _CODE.findall(rest) + _MATH.findall(rest) + _SUBST.findall(rest))
 
