@@ -34,7 +34,10 @@ NAMES = ["batchnorm-channels-last", "layernorm-rmsnorm", "groupnorm-channels-las
 #: every known bug, these included, is graded by the autograder's own tests in CATALOGUE below
 BUGS = {
     "batchnorm-channels-last": {
-        "running_var_biased": ([("var * n / (n - 1)", "var")], "running_var_biased"),
+        "running_var_biased": (
+            [("x.var(dims, unbiased=True)", "x.var(dims, unbiased=False)")],
+            "running_var_biased",
+        ),
     },
     "layernorm-rmsnorm": {
         "layernorm_backward_drops_a_term": (
@@ -341,11 +344,11 @@ CATALOGUE = {
                 "self.running_mean.mul_(self.momentum).add_((1 - self.momentum) * mean)",
             ),
             (
-                "self.running_var.mul_(1 - self.momentum).add_(self.momentum * var * n / (n - 1))",
-                "self.running_var.mul_(self.momentum)"
-                ".add_((1 - self.momentum) * var * n / (n - 1))",
+                "self.running_var.mul_(1 - self.momentum).add_(self.momentum * unbiased)",
+                "self.running_var.mul_(self.momentum).add_((1 - self.momentum) * unbiased)",
             ),
         ],
+        "running_stats_autograd": [("with torch.no_grad():", "if True:")],
         "eval_uses_batch_stats": [("if self.training:", "if True:")],
         "affine_swapped": [
             (
@@ -451,7 +454,6 @@ PUBLIC_CATCHES = {
         "eval_uses_batch_stats": CATALOGUE["batchnorm-channels-last"]["eval_uses_batch_stats"],
         "statistics_over_torchs_layout": [
             ("dims = tuple(range(x.dim() - 1))", "dims = (0, 2, 3)"),
-            ("n = x.numel() // x.shape[-1]", "n = x.numel() // x.shape[1]"),
         ],
     },
     "groupnorm-channels-last": {
