@@ -92,10 +92,10 @@ def check_name(name: str) -> None:
         )
 
 
-def submissions(folder: Path) -> list[Path]:
+def submissions(folder: Path | None) -> list[Path]:
     """Every notebook in ``folder`` and its subfolders (one folder per student), sorted;
     SystemExit when the folder does not exist or holds none."""
-    if not str(folder):
+    if folder is None:
         raise usage("no submissions folder given (make grade SUBMISSIONS=<folder>)")
     if not folder.exists():
         raise usage(f"the submissions folder {folder} does not exist")
@@ -622,7 +622,7 @@ def feedback(name: str, s: dict, qs: list[str], notes: dict[str, list[str]]) -> 
 def main(argv) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("name")
-    parser.add_argument("submissions", type=Path)
+    parser.add_argument("submissions")  # a str: Path("") would be the current folder
     parser.add_argument("--out", type=Path)
     parser.add_argument("--timeout", type=float, default=TIMEOUT)
     parser.add_argument("--memory", type=int, default=MEMORY, help="MB per submission")
@@ -630,7 +630,7 @@ def main(argv) -> int:
     args = parser.parse_args(argv)
     # usage errors first, before anything is built
     check_name(args.name)
-    folder = args.submissions.resolve() if str(args.submissions) else args.submissions
+    folder = Path(args.submissions).resolve() if args.submissions else None
     notebooks = submissions(folder)
     out = (args.out or ROOT / "_build" / "grades" / args.name).resolve()
     check_out(out)
