@@ -17,6 +17,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -864,3 +865,46 @@ def test_public_tests_do_not_give_the_formulas_they_ask_for():
     text = public_tests(name).replace(" ", "")
     assert "autograd" in public_tests(name)
     assert not [f for f in formulas if f in text], [f for f in formulas if f in text]
+
+
+def test_make_assignments_builds_only_what_changed(tmp_path):
+    """Up to date: nothing is built again (one autograder each, the same); the digest of an
+    assignment's sources changes with its master notebook."""
+    before = {n: sorted((BUILT / n / "autograder").glob("*.zip")) for n in NAMES}
+    assert all(len(z) == 1 for z in before.values()), before  # no zips piling up
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "assignments.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0 and "assignment built" not in run.stdout, run.stdout + run.stderr
+    assert run.stdout.count("assignment up to date") == len(NAMES), run.stdout
+    assert {n: sorted((BUILT / n / "autograder").glob("*.zip")) for n in NAMES} == before
+    master = tmp_path / "batchnorm-channels-last.ipynb"
+    shutil.copyfile(ROOT / "assignments" / master.name, master)
+    digest = assignments.sources(master)
+    master.write_text(master.read_text().replace("Question 1", "Question one"))
+    assert assignments.sources(master) != digest
+
+
+def test_the_wheel_is_built_outside_the_tree(tmp_path, monkeypatch):
+    """A build that was interrupted or ran at the same time left ``build/`` in the tree
+    (setuptools' ``bdist.linux-x86_64/wheel/norms-*.dist-info``): the next build does not
+    fail on it, and writes nothing into the tree."""
+    tree = tmp_path / "tree"
+    for part in assignments.PACKAGE:
+        src = ROOT / part
+        if src.is_dir():
+            shutil.copytree(src, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            tree.mkdir(exist_ok=True)
+            shutil.copyfile(src, tree / part)
+    stale = tree / "build" / "bdist.linux-x86_64" / "wheel" / "norms-0.1.0.dist-info"
+    stale.mkdir(parents=True)
+    (stale / "METADATA").write_text("left by an interrupted build")
+    listing = sorted(str(p.relative_to(tree)) for p in tree.rglob("*"))
+    monkeypatch.setattr(assignments, "ROOT", tree)
+    wheel = assignments.build_wheel(tmp_path / "wheel")
+    assert wheel.exists() and wheel.name.startswith("norms-")
+    assert sorted(str(p.relative_to(tree)) for p in tree.rglob("*")) == listing

@@ -265,17 +265,26 @@ def _returns_nothing(fn) -> bool:
 
 
 def tested_names(zip_path: Path) -> dict[str, set[str]]:
-    """question -> the names its tests take (the parameters of its test functions), from
-    the autograder's test files."""
+    """question -> the names its tests use (the parameters of its test functions that their
+    bodies read), from the autograder's test files."""
     out = {}
     with zipfile.ZipFile(zip_path) as z:
         for n in z.namelist():
             if n.startswith("tests/") and n.endswith(".py"):
                 tree = ast.parse(z.read(n).decode())
                 out[Path(n).stem] = {
-                    a.arg for f in tree.body if isinstance(f, ast.FunctionDef) for a in f.args.args
+                    a.arg
+                    for f in tree.body
+                    if isinstance(f, ast.FunctionDef)
+                    for a in f.args.args
+                    if a.arg in _reads(f)
                 }
     return out
+
+
+def _reads(fn) -> set[str]:
+    """Every name a function's code reads."""
+    return {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def diagnose(nb, needs: dict[str, set[str]]) -> dict[str, list[str]]:
@@ -291,6 +300,7 @@ def diagnose(nb, needs: dict[str, set[str]]) -> dict[str, list[str]]:
     uses: dict[str, set[str]] = {}  # a function's or class's name -> the globals it reads
     star = False
     parsed = []
+    unfinished: dict[str, list[str]] = {}  # a function's or class's name -> what is missing
     for question, _, source in cells:
         try:
             tree = ast.parse(_python(source))
@@ -325,9 +335,13 @@ def diagnose(nb, needs: dict[str, set[str]]) -> dict[str, list[str]]:
                 continue
             for name, fn in fns:
                 if _stub(fn):
-                    out[question].append(f"{name} is not implemented yet")
+                    missing = f"{name} is not implemented yet"
                 elif _returns_nothing(fn):
-                    out[question].append(f"{name} returns nothing (None): not implemented yet?")
+                    missing = f"{name} returns nothing (None): not implemented yet?"
+                else:
+                    continue
+                out[question].append(missing)
+                unfinished.setdefault(stmt.name, []).append(missing)
     for question, roots in needs.items():
         mine = {n for q, t in parsed if q == question for s in t.body for n in _bound(s)}
         seen, todo = set(), list(roots | mine)
@@ -337,6 +351,8 @@ def diagnose(nb, needs: dict[str, set[str]]) -> dict[str, list[str]]:
                 continue
             seen.add(name)
             todo.extend(uses.get(name, ()))
+        for name in sorted(seen & set(unfinished)):  # another question's, used by this one's
+            out[question] += unfinished[name]
         for name in sorted(seen - defined - _GIVEN):
             if name in broken:
                 if broken[name] not in out[question]:
