@@ -249,12 +249,14 @@ def test_feedback_of_a_removed_submission_is_not_kept(tmp_path):
         assert run.returncode == 0, run.stdout + run.stderr
         rows, feedback = read_grades(out)
         assert set(rows) == set(raw) and "not a readable notebook" in feedback("alice/hw.ipynb")
-        (subs / "bob" / "hw.ipynb").unlink()
-        raw.pop("bob/hw.ipynb")
+        (subs / "bob" / "hw.ipynb").unlink(missing_ok=True)  # bob leaves after the first
+        raw.pop("bob/hw.ipynb", None)
     assert not (out / "feedback" / "bob").exists()
-    assert sorted(p.name for p in out.iterdir()) == [".make-grade", "feedback", "grades.csv"] + [
-        p.name for p in out.glob("*.zip")
-    ]
+    assert {p.name for p in out.iterdir()} - {p.name for p in out.glob("*.zip")} == {
+        ".make-grade",
+        "feedback",
+        "grades.csv",
+    }
 
 
 def notebook_of(*cells: str):

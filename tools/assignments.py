@@ -411,10 +411,14 @@ def student_notebook(path: Path, name: str, pts: dict) -> None:
     nbformat.write(nb, path)
 
 
-def _umask() -> int:
+def fresh_folder(prefix: str, parent: Path) -> Path:
+    """A new empty folder in ``parent``, readable as a folder made by ``mkdir`` would be
+    (``tempfile.mkdtemp`` makes a private one)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     mask = os.umask(0)
     os.umask(mask)
-    return mask
+    folder.chmod(0o777 & ~mask)
+    return folder
 
 
 def build(args) -> str:
@@ -427,8 +431,7 @@ def build(args) -> str:
         digest = sources(master)
         if not force and up_to_date(master, out):
             return f"assignment up to date: {shown}"
-        new = Path(tempfile.mkdtemp(prefix=f".{master.stem}-new-", dir=out))
-        new.chmod(0o777 & ~_umask())  # as a folder made by mkdir (mkdtemp's is private)
+        new = fresh_folder(f".{master.stem}-new-", out)
         try:
             _build_into(master, shown, new, wheel)
             (new / STAMP).write_text(digest)
