@@ -910,3 +910,12 @@ def test_the_wheel_is_built_outside_the_tree(tmp_path, monkeypatch):
     wheel = assignments.build_wheel(tmp_path / "wheel")
     assert wheel.exists() and wheel.name.startswith("norms-")
     assert sorted(str(p.relative_to(tree)) for p in tree.rglob("*")) == listing
+
+
+def test_batchnorm_question_1_says_the_buffers_carry_no_autograd_history():
+    """Question 3 charges running statistics that carry autograd history (the next backward
+    fails): the handed-out question 1, which asks for them, says so."""
+    nb = nbformat.read(autograder("batchnorm-channels-last")[1], as_version=4)
+    q1 = next(c.source for c in nb.cells if c.source.startswith("**Question 1"))
+    assert "carry no autograd\nhistory" in q1 or "carry no autograd history" in q1, q1
+    assert "torch.no_grad()" in q1, q1
