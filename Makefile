@@ -167,12 +167,13 @@ student: stored-outputs slides ## the student edition: the site without solution
 	@$(PY) tools/student.py
 	@rm -rf _build/student/html/slides && cp -r _build/slides _build/student/html/slides
 
-assignments: setup ## the otter-grader assignments: student notebooks and autograders in _build/assignments
+assignments: setup ## the otter-grader assignments: student notebooks and autograders in _build/assignments (those whose sources changed)
 	@$(PY) tools/assignments.py
 
-grade: assignments ## grade a class without Docker: make grade ASSIGNMENT=<name> SUBMISSIONS=<folder> (grades.csv, feedback/)
-	@test -n "$(ASSIGNMENT)" -a -n "$(SUBMISSIONS)" || { echo "make grade: give ASSIGNMENT=<name> SUBMISSIONS=<folder of .ipynb>"; exit 2; }
-	@$(PY) tools/grade.py $(ASSIGNMENT) $(SUBMISSIONS) $(if $(GRADES),--out $(GRADES))
+# grade.py checks its arguments first, then builds that one assignment if its sources changed
+# (the quotes: a folder's name may have spaces)
+grade: setup ## grade a class without Docker: make grade ASSIGNMENT=<name> SUBMISSIONS=<folder> (grades.csv, feedback/)
+	@$(PY) tools/grade.py "$(ASSIGNMENT)" "$(SUBMISSIONS)" $(if $(GRADES),--out "$(GRADES)")
 
 test-courses: student assignments ## only the checks of the student edition and of the assignments (otter run)
 	@$(TEST_THREADS) $(BIN)/pytest -n $(JOBS) tests -q -m courses

@@ -3,15 +3,21 @@
 and a notebook with one of the grader's known bugs partial marks, with the grader's
 explanation of that bug in the autograder's output.
 
+Classes are graded the way ``make grade`` grades them (its command line, from ``make -n
+grade``): one folder per student, a space in the path, two gradings at once while the
+assignment is being built again. Every known bug costs points once, in its own question.
+
 The autograders are the ones ``make assignments`` built (``make test`` builds them first);
-the tests fail, not skip, when they are missing or older than their master notebook."""
+the tests fail, not skip, when they are missing or built from other sources."""
 
 from __future__ import annotations
 
+import ast
 import csv
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,32 +35,6 @@ pytestmark = pytest.mark.courses
 BUILT = ROOT / "_build" / "assignments"
 NAMES = ["batchnorm-channels-last", "layernorm-rmsnorm", "groupnorm-channels-last"]
 
-#: assignment -> bug -> (replacements in the reference solution, the grader's problem code):
-#: one known bug per assignment graded end to end by ``otter run`` (a kernel per submission);
-#: every known bug, these included, is graded by the autograder's own tests in CATALOGUE below
-BUGS = {
-    "batchnorm-channels-last": {
-        "running_var_biased": ([("var * n / (n - 1)", "var")], "running_var_biased"),
-    },
-    "layernorm-rmsnorm": {
-        "layernorm_backward_drops_a_term": (
-            [
-                (
-                    "g.mean(dims, keepdim=True) - x_hat * (g * x_hat).mean(dims, keepdim=True))",
-                    "g.mean(dims, keepdim=True))",
-                )
-            ],
-            "backward_term",
-        ),
-    },
-    "groupnorm-channels-last": {
-        "affine_not_applied": (
-            [("return x_hat * self.weight + self.bias", "return x_hat")],
-            "affine_not_applied",
-        ),
-    },
-}
-
 
 def autograder(name) -> tuple[Path, Path]:
     """(autograder zip, student notebook) built by make assignments."""
@@ -65,10 +45,8 @@ def autograder(name) -> tuple[Path, Path]:
         pytest.fail(
             f"no autograder for {name} in {BUILT.relative_to(ROOT)}: run `make assignments` first"
         )
-    if master.stat().st_mtime > zips[-1].stat().st_mtime:
-        pytest.fail(
-            f"the autograder of {name} is older than its master notebook: run `make assignments`"
-        )
+    if not assignments.up_to_date(master, BUILT):
+        pytest.fail(f"the autograder of {name} is built from other sources: run `make assignments`")
     return zips[-1], student
 
 
@@ -101,7 +79,8 @@ def notebook(name, path: Path, answers=None) -> Path:
     """The student notebook at ``path``, its answer cells replaced by ``answers`` (None:
     untouched)."""
     _, student = autograder(name)
-    nb = nbformat.read(student, as_version=4)
+    with assignments.locked(BUILT, name, shared=True):  # not while a build replaces it
+        nb = nbformat.read(student, as_version=4)
     cells = [c for c in nb.cells if "otter_answer_cell" in c.metadata.get("tags", [])]
     if answers is not None:
         assert len(cells) == len(answers), f"{len(cells)} answer cells, {len(answers)} answers"
@@ -112,26 +91,56 @@ def notebook(name, path: Path, answers=None) -> Path:
     return path
 
 
-def grade_class(name, cases: dict, tmp_path, timeout=300, raw=None):
-    """Grade the submissions ``cases`` (file name -> answers, None: untouched; ``raw``: file
-    name -> text, written as it is) with ``tools/grade.py`` (each by ``otter run`` in its own
-    process, two at a time); return (file name -> its row of grades.csv, file name -> its
-    feedback file's text)."""
-    subs, out = tmp_path / "subs", tmp_path / "grades"
+def make_grade(name, subs: Path, out: Path, *more: str) -> list[str]:
+    """The command ``make grade ASSIGNMENT=name SUBMISSIONS=subs GRADES=out`` runs (from
+    ``make -n``, with this Python), for ``bash -c`` in the project's folder, with ``more``
+    options of tools/grade.py."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    run = subprocess.run(
+        ["make", "-n", "-s", "grade", f"ASSIGNMENT={name}", f"SUBMISSIONS={subs}"]
+        + [f"GRADES={out}", f"PY={sys.executable}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = [line for line in run.stdout.splitlines() if "tools/grade.py" in line]
+    assert run.returncode == 0 and len(lines) == 1, run.stdout + run.stderr
+    return ["bash", "-c", " ".join([lines[0], *more])]
+
+
+def write_class(name, cases: dict, subs: Path, raw=None) -> None:
+    """The submissions ``cases`` (path in the class's folder -> answers, None: untouched;
+    ``raw``: path -> text, written as it is) in the folder ``subs``."""
     for file, answers in cases.items():
         notebook(name, subs / file, answers)
     for file, text in (raw or {}).items():
+        (subs / file).parent.mkdir(parents=True, exist_ok=True)
         (subs / file).write_text(text)
+
+
+def read_grades(out: Path):
+    """(path -> its row of grades.csv, path -> its feedback file's text) of a grading."""
+    rows = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}
+    return rows, lambda file: (out / "feedback" / Path(file).with_suffix(".txt")).read_text()
+
+
+def grade_class(name, cases: dict, tmp_path, timeout=300, raw=None):
+    """Grade the submissions ``cases`` (see :func:`write_class`) as ``make grade`` does
+    (each by ``otter run`` in its own process, two at a time), in a folder whose name has a
+    space; return :func:`read_grades`."""
+    subs, out = tmp_path / "the class", tmp_path / "grades"
+    write_class(name, cases, subs, raw)
     run = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "grade.py"), name, str(subs)]
-        + ["--out", str(out), "--timeout", str(timeout)],
+        make_grade(name, subs, out, "--timeout", str(timeout)),
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=1800,
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    rows = {r["submission"]: r for r in csv.DictReader((out / "grades.csv").open())}
-    return rows, lambda file: (out / "feedback" / f"{Path(file).stem}.txt").read_text()
+    return read_grades(out)
 
 
 def with_bug(name, replacements) -> list[str]:
@@ -144,25 +153,124 @@ def with_bug(name, replacements) -> list[str]:
     return answers
 
 
+#: the grader's known bugs: assignment -> bug code -> replacements in the reference solution.
+#: Each is graded through make grade (a submission of the class of :func:`cases`) and with the
+#: autograder's own test files, run by otter's ExceptionTestFile in this process.
+CATALOGUE = {
+    "batchnorm-channels-last": {
+        "unbiased_variance": [("x.var(dims, unbiased=False)", "x.var(dims, unbiased=True)")],
+        "running_var_biased": [("x.var(dims, unbiased=True)", "x.var(dims, unbiased=False)")],
+        "eps_outside_sqrt": [("torch.sqrt(var + self.eps)", "(torch.sqrt(var) + self.eps)")],
+        "momentum_convention": [
+            (
+                "self.running_mean.mul_(1 - self.momentum).add_(self.momentum * mean)",
+                "self.running_mean.mul_(self.momentum).add_((1 - self.momentum) * mean)",
+            ),
+            (
+                "self.running_var.mul_(1 - self.momentum).add_(self.momentum * unbiased)",
+                "self.running_var.mul_(self.momentum).add_((1 - self.momentum) * unbiased)",
+            ),
+        ],
+        "running_stats_autograd": [("with torch.no_grad():", "if True:")],
+        "eval_uses_batch_stats": [("if self.training:", "if True:")],
+        "affine_swapped": [
+            (
+                "return x_hat * self.weight + self.bias",
+                "return x_hat * self.bias + self.weight",
+            )
+        ],
+    },
+    "layernorm-rmsnorm": {
+        "unbiased_variance": [
+            ("var = (xc * xc).mean(dims, keepdim=True)", "var = x.var(dims, keepdim=True)")
+        ],
+        "eps_outside_sqrt": [
+            ("rstd = 1 / torch.sqrt(var + eps)", "rstd = 1 / (torch.sqrt(var) + eps)")
+        ],
+        "subtracts_mean": [
+            (
+                "    rrms = 1 / torch.sqrt(",
+                "    x = x - x.mean(-1, keepdim=True)\n    rrms = 1 / torch.sqrt(",
+            )
+        ],
+        "sum_instead_of_mean": [
+            ("x.pow(2).mean(dims, keepdim=True) + eps", "x.pow(2).sum(dims, keepdim=True) + eps")
+        ],
+        "backward_term": [
+            (
+                "g.mean(dims, keepdim=True) - x_hat * (g * x_hat).mean(dims, keepdim=True))",
+                "g.mean(dims, keepdim=True))",
+            )
+        ],
+    },
+    "groupnorm-channels-last": {
+        "unbiased_variance": [("groups.var((1, 3), unbiased=False)", "groups.var((1, 3))")],
+        "eps_outside_sqrt": [
+            ("torch.sqrt(var + self.eps)).reshape", "(torch.sqrt(var) + self.eps)).reshape")
+        ],
+        "affine_not_applied": [("return x_hat * self.weight + self.bias", "return x_hat")],
+        "affine_swapped": [
+            (
+                "return x_hat * self.weight + self.bias",
+                "return x_hat * self.bias + self.weight",
+            )
+        ],
+    },
+}
+
+
+#: the question each known bug belongs to: it costs points there and nowhere else
+QUESTION = {
+    "batchnorm-channels-last": {
+        "unbiased_variance": "q2",
+        "eps_outside_sqrt": "q2",
+        "affine_swapped": "q2",
+        "running_var_biased": "q3",
+        "momentum_convention": "q3",
+        "running_stats_autograd": "q3",
+        "eval_uses_batch_stats": "q3",
+    },
+    "layernorm-rmsnorm": {
+        "unbiased_variance": "q1",
+        "eps_outside_sqrt": "q1",
+        "backward_term": "q1",
+        "subtracts_mean": "q2",
+        "sum_instead_of_mean": "q2",
+    },
+    "groupnorm-channels-last": {
+        "unbiased_variance": "q1",
+        "eps_outside_sqrt": "q2",
+        "affine_not_applied": "q2",
+        "affine_swapped": "q2",
+    },
+}
+
+
 #: a bug the hidden tests catch only on 3-D and 4-D inputs: means over the last dim only,
 #: instead of the last ``weight.dim()``, are right for ``LayerNorm(6)`` only
 LAST_DIM_ONLY = [("g - g.mean(dims, keepdim=True)", "g - g.mean(-1, keepdim=True)")]
 
 
 def cases(name) -> dict:
-    """Every submission of ``name`` that these tests grade by ``otter run``: the reference
-    (under the student notebook's own name), the untouched notebook, one per known bug, the
-    library-using one, and a renamed reference ("NAME (1).ipynb", as downloads get renamed)."""
-    out = {f"{name}.ipynb": solutions(name), "untouched.ipynb": None}
-    for bug, (replacements, _) in BUGS[name].items():
-        out[f"bug {bug}.ipynb"] = with_bug(name, replacements)
+    """Every submission of ``name`` that these tests grade through make grade, one folder per
+    student: the reference (under the student notebook's own name), the untouched notebook,
+    one per known bug (:data:`CATALOGUE`), the library-using one; for BatchNorm also a
+    renamed reference ("NAME (1).ipynb", as downloads get renamed), a SyntaxError and an
+    undefined name; for LayerNorm the means over the last dim only."""
+    reference = solutions(name)
+    out = {f"reference/{name}.ipynb": reference, "untouched/untouched.ipynb": None}
+    for bug, replacements in CATALOGUE[name].items():
+        out[f"bug {bug}/{name}.ipynb"] = with_bug(name, replacements)
     if name in LIBRARY:
-        out["library.ipynb"] = LIBRARY[name]
+        out["library/library.ipynb"] = LIBRARY[name]
     if name == "layernorm-rmsnorm":
-        out["bug last dim only.ipynb"] = with_bug(name, LAST_DIM_ONLY)
+        out["last dim only/last dim only.ipynb"] = with_bug(name, LAST_DIM_ONLY)
     if name == "batchnorm-channels-last":
-        reference = solutions(name)
-        out[f"{name} (1).ipynb"] = [OWN_FOLDER + reference[0], *reference[1:]]
+        out[f"renamed/{name} (1).ipynb"] = [OWN_FOLDER + reference[0], *reference[1:]]
+        out["syntax error/hw.ipynb"] = [reference[0].replace("dims = tuple(", "dims = = tuple(")]
+        out["undefined/hw.ipynb"] = [
+            reference[0].replace("class BatchNormChannelsLast", "class BN")
+        ]
     return out
 
 
@@ -184,32 +292,79 @@ pathlib.Path("notes.txt").write_text("mine")
 _GRADED: dict = {}
 
 
+def grade_during_a_build(name, cases: dict, tmp_path):
+    """Grade ``cases`` as two classes at once (two ``make grade`` commands) while the
+    assignment is built again (``tools/assignments.py --force``, what ``make assignments``
+    runs when a source changed); return :func:`read_grades` of both, merged, and the build's
+    output."""
+    files = sorted(cases)
+    halves = [dict((f, cases[f]) for f in files[k::2]) for k in (0, 1)]
+    commands = []
+    for k, half in enumerate(halves):
+        subs = tmp_path / f"class {k}"
+        write_class(name, half, subs)
+        commands.append(make_grade(name, subs, tmp_path / f"grades {k}"))
+    build = subprocess.Popen(
+        [sys.executable, str(ROOT / "tools" / "assignments.py"), "--force", name],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    gradings = [
+        subprocess.Popen(c, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for c in commands
+    ]
+    logs = [g.communicate(timeout=1800)[0] for g in gradings]
+    built = build.communicate(timeout=1800)[0]
+    assert build.returncode == 0, built
+    for g, log in zip(gradings, logs, strict=True):
+        assert g.returncode == 0, log[-3000:]
+    rows, feedback = {}, {}
+    for k in (0, 1):
+        r, f = read_grades(tmp_path / f"grades {k}")
+        rows.update(r)
+        feedback.update({file: f for file in r})
+    return rows, lambda file: feedback[file](file), built
+
+
 @pytest.fixture
 def graded(tmp_path_factory):
-    """name -> (rows, feedback) of :func:`grade_class` on :func:`cases`, one grading per
-    assignment for all the tests of this file."""
+    """name -> (rows, feedback) of :func:`cases` graded through make grade, one grading per
+    assignment for all the tests of this file (BatchNorm's: :func:`grade_during_a_build`)."""
 
     def get(name):
         if name not in _GRADED:
-            _GRADED[name] = grade_class(name, cases(name), tmp_path_factory.mktemp(name))
+            tmp = tmp_path_factory.mktemp(name)
+            if name == "batchnorm-channels-last":
+                rows, feedback, built = grade_during_a_build(name, cases(name), tmp)
+                _GRADED["build"] = built
+                _GRADED[name] = rows, feedback
+            else:
+                _GRADED[name] = grade_class(name, cases(name), tmp)
         return _GRADED[name]
 
     return get
 
 
 def result(graded, name, file) -> tuple[float, float, str, dict]:
-    """(score, possible, feedback, row) of one graded submission, which ``otter run``
-    graded to its end (no reason for a zero)."""
+    """(score, possible, feedback, row) of one graded submission."""
     rows, feedback = graded(name)
     row = rows[file]
-    assert row["reason"] == "", (row, feedback(file))
     return float(row["total"]), float(row["possible"]), feedback(file), row
+
+
+def scores(row) -> dict:
+    return {q: float(v) for q, v in row.items() if re.fullmatch(r"q\d+", q)}
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_reference_solution_gets_full_marks(name, graded):
-    score, possible, output, _ = result(graded, name, f"{name}.ipynb")
-    assert possible > 0 and score == possible, output
+    score, possible, output, row = result(graded, name, f"reference/{name}.ipynb")
+    assert possible > 0 and score == possible and row["reason"] == "", output
+    # one result per question, labelled: otter's unlabelled "Public Tests" block is left out
+    for q in scores(row):  # otter's results once, under the question's score
+        assert output.count(f"\n{q}: ") == 1 and output.count(f"{q} results:") == 1, output
+        assert output.index(f"\n{q}: ") < output.index(f"{q} results:"), output
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -226,16 +381,61 @@ def test_untouched_student_notebook_gets_zero(name, graded):
         and '"""' not in line
         and not line.lstrip().startswith("class ")  # the given signature
     )
-    score, possible, output, _ = result(graded, name, "untouched.ipynb")
+    score, possible, output, row = result(graded, name, "untouched/untouched.ipynb")
     assert possible > 0 and score == 0, output
+    # each question's reason: its functions are the template's
+    for q in scores(row):
+        assert re.search(rf"{q}: [^;]*is not implemented yet", row["reason"]), row["reason"]
+    assert "is not implemented yet" in output
 
 
-@pytest.mark.parametrize("name, bug", [(n, b) for n in NAMES for b in BUGS[n]])
-def test_known_bug_gets_partial_marks_and_its_explanation(name, bug, graded):
-    score, possible, output, _ = result(graded, name, f"bug {bug}.ipynb")
-    assert 0 < score < possible, output
-    code = BUGS[name][bug][1]
-    assert f"[{code}]" in output, output  # the grader's report: the bug's code, title and fix
+@pytest.mark.parametrize("name, bug", [(n, b) for n in NAMES for b in CATALOGUE[n]])
+def test_known_bug_is_charged_once_in_its_question_through_make_grade(name, bug, graded):
+    """Each known bug, in a submission graded by make grade: points lost in its own question
+    only (every other question full), and the feedback names it (the grader's code)."""
+    score, possible, output, row = result(graded, name, f"bug {bug}/{name}.ipynb")
+    _, _, _, reference = result(graded, name, f"reference/{name}.ipynb")
+    lost = {q for q, v in scores(row).items() if v < scores(reference)[q]}
+    assert lost == {QUESTION[name][bug]}, (lost, output)
+    assert f"[{bug}]" in output, output  # the grader's report: the bug's code, title and fix
+
+
+def test_syntax_error_undefined_name_and_template_get_a_reason_naming_them(graded):
+    """Zero, with a reason in grades.csv and the feedback that says what is wrong, where
+    otter alone says "TypeError: 'NoneType' object is not callable"."""
+    name = "batchnorm-channels-last"
+    score, _, output, row = result(graded, name, "syntax error/hw.ipynb")
+    line = 1 + solutions(name)[0].splitlines().index(
+        next(x for x in solutions(name)[0].splitlines() if "dims = tuple(" in x)
+    )
+    assert score == 0 and f"q1: SyntaxError in your answer to q1, line {line}" in row["reason"]
+    assert (
+        "q2: BatchNormChannelsLast is not defined: SyntaxError in your answer to q1"
+        in (row["reason"])
+    )
+    assert f"SyntaxError in your answer to q1, line {line}" in output
+    score, _, output, row = result(graded, name, "undefined/hw.ipynb")
+    assert score == 0 and "BatchNormChannelsLast is not defined" in row["reason"], row
+    assert "BatchNormChannelsLast is not defined" in output
+
+
+def test_two_gradings_at_once_during_a_build_give_every_grade(graded):
+    """BatchNorm's class, graded as two classes at once while its assignment was built again
+    (:func:`grade_during_a_build`): every submission graded to its end (no zero for a write
+    by the grader's own build, none for a missing autograder), the reference full marks."""
+    rows, _ = graded("batchnorm-channels-last")
+    assert "assignment built" in _GRADED["build"], _GRADED["build"]
+    assert set(rows) == set(cases("batchnorm-channels-last"))
+    for row in rows.values():
+        assert "wrote files" not in row["reason"] and "autograder" not in row["reason"], row
+        assert not row["reason"].startswith(("stopped", "the grader")), row
+    assert all(
+        float(rows[f]["total"]) == float(rows[f]["possible"])
+        for f in (
+            "reference/batchnorm-channels-last.ipynb",
+            "renamed/batchnorm-channels-last (1).ipynb",
+        )
+    )
 
 
 @pytest.mark.parametrize(
@@ -327,67 +527,6 @@ def test_masters_are_well_formed():
         assert len(questions) >= 2
 
 
-#: more of the grader's known bugs: assignment -> bug code -> replacements in the reference
-#: solution. Graded with the autograder's own test files, run by otter's ExceptionTestFile
-#: in this process (the tests `otter run` runs, without a kernel per submission).
-CATALOGUE = {
-    "batchnorm-channels-last": {
-        "unbiased_variance": [("x.var(dims, unbiased=False)", "x.var(dims, unbiased=True)")],
-        "running_var_biased": BUGS["batchnorm-channels-last"]["running_var_biased"][0],
-        "eps_outside_sqrt": [("torch.sqrt(var + self.eps)", "(torch.sqrt(var) + self.eps)")],
-        "momentum_convention": [
-            (
-                "self.running_mean.mul_(1 - self.momentum).add_(self.momentum * mean)",
-                "self.running_mean.mul_(self.momentum).add_((1 - self.momentum) * mean)",
-            ),
-            (
-                "self.running_var.mul_(1 - self.momentum).add_(self.momentum * var * n / (n - 1))",
-                "self.running_var.mul_(self.momentum)"
-                ".add_((1 - self.momentum) * var * n / (n - 1))",
-            ),
-        ],
-        "eval_uses_batch_stats": [("if self.training:", "if True:")],
-        "affine_swapped": [
-            (
-                "return x_hat * self.weight + self.bias",
-                "return x_hat * self.bias + self.weight",
-            )
-        ],
-    },
-    "layernorm-rmsnorm": {
-        "unbiased_variance": [
-            ("var = (xc * xc).mean(dims, keepdim=True)", "var = x.var(dims, keepdim=True)")
-        ],
-        "eps_outside_sqrt": [
-            ("rstd = 1 / torch.sqrt(var + eps)", "rstd = 1 / (torch.sqrt(var) + eps)")
-        ],
-        "subtracts_mean": [
-            (
-                "    rrms = 1 / torch.sqrt(",
-                "    x = x - x.mean(-1, keepdim=True)\n    rrms = 1 / torch.sqrt(",
-            )
-        ],
-        "sum_instead_of_mean": [
-            ("x.pow(2).mean(dims, keepdim=True) + eps", "x.pow(2).sum(dims, keepdim=True) + eps")
-        ],
-        "backward_term": BUGS["layernorm-rmsnorm"]["layernorm_backward_drops_a_term"][0],
-    },
-    "groupnorm-channels-last": {
-        "unbiased_variance": [("groups.var((1, 3), unbiased=False)", "groups.var((1, 3))")],
-        "eps_outside_sqrt": [
-            ("torch.sqrt(var + self.eps)).reshape", "(torch.sqrt(var) + self.eps)).reshape")
-        ],
-        "affine_not_applied": BUGS["groupnorm-channels-last"]["affine_not_applied"][0],
-        "affine_swapped": [
-            (
-                "return x_hat * self.weight + self.bias",
-                "return x_hat * self.bias + self.weight",
-            )
-        ],
-    },
-}
-
-
 def autograder_tests(name, tmp_path):
     import zipfile
 
@@ -418,18 +557,16 @@ def environment(name, replacements=()):
 
 
 @pytest.mark.parametrize("name, code", [(n, c) for n in NAMES for c in CATALOGUE[n]])
-def test_autograder_tests_give_each_known_bug_partial_marks_and_its_explanation(
-    name, code, tmp_path
-):
+def test_autograder_tests_charge_each_known_bug_once_with_its_explanation(name, code, tmp_path):
     files = autograder_tests(name, tmp_path)
     env = environment(name, CATALOGUE[name][code])
     for f in files:
         f.run(env)
-    score, possible = sum(f.score for f in files), sum(f.possible for f in files)
     messages = "\n".join(
         r.message or "" for f in files for r in f.test_case_results if not r.passed
     )
-    assert 0 < score < possible, messages
+    lost = {f.name for f in files if f.score < f.possible}
+    assert lost == {QUESTION[name][code]}, messages  # once, in its own question
     assert f"[{code}]" in messages, messages
 
 
@@ -451,7 +588,6 @@ PUBLIC_CATCHES = {
         "eval_uses_batch_stats": CATALOGUE["batchnorm-channels-last"]["eval_uses_batch_stats"],
         "statistics_over_torchs_layout": [
             ("dims = tuple(range(x.dim() - 1))", "dims = (0, 2, 3)"),
-            ("n = x.numel() // x.shape[-1]", "n = x.numel() // x.shape[1]"),
         ],
     },
     "groupnorm-channels-last": {
@@ -516,7 +652,9 @@ def test_layernorm_backward_over_the_last_dim_only_loses_points_by_otter_run(gra
     """Means over the last dim only, instead of the last ``weight.dim()``, are right for
     ``LayerNorm(6)`` only: the tests with ``LayerNorm((4, 6))`` on 3-D and 4-D input catch
     it, through ``otter run``."""
-    score, possible, output, _ = result(graded, "layernorm-rmsnorm", "bug last dim only.ipynb")
+    score, possible, output, _ = result(
+        graded, "layernorm-rmsnorm", "last dim only/last dim only.ipynb"
+    )
     assert 0 < score < possible, output
     assert "LayerNorm((4, 6)) on an input of shape (3, 4, 6)" in output, output
 
@@ -547,7 +685,7 @@ LIBRARY = {
 def test_a_submission_using_the_library_layer_scores_zero_for_it(name, graded):
     """Subclassing torch's layer, or calling torch's normalization function, gets no point
     for the layer, and the output says why."""
-    _, _, output, row = result(graded, name, "library.ipynb")
+    _, _, output, row = result(graded, name, "library/library.ipynb")
     layer = {"batchnorm-channels-last": {"q1", "q2", "q3"}, "groupnorm-channels-last": {"q2"}}[name]
     assert layer <= set(row) and [float(row[q]) for q in sorted(layer)] == [0] * len(layer), output
     assert "write the layer yourself" in output or "write the normalization yourself" in output
@@ -557,8 +695,8 @@ def test_a_renamed_submission_gets_full_marks(graded):
     """A student's download is often renamed ("batchnorm-channels-last (1).ipynb"). This one
     also writes into its own folder (:data:`OWN_FOLDER`): allowed, no reason for a zero."""
     name = "batchnorm-channels-last"
-    score, possible, output, _ = result(graded, name, f"{name} (1).ipynb")
-    assert possible > 0 and score == possible, output
+    score, possible, output, row = result(graded, name, f"renamed/{name} (1).ipynb")
+    assert possible > 0 and score == possible and row["reason"] == "", output
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -694,3 +832,90 @@ def test_autograder_environment_installs_torch_and_a_wheel_of_norms(name, tmp_pa
     install = [i["metadata"]["name"] for i in json.loads(report.read_text())["install"]]
     # everything else is here already, at its pin (norms too, where it is installed)
     assert set(install) <= {"norms"}, install
+
+
+def public_tests(name) -> str:
+    """The public tests of a handed-out notebook (what its setup cell writes next to it)."""
+    nb = nbformat.read(autograder(name)[1], as_version=4)
+    setup = next(c.source for c in nb.cells if "PUBLIC_TESTS = " in c.source)
+    line = next(x for x in setup.splitlines() if x.startswith("PUBLIC_TESTS = "))
+    return "\n".join(ast.literal_eval(line.removeprefix("PUBLIC_TESTS = ")).values())
+
+
+def derived(name) -> set[str]:
+    """The formulas an assignment asks students to derive: every product, sum or difference
+    of two or more names in the reference's backward functions (``g * x_hat``,
+    ``dy * weight``, ...), without spaces."""
+    out = set()
+    for code in solutions(name):
+        for fn in ast.walk(ast.parse(code)):
+            if isinstance(fn, ast.FunctionDef) and "backward" in fn.name:
+                for node in ast.walk(fn):
+                    names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+                    if isinstance(node, ast.BinOp) and len(names) >= 2:
+                        out.add(ast.unparse(node).replace(" ", ""))
+    return out
+
+
+def test_public_tests_do_not_give_the_formulas_they_ask_for():
+    """The handed-out public tests check the backward passes by their behaviour (against
+    torch's autograd); none of the formulas the assignment asks to derive is in them, not
+    even in a message."""
+    name = "layernorm-rmsnorm"
+    formulas = derived(name)
+    assert {"g*x_hat", "dy*weight"} <= formulas, formulas
+    text = public_tests(name).replace(" ", "")
+    assert "autograd" in public_tests(name)
+    assert not [f for f in formulas if f in text], [f for f in formulas if f in text]
+
+
+def test_make_assignments_builds_only_what_changed(tmp_path):
+    """Up to date: nothing is built again (one autograder each, the same); the digest of an
+    assignment's sources changes with its master notebook."""
+    before = {n: sorted((BUILT / n / "autograder").glob("*.zip")) for n in NAMES}
+    assert all(len(z) == 1 for z in before.values()), before  # no zips piling up
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "assignments.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0 and "assignment built" not in run.stdout, run.stdout + run.stderr
+    assert run.stdout.count("assignment up to date") == len(NAMES), run.stdout
+    assert {n: sorted((BUILT / n / "autograder").glob("*.zip")) for n in NAMES} == before
+    master = tmp_path / "batchnorm-channels-last.ipynb"
+    shutil.copyfile(ROOT / "assignments" / master.name, master)
+    digest = assignments.sources(master)
+    master.write_text(master.read_text().replace("Question 1", "Question one"))
+    assert assignments.sources(master) != digest
+
+
+def test_the_wheel_is_built_outside_the_tree(tmp_path, monkeypatch):
+    """A build that was interrupted or ran at the same time left ``build/`` in the tree
+    (setuptools' ``bdist.linux-x86_64/wheel/norms-*.dist-info``): the next build does not
+    fail on it, and writes nothing into the tree."""
+    tree = tmp_path / "tree"
+    for part in assignments.PACKAGE:
+        src = ROOT / part
+        if src.is_dir():
+            shutil.copytree(src, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            tree.mkdir(exist_ok=True)
+            shutil.copyfile(src, tree / part)
+    stale = tree / "build" / "bdist.linux-x86_64" / "wheel" / "norms-0.1.0.dist-info"
+    stale.mkdir(parents=True)
+    (stale / "METADATA").write_text("left by an interrupted build")
+    listing = sorted(str(p.relative_to(tree)) for p in tree.rglob("*"))
+    monkeypatch.setattr(assignments, "ROOT", tree)
+    wheel = assignments.build_wheel(tmp_path / "wheel")
+    assert wheel.exists() and wheel.name.startswith("norms-")
+    assert sorted(str(p.relative_to(tree)) for p in tree.rglob("*")) == listing
+
+
+def test_batchnorm_question_1_says_the_buffers_carry_no_autograd_history():
+    """Question 3 charges running statistics that carry autograd history (the next backward
+    fails): the handed-out question 1, which asks for them, says so."""
+    nb = nbformat.read(autograder("batchnorm-channels-last")[1], as_version=4)
+    q1 = next(c.source for c in nb.cells if c.source.startswith("**Question 1"))
+    assert "carry no autograd\nhistory" in q1 or "carry no autograd history" in q1, q1
+    assert "torch.no_grad()" in q1, q1

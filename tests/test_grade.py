@@ -18,7 +18,7 @@ import textwrap
 import pytest
 
 from .notebooks import ROOT
-from .test_assignments import grade_class, solutions
+from .test_assignments import grade_class, make_grade, read_grades, solutions, write_class
 
 sys.path.insert(0, str(ROOT / "tools"))
 import grade  # noqa: E402
@@ -32,7 +32,7 @@ def test_grade_a_class_with_hostile_submissions(tmp_path):
     reference = solutions(NAME)
     elsewhere = tmp_path / "elsewhere"  # an absolute path outside every grading folder
     elsewhere.mkdir()
-    subs = tmp_path / "subs"
+    subs = tmp_path / "the class"  # where grade_class puts them
     first = {
         # sorted first, so that its time limit runs while the others are graded; no CPU
         "a-hangs.ipynb": "import time\ntime.sleep(3600)",
@@ -55,7 +55,7 @@ def test_grade_a_class_with_hostile_submissions(tmp_path):
         ),
         # a shell command (no Python audit hook sees it) into the submissions folder: caught by
         # comparing the watched folders, and re-graded alone to find who wrote it
-        "f-shell.ipynb": f"import os\nos.system('echo x > {subs / 'planted.txt'}')",
+        "f-shell.ipynb": f"import os\nos.system(\"echo x > '{subs / 'planted.txt'}'\")",
         # 12 GB of address space: a MemoryError under the limit, so the class is never defined
         "g-memory.ipynb": "big = bytearray(12 * 2**30)",
     }
@@ -187,19 +187,128 @@ def test_the_audit_hook_refuses_and_records_writes_outside_the_folder(tmp_path):
     assert not any("__pycache__" in path for path in written)  # refused, not recorded
 
 
+NAMES = "batchnorm-channels-last, groupnorm-channels-last, layernorm-rmsnorm"
+
+
 @pytest.mark.parametrize(
-    "argv, message",
+    "name, folder, message",
     [
-        (["no-such-assignment", "."], "no autograder for 'no-such-assignment'"),
-        pytest.param([NAME, "."], "no .ipynb in", marks=pytest.mark.courses),  # built: courses
+        (
+            "no-such-assignment",
+            "subs",
+            f"no assignment 'no-such-assignment': the assignments are {NAMES}",
+        ),
+        ("", "subs", "no assignment given"),
+        (NAME, "", "no submissions folder given"),
+        (NAME, "no such folder", "the submissions folder {tmp}/no such folder does not exist"),
+        (NAME, "empty class", "no .ipynb in {tmp}/empty class nor in its subfolders"),
+        (NAME, "subs/a.ipynb", "{tmp}/subs/a.ipynb is not a folder"),
     ],
 )
-def test_bad_input_is_a_clear_error(argv, message, tmp_path):
+def test_usage_errors_at_once(name, folder, message, tmp_path):
+    """make grade's usage errors, before anything is built or graded: an unknown assignment
+    lists the names; a folder that does not exist is told from one without notebooks."""
+    (tmp_path / "subs" / "alice").mkdir(parents=True)
+    (tmp_path / "subs" / "a.ipynb").write_text("{}")
+    (tmp_path / "empty class" / "alice").mkdir(parents=True)
+    (tmp_path / "empty class" / "alice" / "notes.txt").write_text("not a notebook")
+    subs = tmp_path / folder if folder else ""
+    command = make_grade(name, subs, tmp_path / "grades")  # "": make grade without it
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and message.format(tmp=tmp_path) in run.stderr, run.stderr
+    assert "assignment" not in run.stdout and not (tmp_path / "grades").exists(), run.stdout
+
+
+def test_a_folder_that_make_grade_did_not_write_is_never_replaced(tmp_path):
+    (tmp_path / "subs").mkdir()
+    (tmp_path / "subs" / "a.ipynb").write_text("{}")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "thesis.tex").write_text("keep")
     run = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "grade.py"), *argv],
+        make_grade(NAME, tmp_path / "subs", tmp_path / "mine"),
+        cwd=ROOT,
         capture_output=True,
         text=True,
-        cwd=tmp_path,
-        timeout=60,
+        timeout=120,
     )
-    assert run.returncode != 0 and message in run.stderr
+    assert run.returncode != 0 and "is not a folder of grades written by make grade" in run.stderr
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["thesis.tex"]
+
+
+@pytest.mark.courses
+def test_feedback_of_a_removed_submission_is_not_kept(tmp_path):
+    """Graded again after a submission left the class: its feedback and its row are gone
+    (files that are not notebooks: a zero each, without a kernel)."""
+    subs, out = tmp_path / "the class", tmp_path / "grades"
+    raw = {"alice/hw.ipynb": "not json", "bob/hw.ipynb": "not json"}
+    for _ in range(2):
+        write_class(NAME, {}, subs, raw)
+        run = subprocess.run(
+            make_grade(NAME, subs, out), cwd=ROOT, capture_output=True, text=True, timeout=600
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        rows, feedback = read_grades(out)
+        assert set(rows) == set(raw) and "not a readable notebook" in feedback("alice/hw.ipynb")
+        (subs / "bob" / "hw.ipynb").unlink(missing_ok=True)  # bob leaves after the first
+        raw.pop("bob/hw.ipynb", None)
+    assert not (out / "feedback" / "bob").exists()
+    assert {p.name for p in out.iterdir()} - {p.name for p in out.glob("*.zip")} == {
+        ".make-grade",
+        "feedback",
+        "grades.csv",
+    }
+
+
+def notebook_of(*cells: str):
+    import nbformat
+
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+
+
+def test_diagnose_names_a_syntax_error_an_undefined_name_and_the_template():
+    """What grade.py reads in a submission's code, without running it, to explain lost points."""
+    setup = "%matplotlib inline\nimport torch\nfrom torch import nn\ngrader = None"
+    template = (
+        "class Layer(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+        "        ...\n\n    def forward(self, x):\n        ...\n"
+    )
+    needs = {"q1": {"Layer"}, "q2": {"Layer", "helper"}}
+    nb = notebook_of(
+        setup, template, 'grader.check("q1")', "def helper(x):\n    y = x\n", 'grader.check("q2")'
+    )
+    found = grade.diagnose(nb, needs)
+    assert found["q1"] == [
+        "Layer.__init__ is not implemented yet",
+        "Layer.forward is not implemented yet",
+    ]
+    assert found["q2"] == [  # its own answer's, then the class of q1 its tests use
+        "helper returns nothing (None): not implemented yet?",
+        "Layer.__init__ is not implemented yet",
+        "Layer.forward is not implemented yet",
+    ]
+    broken = template.replace(
+        "        ...\n\n    def forward", "        x = = 1\n\n    def forward"
+    )
+    nb = notebook_of(
+        setup,
+        broken,
+        'grader.check("q1")',
+        "def helper(x):\n    return Other(x)\n",
+        'grader.check("q2")',
+    )
+    found = grade.diagnose(nb, needs)
+    assert found["q1"] == ["SyntaxError in your answer to q1, line 4 (invalid syntax)"]
+    assert found["q2"] == [
+        "Layer is not defined: SyntaxError in your answer to q1, line 4 (invalid syntax)",
+        "Other is not defined (the tests of q2 need it)",
+    ]
+    solved = template.replace(
+        "        ...\n\n    def forward", "        self.n = n\n\n    def forward"
+    )
+    solved = solved.replace(
+        "    def forward(self, x):\n        ...", "    def forward(self, x):\n        return x"
+    )
+    nb = notebook_of(
+        setup, solved, 'grader.check("q1")', "def helper(x):\n    return x\n", 'grader.check("q2")'
+    )
+    assert grade.diagnose(nb, needs) == {}

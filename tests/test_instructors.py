@@ -75,3 +75,40 @@ def test_training_and_pitfalls_get_rmsnorm_as_a_prerequisite():
     """The page adds RMSNorm's chapter to the prerequisites of the chapters that use it."""
     _, code = lecture_plan()
     assert 'RMSNORM_BEFORE == ["training", "pitfalls"]' in code
+
+
+def page_block(after: str) -> str:
+    """The first ```bash block of the instructors' page after the words ``after``."""
+    nb = json.loads((ROOT / "book" / "instructors.ipynb").read_text())
+    text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    rest = text[text.index(after) :]
+    return rest.split("```bash\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.courses
+def test_the_single_submission_command_works_as_written(tmp_path):
+    """The page's commands to grade one submission by hand, run as they are (in a fresh
+    folder, the project's paths and the venv's otter made absolute), give the reference
+    full marks in results/results.json."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from .test_assignments import notebook, solutions
+
+    name = "batchnorm-channels-last"
+    script = page_block("To grade a single submission by hand")
+    assert "otter run" in script and "results" in script, script
+    notebook(name, tmp_path / "submission.ipynb", solutions(name))
+    script = (
+        script.replace(".venv/bin/otter", str(Path(sys.executable).with_name("otter")))
+        .replace("_build/", f"{ROOT}/_build/")
+        .replace("NAME", name)
+    )
+    run = subprocess.run(
+        ["bash", "-e", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    results = json.loads((tmp_path / "results" / "results.json").read_text())
+    scored = [t for t in results["tests"] if "max_score" in t]
+    assert scored and sum(t["score"] for t in scored) == sum(t["max_score"] for t in scored)

@@ -20,16 +20,31 @@ zero for that test), and the student notebook's setup cell writes the public tes
 to the notebook (otter 7 cannot read them from the notebook on Colab or under another
 file name); each question's title gets its points.
 
-Usage: ``python tools/assignments.py [--out DIR] [MASTER ...]`` (default: every
-``assignments/*.ipynb``). Grade a class with ``make grade`` (``tools/grade.py``), or one
-submission locally, without Docker::
+An assignment is built only when its sources changed since its last build: its master,
+the package ``norms`` (the autograder installs a wheel of it), ``pyproject.toml``,
+``requirements.txt`` and this file (their digest is stored in ``NAME/.sources``);
+``--force`` builds anyway. Builds are safe to run at the same time as other builds and as
+``make grade``: the wheel is built from a copy of the tree in a fresh temporary folder
+(never in the tree's ``build/``, which an interrupted build would leave behind), each
+assignment is built into a fresh folder next to ``NAME/`` and then put in its place (under
+a lock that readers, :func:`locked`, share), and two builds of one assignment run one after
+the other (the second finds it up to date).
 
-    otter run -a _build/assignments/NAME/autograder/NAME-autograder_*.zip -o OUT submission.ipynb
+Usage: ``python tools/assignments.py [--out DIR] [--force] [MASTER or NAME ...]`` (default:
+every ``assignments/*.ipynb``). Grade a class with ``make grade`` (``tools/grade.py``), or
+one submission locally, without Docker::
+
+    cd _build/assignments/NAME/autograder && mkdir -p results
+    otter run -a NAME-autograder_*.zip -o results path/to/submission.ipynb
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
+import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -236,15 +251,80 @@ def pins() -> list[str]:
     return [pinned[n] for n in names]
 
 
+#: what a wheel of norms is built from (copied into a fresh folder first)
+PACKAGE = ("norms", "pyproject.toml", "README.md")
+_NOT_SOURCE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "*.egg-info", "build")
+
+
+def names() -> list[str]:
+    """The assignments: the master notebooks of ``assignments/``."""
+    return sorted(p.stem for p in MASTERS.glob("*.ipynb"))
+
+
+def sources(master: Path) -> str:
+    """A digest of everything an assignment's build depends on: the master, the package
+    ``norms``, ``pyproject.toml``, ``requirements.txt``, this file and the Python version."""
+    h = hashlib.sha256(f"python {sys.version_info[:2]}\n".encode())
+    files = [Path(master), ROOT / "requirements.txt", Path(__file__).resolve()]
+    for part in PACKAGE:
+        path = ROOT / part
+        files += sorted(
+            p
+            for p in (path.rglob("*") if path.is_dir() else [path])
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".so")
+        )
+    for f in files:
+        name = f.relative_to(ROOT) if f.is_relative_to(ROOT) else f.name
+        h.update(f"{name}\n".encode())
+        h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
+#: the file, in an assignment's folder, that holds the digest of its sources
+STAMP = ".sources"
+
+
+def up_to_date(master: Path, out: Path = OUT) -> bool:
+    """Is ``out/NAME`` built from the sources of ``master`` as they are now?"""
+    stamp = Path(out) / Path(master).stem / STAMP
+    return stamp.exists() and stamp.read_text() == sources(master)
+
+
+@contextlib.contextmanager
+def locked(out: Path, name: str, shared: bool = False, what: str = "swap"):
+    """Hold the lock ``what`` of the assignment ``name`` in ``out``: "swap" (shared by the
+    readers of ``out/NAME``, exclusive while a build puts a new ``out/NAME`` in place) or
+    "build" (one build of an assignment at a time)."""
+    folder = Path(out) / ".locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{name}.{what}", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def build_wheel(out: Path) -> Path:
-    """A wheel of ``norms`` from this tree, for the autograders' environment."""
-    shutil.rmtree(out, ignore_errors=True)
-    run = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
-        + ["-w", str(out), str(ROOT)],
-        capture_output=True,
-        text=True,
-    )
+    """A wheel of ``norms`` in the fresh folder ``out``, built from a copy of this tree (so
+    that no build writes ``build/`` or ``*.egg-info`` into the tree, where an interrupted or
+    concurrent build would make the next one fail), for the autograders' environment."""
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="norms-wheel-") as tmp:
+        src = Path(tmp) / "src"
+        src.mkdir()
+        for part in PACKAGE:
+            if (ROOT / part).is_dir():
+                shutil.copytree(ROOT / part, src / part, ignore=_NOT_SOURCE)
+            else:
+                shutil.copyfile(ROOT / part, src / part)
+        run = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+            + ["-w", str(out), str(src)],
+            capture_output=True,
+            text=True,
+            cwd=tmp,
+        )
     wheels = sorted(out.glob("norms-*.whl"))
     if run.returncode != 0 or not wheels:
         raise RuntimeError(f"could not build a wheel of norms:\n{run.stderr[-2000:]}")
@@ -331,13 +411,47 @@ def student_notebook(path: Path, name: str, pts: dict) -> None:
     nbformat.write(nb, path)
 
 
+def fresh_folder(prefix: str, parent: Path) -> Path:
+    """A new empty folder in ``parent``, readable as a folder made by ``mkdir`` would be
+    (``tempfile.mkdtemp`` makes a private one)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    mask = os.umask(0)
+    os.umask(mask)
+    folder.chmod(0o777 & ~mask)
+    return folder
+
+
 def build(args) -> str:
-    master, out, wheel = Path(args[0]), Path(args[1]), Path(args[2])
+    """Build one assignment into a fresh folder and put it in place of ``out/NAME``; return
+    what was done, for the log. Skipped when another build made it up to date meanwhile
+    (unless ``force``)."""
+    master, out, wheel, force = Path(args[0]), Path(args[1]), Path(args[2]), args[3]
     shown = master.relative_to(ROOT) if master.is_relative_to(ROOT) else master
+    with locked(out, master.stem, what="build"):
+        digest = sources(master)
+        if not force and up_to_date(master, out):
+            return f"assignment up to date: {shown}"
+        new = fresh_folder(f".{master.stem}-new-", out)
+        try:
+            _build_into(master, shown, new, wheel)
+            (new / STAMP).write_text(digest)
+            old = Path(tempfile.mkdtemp(prefix=f".{master.stem}-old-", dir=out))
+            with locked(out, master.stem):  # no reader sees a half-swapped folder
+                dest = out / master.stem
+                if dest.exists():
+                    dest.rename(old / master.stem)
+                new.rename(dest)
+            shutil.rmtree(old, ignore_errors=True)
+        finally:
+            shutil.rmtree(new, ignore_errors=True)
+    where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
+    return f"assignment built: {shown} -> {where}"
+
+
+def _build_into(master: Path, shown, dest: Path, wheel: Path) -> None:
+    """``otter assign`` of ``master`` into ``dest``, then the student notebook's setup."""
     nb = nbformat.read(master, as_version=4)
     check_master(nb, shown)
-    dest = out / master.stem
-    shutil.rmtree(dest, ignore_errors=True)
     otter = Path(sys.executable).with_name("otter")
     with tempfile.TemporaryDirectory() as tmp:
         prepared = Path(tmp) / master.name
@@ -359,16 +473,50 @@ def build(args) -> str:
         )
     (dest / "student" / wheel.name).unlink(missing_ok=True)  # the reference: not for students
     student_notebook(dest / "student" / master.name, master.stem, points(nb))
-    return str(shown)
+
+
+def master_of(arg) -> Path:
+    """The master notebook named by a path or by an assignment's name; SystemExit listing
+    the assignments when there is none."""
+    path = Path(arg)
+    if path.suffix != ".ipynb" and str(arg) in names():
+        path = MASTERS / f"{arg}.ipynb"
+    if not path.is_file():
+        raise SystemExit(
+            f"assignments: no assignment {str(arg)!r}: the assignments are {', '.join(names())}"
+        )
+    return path.resolve()
+
+
+def ensure(masters, out: Path = OUT, force: bool = False, log=print) -> None:
+    """Build every assignment of ``masters`` whose sources changed (all with ``force``); the
+    wheel of norms only when one is built."""
+    out = Path(out)
+    todo = [m for m in masters if force or not up_to_date(m, out)]
+    for master in masters:
+        if master not in todo:
+            log(f"assignment up to date: {master.stem}")
+    if not todo:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="norms-wheel-out-") as tmp:
+        wheel = build_wheel(Path(tmp))
+        if len(todo) == 1:
+            log(build((todo[0], out, wheel, force)))
+            return
+        with ProcessPoolExecutor(max_workers=2) as pool:
+            for done in pool.map(build, [(m, out, wheel, force) for m in todo]):
+                log(done)
 
 
 def main(argv) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("masters", nargs="*", type=Path)
+    parser.add_argument("masters", nargs="*", help="master notebooks or assignment names")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--check", action="store_true", help="only check the master notebooks")
+    parser.add_argument("--force", action="store_true", help="build even when up to date")
     args = parser.parse_args(argv)
-    masters = [m.resolve() for m in args.masters] or sorted(MASTERS.glob("*.ipynb"))
+    masters = [master_of(m) for m in args.masters] or sorted(MASTERS.glob("*.ipynb"))
     for master in masters:  # every master is checked before any is built
         shown = master.relative_to(ROOT) if master.is_relative_to(ROOT) else master
         try:
@@ -378,14 +526,7 @@ def main(argv) -> int:
             return 2
     if args.check:
         return 0
-    args.out.mkdir(parents=True, exist_ok=True)
-    wheel = build_wheel(args.out / "wheel")
-    with ProcessPoolExecutor(max_workers=2) as pool:
-        for shown in pool.map(build, [(m, args.out, wheel) for m in masters]):
-            print(
-                f"assignment built: {shown} -> "
-                f"{args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}"
-            )
+    ensure(masters, args.out.resolve(), args.force, log=lambda s: print(s, flush=True))
     return 0
 
 

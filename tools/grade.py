@@ -1,8 +1,10 @@
 """Grade a whole class without Docker (``make grade ASSIGNMENT=NAME SUBMISSIONS=FOLDER``).
 
-Every ``*.ipynb`` of the submissions folder is graded by ``otter run`` with the autograder
-``make assignments`` built (``_build/assignments/NAME/autograder/NAME-autograder_*.zip``),
-each in its own process, in a fresh temporary folder that is also its ``HOME`` and
+Every ``*.ipynb`` of the submissions folder and of its subfolders (one folder per student,
+as a learning platform exports them; ``.ipynb_checkpoints`` left out) is graded by
+``otter run`` with the assignment's autograder (``_build/assignments/NAME/autograder/``,
+built first, and only, when its sources changed: ``tools/assignments.py``), each in its
+own process, in a fresh temporary folder that is also its ``HOME`` and
 ``TMPDIR`` (the cache and configuration folders of torch, matplotlib, Jupyter and IPython
 fall back there), with a time limit and a memory limit (``RLIMIT_AS`` of the process and
 its kernel), two at a time (``--jobs``). Student code is not trusted: a submission that
@@ -23,13 +25,22 @@ not see writes by native code (``ctypes``, C extensions) or by programs that are
 watched folder. This is not a sandbox: for that, run the grading as a user who may write
 nothing else of value, or in a container.
 
-Writes, in ``--out`` (default ``_build/grades/NAME``):
+Writes, in ``--out`` (default ``_build/grades/NAME``), replaced whole at the end (the
+grading writes into a fresh folder next to it, put in its place under a lock: two gradings
+at once never mix their files, and the feedback of a submission that is gone is not kept):
 
-- ``grades.csv``: one row per submission (the file name), one column per question, the
-  total, the maximum and the reason of a zero;
-- ``feedback/<submission>.txt``: what the student gets back after grading: the score of
-  each question and the output of every test, hidden tests included (the grader's
-  explanation of a bug and how to fix it).
+- ``grades.csv``: one row per submission (its path in the submissions folder), one column
+  per question, the total, the maximum and the reason of a zero or of lost points that
+  the grader can name without the tests (a SyntaxError in the answer to a question, a
+  name the tests need that is not defined, a function still the template's:
+  ``tools/grade_feedback.py``);
+- ``feedback/<submission>.txt``: what the student gets back after grading: for each
+  question its score, what explains lost points, and the output of its tests, hidden
+  tests included (the grader's explanation of a bug and how to fix it).
+
+Usage errors are reported at once, before anything is built or graded: an unknown
+assignment (the names are listed), a submissions folder that does not exist, one without
+notebooks, an ``--out`` folder that ``make grade`` did not write.
 
 Usage: ``python tools/grade.py NAME FOLDER [--out DIR] [--timeout S] [--memory MB] [--jobs N]``.
 """
@@ -37,9 +48,12 @@ Usage: ``python tools/grade.py NAME FOLDER [--out DIR] [--timeout S] [--memory M
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import fcntl
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -53,6 +67,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grade_watch
+from grade_feedback import diagnose, tested_names
+
+import assignments
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILT = ROOT / "_build" / "assignments"
@@ -60,11 +77,84 @@ TIMEOUT = 300  # seconds a submission may take (against a hang; a normal one tak
 MEMORY = 6144  # MB of address space a submission may map (torch maps ~2 GB at import)
 
 
-def autograder(name: str) -> Path:
-    zips = sorted((BUILT / name / "autograder").glob(f"{name}-autograder_*.zip"))
-    if not zips:
-        raise SystemExit(f"grade: no autograder for {name!r}: run `make assignments` first")
-    return zips[-1]
+def usage(message: str) -> SystemExit:
+    return SystemExit(f"grade: {message}")
+
+
+def check_name(name: str) -> None:
+    """SystemExit listing the assignments when ``name`` is not one."""
+    known = assignments.names()
+    if name not in known:
+        said = f"no assignment {name!r}" if name else "no assignment given"
+        raise usage(
+            f"{said}: the assignments are {', '.join(known)} "
+            "(make grade ASSIGNMENT=<name> SUBMISSIONS=<folder>)"
+        )
+
+
+def submissions(folder: Path | None) -> list[Path]:
+    """Every notebook in ``folder`` and its subfolders (one folder per student), sorted;
+    SystemExit when the folder does not exist or holds none."""
+    if folder is None:
+        raise usage("no submissions folder given (make grade SUBMISSIONS=<folder>)")
+    if not folder.exists():
+        raise usage(f"the submissions folder {folder} does not exist")
+    if not folder.is_dir():
+        raise usage(f"{folder} is not a folder (make grade SUBMISSIONS=<folder of .ipynb>)")
+    found = sorted(
+        p
+        for p in folder.rglob("*.ipynb")
+        if not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    )
+    if not found:
+        raise usage(f"no .ipynb in {folder} nor in its subfolders")
+    return found
+
+
+#: the file that marks a folder of grades written by this tool (the only kind it replaces)
+MARK = ".make-grade"
+
+
+def check_out(out: Path) -> None:
+    """SystemExit when ``out`` exists and is not a folder of grades this tool wrote (it
+    replaces the folder whole)."""
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MARK).exists())):
+        raise usage(
+            f"{out} exists and is not a folder of grades written by make grade (it would be "
+            "replaced): choose another GRADES=/--out"
+        )
+
+
+def autograder(name: str, dest: Path) -> Path:
+    """The autograder of ``name``, built first when its sources changed, copied into
+    ``dest`` (a build that runs meanwhile replaces it: the copy is read under the lock
+    that builds take to put a new one in place)."""
+    assignments.ensure([assignments.MASTERS / f"{name}.ipynb"], BUILT, log=print)
+    with assignments.locked(BUILT, name, shared=True):
+        zips = sorted((BUILT / name / "autograder").glob(f"{name}-autograder_*.zip"))
+        if not zips:
+            raise SystemExit(f"grade: the build of {name!r} made no autograder")
+        return Path(shutil.copyfile(zips[-1], dest / zips[-1].name))
+
+
+@contextlib.contextmanager
+def _lock(path: Path):
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def put_in_place(new: Path, out: Path) -> None:
+    """Replace ``out`` with the folder ``new`` (same parent), under a lock."""
+    with _lock(out.parent / f".{out.name}.lock"):
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}-old-", dir=out.parent))
+        if out.exists():
+            out.rename(old / "out")
+        new.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def questions(zip_path: Path) -> list[str]:
@@ -179,7 +269,6 @@ def changed(before: dict, after: dict) -> list[str]:
 
 def possible_points(zip_path: Path) -> float:
     """The points of an autograder: the sum of its test cases' ``points``."""
-    import re
 
     with zipfile.ZipFile(zip_path) as z:
         return sum(
@@ -310,46 +399,78 @@ def grade_one(zip_path: Path, notebook: Path, work: Path, timeout: float, memory
     scores: dict = {"seconds": seconds}
     if not reason:
         data = json.loads(results.read_text())
-        lines = []
         for test in data.get("tests", []):
+            # otter's first entry, "Public Tests", repeats the public tests' output unlabelled
+            # (and says "All test cases passed!" above a question's lost hidden points): left out
             if "max_score" in test:
                 scores[test["name"]] = test.get("score", 0)
                 scores["max:" + test["name"]] = test["max_score"]
-                lines.append(f"{test['name']}: {test.get('score', 0):g} / {test['max_score']:g}")
-            if test.get("output"):
-                lines.append(test["output"].rstrip() + "\n")
-        scores["feedback"] = "\n".join(lines)
+                scores["output:" + test["name"]] = (test.get("output") or "").rstrip()
     else:
         scores["feedback"] = f"Zero: {reason}.\n\n{(log or '')[-3000:]}"
     scores["reason"] = reason
     return scores
 
 
+def feedback(name: str, s: dict, qs: list[str], notes: dict[str, list[str]]) -> str:
+    """The feedback file of one graded submission: its total, then each question's score,
+    what explains its lost points and its tests' output."""
+    total = sum(s.get(q, 0) for q in qs)
+    possible = sum(s.get("max:" + q, 0) for q in qs)
+    if "feedback" in s:  # a zero with a reason
+        return f"{name}: {total:g} points\n\n{s['feedback']}\n"
+    parts = [f"{name}: {total:g} / {possible:g} points"]
+    for q in qs:
+        lines = [f"{q}: {s.get(q, 0):g} / {s.get('max:' + q, 0):g} points"]
+        lines += [f"  {note}" for note in notes.get(q, [])]
+        if s.get("output:" + q):
+            lines.append(s["output:" + q])
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + "\n"
+
+
 def main(argv) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("name")
-    parser.add_argument("submissions", type=Path)
+    parser.add_argument("submissions")  # a str: Path("") would be the current folder
     parser.add_argument("--out", type=Path)
     parser.add_argument("--timeout", type=float, default=TIMEOUT)
     parser.add_argument("--memory", type=int, default=MEMORY, help="MB per submission")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
-    zip_path = autograder(args.name)
+    # usage errors first, before anything is built
+    check_name(args.name)
+    folder = Path(args.submissions).resolve() if args.submissions else None
+    notebooks = submissions(folder)
     out = (args.out or ROOT / "_build" / "grades" / args.name).resolve()
-    notebooks = sorted(args.submissions.glob("*.ipynb"))
-    if not notebooks:
-        raise SystemExit(f"grade: no .ipynb in {args.submissions}")
-    (out / "feedback").mkdir(parents=True, exist_ok=True)
-    # a copy: `make assignments` during the grading replaces the autograder
-    zip_path = Path(shutil.copyfile(zip_path, out / zip_path.name))
+    check_out(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # everything is written into a fresh folder, put in place of ``out`` at the end
+    new = assignments.fresh_folder(f".{out.name}-new-", out.parent)
+    try:
+        return _grade(args, folder, notebooks, out, new)
+    finally:
+        shutil.rmtree(new, ignore_errors=True)
+
+
+def _grade(args, folder: Path, notebooks: list[Path], out: Path, new: Path) -> int:
+    import nbformat
+
+    (new / MARK).write_text("grades written by make grade (tools/grade.py)\n")
+    (new / "feedback").mkdir()
+    zip_path = autograder(args.name, new)
     qs = questions(zip_path)
+    needs = tested_names(zip_path)
     start = time.perf_counter()
-    # what no submission may change: the submissions, the grader's output, its autograder
-    watched = [args.submissions.resolve(), out, (BUILT / args.name).resolve(), ROOT / "tools"]
+    # what no submission may change: the submissions, the grader's output, its tools
+    watched = [folder, new, ROOT / "tools"]
     scratch = Path(tempfile.mkdtemp(prefix="grade-"))  # each submission's fresh folder
     lock = threading.Lock()
     running: set[int] = set()
     suspects: set[int] = set()
+
+    def shown(nb: Path) -> str:
+        return nb.relative_to(folder).as_posix()
 
     def run(item):
         i, nb = item
@@ -362,7 +483,7 @@ def main(argv) -> int:
                 suspects.update(running)  # who wrote it? re-graded alone below
             running.discard(i)
         total = sum(s.get(q, 0) for q in qs)
-        print(f"graded {nb.name}: {total:g} in {s['seconds']:.1f} s {s['reason']}", flush=True)
+        print(f"graded {shown(nb)}: {total:g} in {s['seconds']:.1f} s {s['reason']}", flush=True)
         return i, nb, s
 
     def alone(i, nb):
@@ -370,41 +491,52 @@ def main(argv) -> int:
         s = grade_one(zip_path, nb, scratch / str(i), args.timeout, args.memory)
         wrote = changed(before, snapshot(watched))
         if wrote:
-            shown = ", ".join(wrote[:5]) + (", ..." if len(wrote) > 5 else "")
-            s["reason"] = f"wrote files outside its folder: {shown}"
+            paths = ", ".join(wrote[:5]) + (", ..." if len(wrote) > 5 else "")
+            s["reason"] = f"wrote files outside its folder: {paths}"
             s["feedback"] = f"Zero: {s['reason']}."
             for q in qs:
                 s[q] = 0
         return s
 
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        graded = list(pool.map(run, enumerate(notebooks)))
-    # a suspect that has a zero with a reason already (it hung, exited, ...) keeps it: its
-    # grade cannot get lower, and re-grading a hanging one alone would take its time limit again
-    again = {i for i, _, s in graded if i in suspects and not s["reason"]}
-    if suspects:
-        kept = ", ".join(nb.name for i, nb, _ in graded if i in suspects - again)
-        print(
-            f"grade: files changed outside the submissions' folders while {len(suspects)} "
-            f"ran; {len(again)} re-graded alone"
-            + (f" (not re-graded, a zero already: {kept})" if kept else "")
-        )
-    graded = [(nb, alone(i, nb) if i in again else s) for i, nb, s in graded]
-    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            graded = list(pool.map(run, enumerate(notebooks)))
+        # a suspect that has a zero with a reason already (it hung, exited, ...) keeps it: its
+        # grade cannot get lower, and re-grading a hanging one alone would take its time
+        # limit again
+        again = {i for i, _, s in graded if i in suspects and not s["reason"]}
+        if suspects:
+            kept = ", ".join(shown(nb) for i, nb, _ in graded if i in suspects - again)
+            print(
+                f"grade: files changed outside the submissions' folders while {len(suspects)} "
+                f"ran; {len(again)} re-graded alone"
+                + (f" (not re-graded, a zero already: {kept})" if kept else "")
+            )
+        graded = [(nb, alone(i, nb) if i in again else s) for i, nb, s in graded]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    maximum = possible_points(zip_path)
     rows = []
     for nb, s in graded:
-        total = sum(s.get(q, 0) for q in qs)
-        possible = sum(s.get("max:" + q, 0) for q in qs)
-        rows.append([nb.name, *[s.get(q, 0) for q in qs], total, possible, s["reason"]])
-        (out / "feedback" / f"{nb.stem}.txt").write_text(
-            f"{nb.name}: {total:g} points\n\n{s['feedback']}\n"
-        )
-    maximum = possible_points(zip_path)
-    with open(out / "grades.csv", "w", newline="") as f:
+        notes = {}
+        if not s["reason"]:
+            try:
+                found = diagnose(nbformat.read(nb, as_version=4), needs)
+            except Exception:  # read by otter already; a diagnosis is only a help
+                found = {}
+            # what explains lost points, only where points were lost
+            notes = {q: found[q] for q in qs if q in found and s.get(q, 0) < s.get("max:" + q, 0)}
+        reason = s["reason"] or "; ".join(f"{q}: {', '.join(m)}" for q, m in notes.items())
+        rows.append([shown(nb), *[s.get(q, 0) for q in qs], sum(s.get(q, 0) for q in qs)])
+        rows[-1] += [maximum, reason]
+        path = new / "feedback" / Path(shown(nb)).with_suffix(".txt")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(feedback(shown(nb), s, qs, notes))
+    with open(new / "grades.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["submission", *qs, "total", "possible", "reason"])
-        for r in rows:
-            w.writerow([*r[:-2], maximum, r[-1]])
+        w.writerows(rows)
+    put_in_place(new, out)
     print(
         f"grade: {len(rows)} submissions in {time.perf_counter() - start:.0f} s: "
         f"{out / 'grades.csv'}, {out / 'feedback'}"
