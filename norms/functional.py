@@ -69,24 +69,74 @@ def _check_buffers_without_grad(fname: str, **buffers: Tensor | None) -> None:
             )
 
 
+# the dispatch modes under which tensors hold no values Python may read (fake tensors,
+# make_fx's proxies, functionalization)
+_TRACING_MODES = tuple(torch._C._TorchDispatchModeKey.__members__.values())
+
+
+def _symbolic(t: Tensor) -> bool:
+    """Whether ``t``'s values are out of Python's reach: while ``torch.compile`` or ``export``
+    traces, under ``torch.func`` transforms (``vmap``, ``grad``), on the meta device, as a
+    fake tensor (or another tensor subclass), or under ``make_fx``."""
+    return (
+        torch.compiler.is_compiling()
+        or t.is_meta
+        or type(t) is not Tensor
+        or torch._C._functorch.is_functorch_wrapped_tensor(t)
+        or any(torch._C._get_dispatch_mode(key) is not None for key in _TRACING_MODES)
+    )
+
+
+def _all_finite(stat: Tensor) -> bool:
+    """True when every value of ``stat`` (a few numbers per row) is known to be finite; False
+    when one is not, or when the values are symbolic (:func:`_symbolic`)."""
+    return not _symbolic(stat) and bool(torch.isfinite(stat).all())
+
+
 def _normalize_rows(xc: Tensor, x: Tensor, var: Tensor, dims, eps: float) -> Tensor:
     r"""``xc * rsqrt(var + eps)``; where the variance overflowed to ``inf`` (inputs near the
     square root of the dtype's largest value, e.g. ``1e20`` in float32) a scaled computation.
 
     Scaled: with :math:`s = \max|x|` over ``dims``, :math:`y = (x/s - \overline{x/s})\,/
-    \sqrt{\mathrm{Var}[x/s] + \epsilon/s^2}`, the same value without squaring ``x``. It runs
-    only when some variance is not finite, so every ordinary input gives exactly the plain
-    result. A non-finite input still gives NaN.
+    \sqrt{\mathrm{Var}[x/s] + \epsilon/s^2}`, the same value without squaring ``x``, and
+    ``torch.where`` takes it for the rows whose variance is not finite: every ordinary row
+    gives exactly the plain result. A non-finite input still gives NaN.
+
+    Nothing branches on the values: the scaled rows are computed and selected alike in
+    eager mode, compiled, exported, under ``vmap`` and on fake or meta tensors. Only when
+    the values are at hand and every variance is finite is the scaled computation, whose
+    rows ``torch.where`` would all discard, skipped: the same result without its two passes
+    over the input (:mod:`norms.fast.passes` counts the plain ones).
     """
     y = xc * torch.rsqrt(var + eps)
-    if torch.compiler.is_compiling() or bool(torch.isfinite(var).all()):
+    if x.numel() == 0 or _all_finite(var):
         return y
-    s = x.abs().amax(dims, keepdim=True)  # largest |x| of each row, like var's shape
+    finite = torch.isfinite(var)
+    # s = 1 where nothing overflowed: finite local derivatives, so torch.where's zero
+    # gradient for the unselected rows stays zero; detached, since y does not depend on s
+    s = torch.where(finite, 1.0, x.detach().abs().amax(dims, keepdim=True))
     xs = x / s
     xsc = xs - xs.mean(dims, keepdim=True)
     var_s = (xsc * xsc).mean(dims, keepdim=True)
     y_s = xsc * torch.rsqrt(var_s + eps / (s * s))
-    return torch.where(torch.isfinite(var), y, y_s)
+    return torch.where(finite, y, y_s)
+
+
+def _mean_without_overflow(x: Tensor, dims: tuple[int, ...], mean) -> Tensor:
+    r"""``mean(x, dims)`` (``dims`` reduced, kept as size 1); where the sum overflowed (``|x|``
+    near the dtype's largest value, e.g. ``1e38`` in float32) :math:`s \cdot
+    \mathrm{mean}(x / s)` with :math:`s = \max|x|`, as torch's kernels keep it finite.
+
+    Selected with ``torch.where`` like :func:`_normalize_rows`: ordinary means are exactly
+    ``mean(x, dims)``, and a mean that is infinite because an input is stays so.
+    """
+    m = mean(x, dims)
+    if x.numel() == 0 or _all_finite(m):
+        return m
+    s = x.detach().abs().amax(dims, keepdim=True)
+    plain = torch.isfinite(m) | ~torch.isfinite(s)  # no overflow, or a non-finite input
+    s = torch.where(plain, 1.0, s)
+    return torch.where(plain, m, mean(x / s, dims) * s)
 
 
 def _shape(t: Tensor) -> tuple[int, ...]:
@@ -176,6 +226,25 @@ def _batch_mean(t: Tensor, dims: tuple[int, ...]) -> Tensor:
     if len(dims) > 1:
         t = t.mean(dims[1:], keepdim=True)  # (N, C, 1, ...)
     return t.mean(dims[:1], keepdim=True)  # (1, C, 1, ...)
+
+
+def _mean_keepdim(t: Tensor, dims: tuple[int, ...]) -> Tensor:
+    return t.mean(dims, keepdim=True)
+
+
+def batch_statistics(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """BatchNorm's training statistics of ``x`` ``(N, C, *S)``: the mean ``(1, C, 1, ...)``, the
+    centred input ``(N, C, *S)`` and the biased variance ``(1, C, 1, ...)``, over dims
+    ``(0, 2, 3, ...)``.
+
+    The mean stays finite where the sum overflows (:func:`_mean_without_overflow`), as in
+    torch; a variance beyond the dtype's range is ``inf``, as in torch.
+    """
+    dims = axes.batch_norm_dims(x.dim())  # (0, 2, 3, ...)
+    mean = _mean_without_overflow(x, dims, _batch_mean)  # (1, C, 1, ...)
+    xc = x - mean  # (N, C, *S)
+    var = _batch_mean(xc * xc, dims)  # (1, C, 1, ...) biased
+    return mean, xc, var
 
 
 def _verify_batch_size(size: Sequence[int]) -> None:
@@ -333,12 +402,9 @@ def batch_norm(
     ndim = input.dim()
     dtype = _opmath(input.dtype)
     x = input.to(dtype)  # (N, C, *S); no copy unless half/bfloat16
-    dims = axes.batch_norm_dims(ndim)  # (0, 2, 3, ...)
 
     if training:
-        mean = _batch_mean(x, dims)  # (1, C, 1, ...)
-        xc = x - mean  # (N, C, *S)
-        var = _batch_mean(xc * xc, dims)  # (1, C, 1, ...) biased
+        mean, xc, var = batch_statistics(x)  # (1, C, 1, ...), (N, C, *S), (1, C, 1, ...)
         if running_mean is not None and input.numel() > 0:
             n = input.numel() // input.shape[1]  # elements per channel
             _update_running(running_mean, mean.detach().view(-1), momentum)
@@ -417,7 +483,7 @@ def instance_norm(
     dims = axes.instance_norm_dims(ndim)  # (2, 3, ...)
 
     if use_input_stats:
-        mean = x.mean(dims, keepdim=True)  # (N, C, 1, ...)
+        mean = _mean_without_overflow(x, dims, _mean_keepdim)  # (N, C, 1, ...)
         xc = x - mean  # (N, C, *S)
         var = (xc * xc).mean(dims, keepdim=True)  # (N, C, 1, ...) biased
         if running_mean is not None and input.numel() > 0:
