@@ -51,7 +51,7 @@ _LOW_PRECISION = (torch.float16, torch.bfloat16)
 # --------------------------------------------------------------------------
 
 
-def _opmath(dtype: torch.dtype) -> torch.dtype:
+def opmath(dtype: torch.dtype) -> torch.dtype:
     """The dtype we compute in: float32 for half/bfloat16, else the input's own."""
     return torch.float32 if dtype in _LOW_PRECISION else dtype
 
@@ -152,7 +152,8 @@ def _check_eps(eps, fname: str) -> None:
         )
 
 
-def _check_floating(input: Tensor, fname: str) -> None:
+def check_floating(input: Tensor, fname: str) -> None:
+    """torch's error for a tensor that is not floating point, naming its dtype and shape."""
     # torch: NotImplementedError: "batch_norm" not implemented for 'Long'
     # (NotImplementedError is a subclass of RuntimeError.)
     if not input.is_floating_point():
@@ -163,7 +164,7 @@ def _check_floating(input: Tensor, fname: str) -> None:
         )
 
 
-def _check_param_dtypes(input: Tensor, fname: str, **params: Tensor | None) -> None:
+def check_param_dtypes(input: Tensor, fname: str, **params: Tensor | None) -> None:
     """Parameters must share the input's dtype; half/bfloat16 input may use float32 ones.
 
     That is torch's CPU rule ("mixed dtype (CPU): expect parameter to have
@@ -181,7 +182,7 @@ def _check_param_dtypes(input: Tensor, fname: str, **params: Tensor | None) -> N
         )
 
 
-def _check_channels(input: Tensor, fname: str, **params: Tensor | None) -> None:
+def check_channels(input: Tensor, fname: str, **params: Tensor | None) -> None:
     """Per-channel tensors must have one element per channel of ``input`` (dim 1)."""
     c = input.shape[1]
     for name, p in params.items():
@@ -245,6 +246,15 @@ def batch_statistics(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     xc = x - mean  # (N, C, *S)
     var = _batch_mean(xc * xc, dims)  # (1, C, 1, ...) biased
     return mean, xc, var
+
+
+def check_batch_norm_eps(eps: float, training: bool, fname: str = "batch_norm") -> None:
+    """torch's errors for BatchNorm's eps: positive in training (the batch variance of a
+    constant channel is 0), non-negative in eval mode."""
+    if training and eps <= 0.0:
+        raise ValueError(f"{fname} eps must be positive during training, but got {eps}")
+    if eps < 0.0:
+        raise ValueError(f"{fname} eps must be non-negative, but got {eps}")
 
 
 def _verify_batch_size(size: Sequence[int]) -> None:
@@ -355,15 +365,12 @@ def batch_norm(
     variance (times ``n / (n - 1)``). With ``training=False`` the running
     statistics are used instead.
     """
-    _check_floating(input, "batch_norm")
+    check_floating(input, "batch_norm")
     _check_buffers_without_grad("batch_norm", running_mean=running_mean, running_var=running_var)
     if training:
         if input.dim() >= 2:
             _verify_batch_size(input.size())
-        if eps <= 0.0:
-            raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
-    elif eps < 0.0:
-        raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
+    check_batch_norm_eps(eps, training)
     if (running_mean is None) != (running_var is None):
         if training:
             raise ValueError(
@@ -382,7 +389,7 @@ def batch_norm(
             weight=weight,
             bias=bias,
         )
-    _check_param_dtypes(
+    check_param_dtypes(
         input,
         "batch_norm",
         running_mean=running_mean,
@@ -390,7 +397,7 @@ def batch_norm(
         weight=weight,
         bias=bias,
     )
-    _check_channels(
+    check_channels(
         input,
         "batch_norm",
         running_mean=running_mean,
@@ -400,7 +407,7 @@ def batch_norm(
     )
 
     ndim = input.dim()
-    dtype = _opmath(input.dtype)
+    dtype = opmath(input.dtype)
     x = input.to(dtype)  # (N, C, *S); no copy unless half/bfloat16
 
     if training:
@@ -446,7 +453,7 @@ def instance_norm(
     statistics *averaged over the batch* (unbiased variance). With
     ``use_input_stats=False`` the running statistics are used instead.
     """
-    _check_floating(input, "instance_norm")
+    check_floating(input, "instance_norm")
     _check_buffers_without_grad("instance_norm", running_mean=running_mean, running_var=running_var)
     if use_input_stats:
         _verify_spatial_size(input.size())
@@ -460,7 +467,7 @@ def instance_norm(
         raise RuntimeError(
             f"instance_norm: expected input of shape (N, C, *), got input of shape {_shape(input)}"
         )
-    _check_param_dtypes(
+    check_param_dtypes(
         input,
         "instance_norm",
         running_mean=running_mean,
@@ -468,7 +475,7 @@ def instance_norm(
         weight=weight,
         bias=bias,
     )
-    _check_channels(
+    check_channels(
         input,
         "instance_norm",
         running_mean=running_mean,
@@ -478,7 +485,7 @@ def instance_norm(
     )
 
     ndim = input.dim()
-    dtype = _opmath(input.dtype)
+    dtype = opmath(input.dtype)
     x = input.to(dtype)  # (N, C, *S)
     dims = axes.instance_norm_dims(ndim)  # (2, 3, ...)
 
@@ -520,9 +527,9 @@ def check_layer_norm(
     Shared with kernels that take the same arguments (:mod:`norms.fast.cpu_kernels`).
     """
     ns = _normalized_shape(normalized_shape, "layer_norm")
-    _check_floating(input, "layer_norm")
+    check_floating(input, "layer_norm")
     _check_normalized_shape(input, ns, "layer_norm", weight=weight, bias=bias)
-    _check_param_dtypes(input, "layer_norm", weight=weight, bias=bias)
+    check_param_dtypes(input, "layer_norm", weight=weight, bias=bias)
     return ns
 
 
@@ -541,7 +548,7 @@ def layer_norm(
     """
     ns = check_layer_norm(input, normalized_shape, weight, bias)
     _check_eps(eps, "layer_norm")
-    dtype = _opmath(input.dtype)
+    dtype = opmath(input.dtype)
     x = input.to(dtype)  # (*, *normalized_shape)
     dims = axes.layer_norm_dims(input.dim(), len(ns))  # the last k dims
     mean = x.mean(dims, keepdim=True)  # (*, 1, ..., 1)
@@ -576,10 +583,10 @@ def rms_norm(
     input's dtype, as in torch.
     """
     ns = _normalized_shape(normalized_shape, "rms_norm")
-    _check_floating(input, "rms_norm")
+    check_floating(input, "rms_norm")
     _check_normalized_shape(input, ns, "rms_norm", weight=weight)
 
-    dtype = _opmath(input.dtype)
+    dtype = opmath(input.dtype)
     if eps is None:
         eps = torch.finfo(dtype).eps
     x = input.to(dtype)  # (*, *normalized_shape); float32 for half: 300² fits
@@ -603,7 +610,7 @@ def check_group_norm(
 
     Shared with kernels that take the same arguments (:mod:`norms.fast.cpu_kernels`).
     """
-    _check_floating(input, "group_norm")
+    check_floating(input, "group_norm")
     if input.dim() < 2:
         raise RuntimeError(
             f"Expected at least 2 dimensions for input tensor but received {input.dim()} "
@@ -627,7 +634,7 @@ def check_group_norm(
                 f"{_shape(input)} ({c} channels)"
             )
     _verify_batch_size([n * c // num_groups, num_groups] + list(input.shape[2:]))
-    _check_param_dtypes(input, "group_norm", weight=weight, bias=bias)
+    check_param_dtypes(input, "group_norm", weight=weight, bias=bias)
 
 
 def group_norm(
@@ -647,7 +654,7 @@ def group_norm(
     check_group_norm(input, num_groups, weight, bias)
     _check_eps(eps, "group_norm")
     ndim = input.dim()
-    dtype = _opmath(input.dtype)
+    dtype = opmath(input.dtype)
     x = input.to(dtype).reshape(axes.group_norm_shape(input.shape, num_groups))
     # x: (N, G, C//G * prod(S))
     mean = x.mean(-1, keepdim=True)  # (N, G, 1)

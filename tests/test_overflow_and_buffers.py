@@ -116,13 +116,13 @@ def test_a_non_finite_input_still_gives_nan():
 def _plain_layer_norm(x, k, eps):
     """Today's formula, as it was before the overflow path: the result must not change."""
     dims = tuple(range(x.dim() - k, x.dim()))
-    xo = x.to(F._opmath(x.dtype))
+    xo = x.to(F.opmath(x.dtype))
     xc = xo - xo.mean(dims, keepdim=True)
     return (xc * torch.rsqrt((xc * xc).mean(dims, keepdim=True) + eps)).to(x.dtype)
 
 
 def _plain_group_norm(x, groups, eps):
-    xo = x.to(F._opmath(x.dtype)).reshape(x.shape[0], groups, -1)
+    xo = x.to(F.opmath(x.dtype)).reshape(x.shape[0], groups, -1)
     xc = xo - xo.mean(-1, keepdim=True)
     return (xc * torch.rsqrt((xc * xc).mean(-1, keepdim=True) + eps)).view(x.shape).to(x.dtype)
 
@@ -255,7 +255,7 @@ def test_ordinary_batch_statistics_are_exactly_today_s(n, c, length, log_scale, 
     gen = torch.Generator().manual_seed(seed)
     x = (torch.randn(n, c, length, generator=gen, dtype=torch.float64) * 10.0**log_scale).to(dtype)
     x = x + 3.0
-    xo = x.to(F._opmath(dtype))
+    xo = x.to(F.opmath(dtype))
     mean = xo.mean(2, keepdim=True).mean(0, keepdim=True)  # the formula before issue 38
     xc = xo - mean
     var = (xc * xc).mean(2, keepdim=True).mean(0, keepdim=True)
