@@ -277,7 +277,7 @@ def test_ordinary_batch_statistics_are_exactly_today_s(n, c, length, log_scale, 
 @given(
     n=st.integers(1, 3),
     length=st.integers(2, 7),
-    log_scale=st.integers(-30, 30),
+    log_scale=st.integers(-30, 15),  # ordinary: the variance fits float32
     dtype=st.sampled_from([torch.float32, torch.float64]),
     seed=st.integers(0, 2**16),
 )
