@@ -112,14 +112,33 @@ def _normalize_rows(xc: Tensor, x: Tensor, var: Tensor, dims, eps: float) -> Ten
     if x.numel() == 0 or _all_finite(var):
         return y
     finite = torch.isfinite(var)
-    # s = 1 where nothing overflowed: finite local derivatives, so torch.where's zero
-    # gradient for the unselected rows stays zero; detached, since y does not depend on s
+    s, xsc, var_s = _scaled_moments(x, dims, finite)
+    return torch.where(finite, y, xsc * torch.rsqrt(var_s + eps / (s * s)))
+
+
+def _scaled_moments(x: Tensor, dims, finite: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """``(s, x/s - mean(x/s), Var[x/s])`` over ``dims``, with ``s = max|x|`` where ``finite`` is
+    False and 1 elsewhere: there the local derivatives stay finite, so the zero gradient
+    ``torch.where`` gives the rows it does not select stays zero. ``s`` is detached: the
+    normalized values do not depend on it."""
     s = torch.where(finite, 1.0, x.detach().abs().amax(dims, keepdim=True))
     xs = x / s
     xsc = xs - xs.mean(dims, keepdim=True)
-    var_s = (xsc * xsc).mean(dims, keepdim=True)
-    y_s = xsc * torch.rsqrt(var_s + eps / (s * s))
-    return torch.where(finite, y, y_s)
+    return s, xsc, (xsc * xsc).mean(dims, keepdim=True)
+
+
+def rstd_without_overflow(x: Tensor, var: Tensor, dims, eps: float) -> Tensor:
+    r"""``1 / sqrt(var + eps)``, ``var`` the biased variance of ``x`` over ``dims`` (kept as size
+    1); where it overflowed, :math:`1/\sigma` from ``x / max|x|`` (as :func:`layer_norm` does).
+
+    For a backward pass that needs LayerNorm's statistics (:mod:`norms.fast.cpu_kernels`).
+    """
+    rstd = torch.rsqrt(var + eps)
+    if x.numel() == 0 or _all_finite(var):
+        return rstd
+    finite = torch.isfinite(var)
+    s, _, var_s = _scaled_moments(x, dims, finite)
+    return torch.where(finite, rstd, 1.0 / (s * torch.sqrt(var_s + eps / (s * s))))
 
 
 def _mean_without_overflow(x: Tensor, dims: tuple[int, ...], mean) -> Tensor:
