@@ -102,11 +102,13 @@ def _normalize_rows(xc: Tensor, x: Tensor, var: Tensor, dims, eps: float) -> Ten
     ``torch.where`` takes it for the rows whose variance is not finite: every ordinary row
     gives exactly the plain result. A non-finite input still gives NaN.
 
-    Nothing branches on the values: the scaled rows are computed and selected alike in
-    eager mode, compiled, exported, under ``vmap`` and on fake or meta tensors. Only when
-    the values are at hand and every variance is finite is the scaled computation, whose
-    rows ``torch.where`` would all discard, skipped: the same result without its two passes
-    over the input (:mod:`norms.fast.passes` counts the plain ones).
+    No result depends on a branch on the values: ``torch.where`` selects the scaled rows in
+    eager mode, compiled, exported, under ``vmap`` and on fake or meta tensors alike. Only
+    where the values are at hand (:func:`_symbolic` is False) and every variance is finite
+    is the scaled computation skipped, since ``torch.where`` would discard all of its rows:
+    the same numbers without its passes over the input, so that eager mode runs the plain
+    formula's ops and no more (the speed and transformer chapters count them with
+    :mod:`norms.fast.passes`).
     """
     y = xc * torch.rsqrt(var + eps)
     if x.numel() == 0 or _all_finite(var):
