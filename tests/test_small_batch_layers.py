@@ -339,3 +339,50 @@ def test_ghost_batchnorm_takes_numpy_integers():
     for bad in (True, 4.0, "4"):
         with pytest.raises(TypeError, match="virtual_batch_size must be an int"):
             norms.GhostBatchNorm2d(3, bad)
+
+
+def _frn_before_issue_38(m, x):
+    """FilterResponseNorm2d's forward as it was: float32 and float64 results must not change."""
+    nu2 = x.pow(2).mean(dim=(2, 3), keepdim=True)
+    eps = m.eps.abs() if m.learnable_eps else abs(m.eps)
+    y = x * torch.rsqrt(nu2 + eps)
+    view = (1, -1, 1, 1)
+    return torch.maximum(torch.addcmul(m.bias.view(view), y, m.weight.view(view)), m.tau.view(view))
+
+
+def _renorm_before_issue_38(m, x):
+    """BatchRenorm2d's training forward as it was (statistics before the update)."""
+    mean = x.mean((2, 3), keepdim=True).mean(0, keepdim=True)
+    xc = x - mean
+    var = (xc * xc).mean((2, 3), keepdim=True).mean(0, keepdim=True)
+    std_b = torch.sqrt(var + m.eps)
+    std = torch.sqrt(m.running_var.view(1, -1, 1, 1) + m.eps)
+    r = (std_b / std).clamp(1.0 / m.r_max, m.r_max)
+    d = ((mean - m.running_mean.view(1, -1, 1, 1)) / std).clamp(-m.d_max, m.d_max)
+    y = xc * (r / std_b) + d
+    return torch.addcmul(m.bias.view(1, -1, 1, 1), y, m.weight.view(1, -1, 1, 1))
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(1, 4),
+    hw=st.integers(1, 5),
+    dtype=st.sampled_from([torch.float32, torch.float64]),
+    learnable=st.booleans(),
+    seed=st.integers(0, 1000),
+)
+def test_frn_and_batch_renorm_give_today_s_numbers_bit_for_bit(n, hw, dtype, learnable, seed):
+    """The fixes of issue 38 change no bit of an ordinary float32 or float64 result."""
+    x = randn((n, 3, hw, hw), seed).to(dtype)
+    frn = norms.FilterResponseNorm2d(3, learnable_eps=learnable, dtype=dtype)
+    set_affine(frn, seed=seed)
+    with torch.no_grad():
+        frn.tau.copy_(randn((3,), seed + 3, 0.5, -0.5))
+        assert torch.equal(frn(x), _frn_before_issue_38(frn, x))
+    if n * hw * hw > 1:
+        renorm = norms.BatchRenorm2d(3, dtype=dtype)
+        set_affine(renorm, seed=seed)
+        with torch.no_grad():
+            renorm.running_mean.copy_(randn((3,), seed + 2, 0.5, 0.0))
+            want = _renorm_before_issue_38(renorm, x)
+            assert torch.equal(renorm(x), want)
