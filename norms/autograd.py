@@ -119,11 +119,11 @@ def _rms_rstd(x: Tensor, dims: tuple[int, ...], eps: float) -> Tensor:
 
 def _check_batch_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None) -> None:
     """torch.nn.functional.batch_norm's checks in training mode, with its exception types."""
-    F._check_floating(x, "batch_norm")
+    F.check_floating(x, "batch_norm")
     if x.dim() < 2:
         F._batch_norm_no_channel_dim(x, True, weight=weight, bias=bias)
     F._verify_batch_size(x.size())
-    F._check_channels(x, "batch_norm", weight=weight, bias=bias)
+    F.check_channels(x, "batch_norm", weight=weight, bias=bias)
 
 
 def _check_normalized_shape(
@@ -131,7 +131,7 @@ def _check_normalized_shape(
 ) -> None:
     """torch.nn.functional.layer_norm's (or rms_norm's) checks, with its exception types."""
     F._normalized_shape(shape, fn)
-    F._check_floating(x, fn)
+    F.check_floating(x, fn)
     F._check_normalized_shape(x, shape, fn, **params)
 
 

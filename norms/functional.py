@@ -51,7 +51,7 @@ _LOW_PRECISION = (torch.float16, torch.bfloat16)
 # --------------------------------------------------------------------------
 
 
-def _opmath(dtype: torch.dtype) -> torch.dtype:
+def opmath(dtype: torch.dtype) -> torch.dtype:
     """The dtype we compute in: float32 for half/bfloat16, else the input's own."""
     return torch.float32 if dtype in _LOW_PRECISION else dtype
 
@@ -69,24 +69,95 @@ def _check_buffers_without_grad(fname: str, **buffers: Tensor | None) -> None:
             )
 
 
+# the dispatch modes under which tensors hold no values Python may read (fake tensors,
+# make_fx's proxies, functionalization)
+_TRACING_MODES = tuple(torch._C._TorchDispatchModeKey.__members__.values())
+
+
+def _symbolic(t: Tensor) -> bool:
+    """Whether ``t``'s values are out of Python's reach: while ``torch.compile`` or ``export``
+    traces, under ``torch.func`` transforms (``vmap``, ``grad``), on the meta device, as a
+    fake tensor (or another tensor subclass), or under ``make_fx``."""
+    return (
+        torch.compiler.is_compiling()
+        or t.is_meta
+        or type(t) is not Tensor
+        or torch._C._functorch.is_functorch_wrapped_tensor(t)
+        or any(torch._C._get_dispatch_mode(key) is not None for key in _TRACING_MODES)
+    )
+
+
+def _all_finite(stat: Tensor) -> bool:
+    """True when every value of ``stat`` (a few numbers per row) is known to be finite; False
+    when one is not, or when the values are symbolic (:func:`_symbolic`)."""
+    return not _symbolic(stat) and bool(torch.isfinite(stat).all())
+
+
 def _normalize_rows(xc: Tensor, x: Tensor, var: Tensor, dims, eps: float) -> Tensor:
     r"""``xc * rsqrt(var + eps)``; where the variance overflowed to ``inf`` (inputs near the
     square root of the dtype's largest value, e.g. ``1e20`` in float32) a scaled computation.
 
     Scaled: with :math:`s = \max|x|` over ``dims``, :math:`y = (x/s - \overline{x/s})\,/
-    \sqrt{\mathrm{Var}[x/s] + \epsilon/s^2}`, the same value without squaring ``x``. It runs
-    only when some variance is not finite, so every ordinary input gives exactly the plain
-    result. A non-finite input still gives NaN.
+    \sqrt{\mathrm{Var}[x/s] + \epsilon/s^2}`, the same value without squaring ``x``, and
+    ``torch.where`` takes it for the rows whose variance is not finite: every ordinary row
+    gives exactly the plain result. A non-finite input still gives NaN.
+
+    No result depends on a branch on the values: ``torch.where`` selects the scaled rows in
+    eager mode, compiled, exported, under ``vmap`` and on fake or meta tensors alike. Only
+    where the values are at hand (:func:`_symbolic` is False) and every variance is finite
+    is the scaled computation skipped, since ``torch.where`` would discard all of its rows:
+    the same numbers without its passes over the input, so that eager mode runs the plain
+    formula's ops and no more (the speed and transformer chapters count them with
+    :mod:`norms.fast.passes`).
     """
     y = xc * torch.rsqrt(var + eps)
-    if torch.compiler.is_compiling() or bool(torch.isfinite(var).all()):
+    if x.numel() == 0 or _all_finite(var):
         return y
-    s = x.abs().amax(dims, keepdim=True)  # largest |x| of each row, like var's shape
+    finite = torch.isfinite(var)
+    s, xsc, var_s = _scaled_moments(x, dims, finite)
+    return torch.where(finite, y, xsc * torch.rsqrt(var_s + eps / (s * s)))
+
+
+def _scaled_moments(x: Tensor, dims, finite: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """``(s, x/s - mean(x/s), Var[x/s])`` over ``dims``, with ``s = max|x|`` where ``finite`` is
+    False and 1 elsewhere: there the local derivatives stay finite, so the zero gradient
+    ``torch.where`` gives the rows it does not select stays zero. ``s`` is detached: the
+    normalized values do not depend on it."""
+    s = torch.where(finite, 1.0, x.detach().abs().amax(dims, keepdim=True))
     xs = x / s
     xsc = xs - xs.mean(dims, keepdim=True)
-    var_s = (xsc * xsc).mean(dims, keepdim=True)
-    y_s = xsc * torch.rsqrt(var_s + eps / (s * s))
-    return torch.where(torch.isfinite(var), y, y_s)
+    return s, xsc, (xsc * xsc).mean(dims, keepdim=True)
+
+
+def rstd_without_overflow(x: Tensor, var: Tensor, dims, eps: float) -> Tensor:
+    r"""``1 / sqrt(var + eps)``, ``var`` the biased variance of ``x`` over ``dims`` (kept as size
+    1); where it overflowed, :math:`1/\sigma` from ``x / max|x|`` (as :func:`layer_norm` does).
+
+    For a backward pass that needs LayerNorm's statistics (:mod:`norms.fast.cpu_kernels`).
+    """
+    rstd = torch.rsqrt(var + eps)
+    if x.numel() == 0 or _all_finite(var):
+        return rstd
+    finite = torch.isfinite(var)
+    s, _, var_s = _scaled_moments(x, dims, finite)
+    return torch.where(finite, rstd, 1.0 / (s * torch.sqrt(var_s + eps / (s * s))))
+
+
+def _mean_without_overflow(x: Tensor, dims: tuple[int, ...], mean) -> Tensor:
+    r"""``mean(x, dims)`` (``dims`` reduced, kept as size 1); where the sum overflowed (``|x|``
+    near the dtype's largest value, e.g. ``1e38`` in float32) :math:`s \cdot
+    \mathrm{mean}(x / s)` with :math:`s = \max|x|`, as torch's kernels keep it finite.
+
+    Selected with ``torch.where`` like :func:`_normalize_rows`: ordinary means are exactly
+    ``mean(x, dims)``, and a mean that is infinite because an input is stays so.
+    """
+    m = mean(x, dims)
+    if x.numel() == 0 or _all_finite(m):
+        return m
+    s = x.detach().abs().amax(dims, keepdim=True)
+    plain = torch.isfinite(m) | ~torch.isfinite(s)  # no overflow, or a non-finite input
+    s = torch.where(plain, 1.0, s)
+    return torch.where(plain, m, mean(x / s, dims) * s)
 
 
 def _shape(t: Tensor) -> tuple[int, ...]:
@@ -102,7 +173,8 @@ def _check_eps(eps, fname: str) -> None:
         )
 
 
-def _check_floating(input: Tensor, fname: str) -> None:
+def check_floating(input: Tensor, fname: str) -> None:
+    """torch's error for a tensor that is not floating point, naming its dtype and shape."""
     # torch: NotImplementedError: "batch_norm" not implemented for 'Long'
     # (NotImplementedError is a subclass of RuntimeError.)
     if not input.is_floating_point():
@@ -113,7 +185,7 @@ def _check_floating(input: Tensor, fname: str) -> None:
         )
 
 
-def _check_param_dtypes(input: Tensor, fname: str, **params: Tensor | None) -> None:
+def check_param_dtypes(input: Tensor, fname: str, **params: Tensor | None) -> None:
     """Parameters must share the input's dtype; half/bfloat16 input may use float32 ones.
 
     That is torch's CPU rule ("mixed dtype (CPU): expect parameter to have
@@ -131,7 +203,7 @@ def _check_param_dtypes(input: Tensor, fname: str, **params: Tensor | None) -> N
         )
 
 
-def _check_channels(input: Tensor, fname: str, **params: Tensor | None) -> None:
+def check_channels(input: Tensor, fname: str, **params: Tensor | None) -> None:
     """Per-channel tensors must have one element per channel of ``input`` (dim 1)."""
     c = input.shape[1]
     for name, p in params.items():
@@ -176,6 +248,34 @@ def _batch_mean(t: Tensor, dims: tuple[int, ...]) -> Tensor:
     if len(dims) > 1:
         t = t.mean(dims[1:], keepdim=True)  # (N, C, 1, ...)
     return t.mean(dims[:1], keepdim=True)  # (1, C, 1, ...)
+
+
+def _mean_keepdim(t: Tensor, dims: tuple[int, ...]) -> Tensor:
+    return t.mean(dims, keepdim=True)
+
+
+def batch_statistics(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """BatchNorm's training statistics of ``x`` ``(N, C, *S)``: the mean ``(1, C, 1, ...)``, the
+    centred input ``(N, C, *S)`` and the biased variance ``(1, C, 1, ...)``, over dims
+    ``(0, 2, 3, ...)``.
+
+    The mean stays finite where the sum overflows (:func:`_mean_without_overflow`), as in
+    torch; a variance beyond the dtype's range is ``inf``, as in torch.
+    """
+    dims = axes.batch_norm_dims(x.dim())  # (0, 2, 3, ...)
+    mean = _mean_without_overflow(x, dims, _batch_mean)  # (1, C, 1, ...)
+    xc = x - mean  # (N, C, *S)
+    var = _batch_mean(xc * xc, dims)  # (1, C, 1, ...) biased
+    return mean, xc, var
+
+
+def check_batch_norm_eps(eps: float, training: bool, fname: str = "batch_norm") -> None:
+    """torch's errors for BatchNorm's eps: positive in training (the batch variance of a
+    constant channel is 0), non-negative in eval mode."""
+    if training and eps <= 0.0:
+        raise ValueError(f"{fname} eps must be positive during training, but got {eps}")
+    if eps < 0.0:
+        raise ValueError(f"{fname} eps must be non-negative, but got {eps}")
 
 
 def _verify_batch_size(size: Sequence[int]) -> None:
@@ -286,15 +386,12 @@ def batch_norm(
     variance (times ``n / (n - 1)``). With ``training=False`` the running
     statistics are used instead.
     """
-    _check_floating(input, "batch_norm")
+    check_floating(input, "batch_norm")
     _check_buffers_without_grad("batch_norm", running_mean=running_mean, running_var=running_var)
     if training:
         if input.dim() >= 2:
             _verify_batch_size(input.size())
-        if eps <= 0.0:
-            raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
-    elif eps < 0.0:
-        raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
+    check_batch_norm_eps(eps, training)
     if (running_mean is None) != (running_var is None):
         if training:
             raise ValueError(
@@ -313,7 +410,7 @@ def batch_norm(
             weight=weight,
             bias=bias,
         )
-    _check_param_dtypes(
+    check_param_dtypes(
         input,
         "batch_norm",
         running_mean=running_mean,
@@ -321,7 +418,7 @@ def batch_norm(
         weight=weight,
         bias=bias,
     )
-    _check_channels(
+    check_channels(
         input,
         "batch_norm",
         running_mean=running_mean,
@@ -331,14 +428,11 @@ def batch_norm(
     )
 
     ndim = input.dim()
-    dtype = _opmath(input.dtype)
+    dtype = opmath(input.dtype)
     x = input.to(dtype)  # (N, C, *S); no copy unless half/bfloat16
-    dims = axes.batch_norm_dims(ndim)  # (0, 2, 3, ...)
 
     if training:
-        mean = _batch_mean(x, dims)  # (1, C, 1, ...)
-        xc = x - mean  # (N, C, *S)
-        var = _batch_mean(xc * xc, dims)  # (1, C, 1, ...) biased
+        mean, xc, var = batch_statistics(x)  # (1, C, 1, ...), (N, C, *S), (1, C, 1, ...)
         if running_mean is not None and input.numel() > 0:
             n = input.numel() // input.shape[1]  # elements per channel
             _update_running(running_mean, mean.detach().view(-1), momentum)
@@ -380,7 +474,7 @@ def instance_norm(
     statistics *averaged over the batch* (unbiased variance). With
     ``use_input_stats=False`` the running statistics are used instead.
     """
-    _check_floating(input, "instance_norm")
+    check_floating(input, "instance_norm")
     _check_buffers_without_grad("instance_norm", running_mean=running_mean, running_var=running_var)
     if use_input_stats:
         _verify_spatial_size(input.size())
@@ -394,7 +488,7 @@ def instance_norm(
         raise RuntimeError(
             f"instance_norm: expected input of shape (N, C, *), got input of shape {_shape(input)}"
         )
-    _check_param_dtypes(
+    check_param_dtypes(
         input,
         "instance_norm",
         running_mean=running_mean,
@@ -402,7 +496,7 @@ def instance_norm(
         weight=weight,
         bias=bias,
     )
-    _check_channels(
+    check_channels(
         input,
         "instance_norm",
         running_mean=running_mean,
@@ -412,12 +506,12 @@ def instance_norm(
     )
 
     ndim = input.dim()
-    dtype = _opmath(input.dtype)
+    dtype = opmath(input.dtype)
     x = input.to(dtype)  # (N, C, *S)
     dims = axes.instance_norm_dims(ndim)  # (2, 3, ...)
 
     if use_input_stats:
-        mean = x.mean(dims, keepdim=True)  # (N, C, 1, ...)
+        mean = _mean_without_overflow(x, dims, _mean_keepdim)  # (N, C, 1, ...)
         xc = x - mean  # (N, C, *S)
         var = (xc * xc).mean(dims, keepdim=True)  # (N, C, 1, ...) biased
         if running_mean is not None and input.numel() > 0:
@@ -454,9 +548,9 @@ def check_layer_norm(
     Shared with kernels that take the same arguments (:mod:`norms.fast.cpu_kernels`).
     """
     ns = _normalized_shape(normalized_shape, "layer_norm")
-    _check_floating(input, "layer_norm")
+    check_floating(input, "layer_norm")
     _check_normalized_shape(input, ns, "layer_norm", weight=weight, bias=bias)
-    _check_param_dtypes(input, "layer_norm", weight=weight, bias=bias)
+    check_param_dtypes(input, "layer_norm", weight=weight, bias=bias)
     return ns
 
 
@@ -475,7 +569,7 @@ def layer_norm(
     """
     ns = check_layer_norm(input, normalized_shape, weight, bias)
     _check_eps(eps, "layer_norm")
-    dtype = _opmath(input.dtype)
+    dtype = opmath(input.dtype)
     x = input.to(dtype)  # (*, *normalized_shape)
     dims = axes.layer_norm_dims(input.dim(), len(ns))  # the last k dims
     mean = x.mean(dims, keepdim=True)  # (*, 1, ..., 1)
@@ -510,10 +604,10 @@ def rms_norm(
     input's dtype, as in torch.
     """
     ns = _normalized_shape(normalized_shape, "rms_norm")
-    _check_floating(input, "rms_norm")
+    check_floating(input, "rms_norm")
     _check_normalized_shape(input, ns, "rms_norm", weight=weight)
 
-    dtype = _opmath(input.dtype)
+    dtype = opmath(input.dtype)
     if eps is None:
         eps = torch.finfo(dtype).eps
     x = input.to(dtype)  # (*, *normalized_shape); float32 for half: 300² fits
@@ -537,7 +631,7 @@ def check_group_norm(
 
     Shared with kernels that take the same arguments (:mod:`norms.fast.cpu_kernels`).
     """
-    _check_floating(input, "group_norm")
+    check_floating(input, "group_norm")
     if input.dim() < 2:
         raise RuntimeError(
             f"Expected at least 2 dimensions for input tensor but received {input.dim()} "
@@ -561,7 +655,7 @@ def check_group_norm(
                 f"{_shape(input)} ({c} channels)"
             )
     _verify_batch_size([n * c // num_groups, num_groups] + list(input.shape[2:]))
-    _check_param_dtypes(input, "group_norm", weight=weight, bias=bias)
+    check_param_dtypes(input, "group_norm", weight=weight, bias=bias)
 
 
 def group_norm(
@@ -581,7 +675,7 @@ def group_norm(
     check_group_norm(input, num_groups, weight, bias)
     _check_eps(eps, "group_norm")
     ndim = input.dim()
-    dtype = _opmath(input.dtype)
+    dtype = opmath(input.dtype)
     x = input.to(dtype).reshape(axes.group_norm_shape(input.shape, num_groups))
     # x: (N, G, C//G * prod(S))
     mean = x.mean(-1, keepdim=True)  # (N, G, 1)

@@ -839,3 +839,39 @@ def test_a_cache_folder_owned_by_another_user_is_left_alone_and_the_private_buil
     assert sorted(p.name for p in cache.iterdir()) == before  # nothing written into theirs
     assert (cache / "kernels-decoy.so").read_bytes() == b"not ours"
     assert not list(tmp_path.glob("norms-*")), list(tmp_path.rglob("norms-*"))
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    scale=st.sampled_from([1e20, 1e30, 3e37]),
+    rows=st.integers(1, 4),
+    cols=st.integers(2, 3000),
+    grad=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_kernels_on_rows_whose_variance_overflows_give_norms_results(
+    threads, scale, rows, cols, grad, seed
+):
+    """Issue 38, item 4 in norms.fast: on inputs of 1e20 the kernels' squared deviations
+    overflowed (NaN or zeros out); the row is then looked at again scaled by its largest
+    magnitude, as norms.functional does. Ordinary rows of the same batch keep their numbers."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.rand(rows + 1, cols, generator=gen) * 2 - 1
+    ordinary = x[-1].clone()
+    x[:-1] *= scale
+    weight, bias = _affine(cols)
+    want = norms.functional.layer_norm(x, [cols], weight, bias)
+    ln = norms.fast.fused.LayerNorm(cols)
+    with torch.no_grad():
+        ln.weight.copy_(weight)
+        ln.bias.copy_(bias)
+    xg = x.clone().requires_grad_(grad)
+    got = ln(xg)
+    torch.testing.assert_close(got, want, **TOL[torch.float32])
+    assert torch.equal(got[-1], ln(ordinary[None])[0])
+    if grad:
+        got.sum().backward()
+        assert torch.isfinite(xg.grad).all()
+    gn = norms.fast.fused.GroupNorm(1, rows + 1, affine=False)
+    x3 = x[None]  # (1, rows + 1, cols): one group over every row
+    torch.testing.assert_close(gn(x3), norms.functional.group_norm(x3, 1), **TOL[torch.float32])

@@ -171,3 +171,32 @@ def test_converted_state_dict_loads_into_the_authors_layout():
     net.load_state_dict(ref.state_dict(), strict=True)
     x = torch.randn(3, 4)
     torch.testing.assert_close(ref(x), net(x))
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    dtype=st.sampled_from([torch.bfloat16, torch.float16, torch.float32, torch.float64]),
+    affine=st.booleans(),
+    lib=st.sampled_from(["torch", "norms"]),
+    depth=st.integers(0, 2),
+)
+def test_convert_keeps_the_model_s_dtype_for_layernorms_without_parameters(
+    dtype, affine, lib, depth
+):
+    """Issue 38, item 9: a LayerNorm(elementwise_affine=False) in a bfloat16 or float64 model
+    became a float32 DynamicTanh, and the next layer failed on the dtype."""
+    ln = (nn.LayerNorm if lib == "torch" else norms.LayerNorm)(
+        4, elementwise_affine=affine, dtype=dtype
+    )
+    inner: nn.Module = ln
+    for _ in range(depth):  # parameter-free wrappers around the norm
+        inner = nn.Sequential(inner)
+    model = nn.Sequential(nn.Linear(4, 4, dtype=dtype), inner, nn.Linear(4, 4, dtype=dtype))
+    model = norms.convert_ln_to_dyt(model)
+    dyt = next(m for m in model.modules() if isinstance(m, norms.DynamicTanh))
+    assert all(p.dtype == dtype for p in dyt.parameters())
+    assert model(torch.randn(2, 4).to(dtype)).dtype == dtype
+    meta = norms.convert_ln_to_dyt(
+        nn.Sequential(nn.Linear(4, 4, device="meta"), nn.LayerNorm(4, elementwise_affine=False))
+    )
+    assert all(p.device.type == "meta" for p in meta[1].parameters())

@@ -7,6 +7,7 @@ torch raises its parent RuntimeError).
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import pytest
@@ -188,6 +189,27 @@ CASES = [
         lambda nn, F: F.batch_norm(x(4, 3), torch.zeros(3), torch.ones(3), eps=-1.0),
         ["eps", "-1.0"],
     ),
+    # head counts (issue 38, item 14: an AssertionError where torch raises ValueError)
+    (
+        "tel-no-heads",
+        lambda nn, F: nn.TransformerEncoderLayer(8, 0),
+        ["embed_dim and num_heads must be greater than 0", "num_heads=0", "nhead=0"],
+    ),
+    (
+        "tdl-negative-heads",
+        lambda nn, F: nn.TransformerDecoderLayer(8, -2),
+        ["embed_dim and num_heads must be greater than 0", "nhead=-2"],
+    ),
+    (
+        "tel-no-features",
+        lambda nn, F: nn.TransformerEncoderLayer(0, 2),
+        ["embed_dim and num_heads must be greater than 0", "d_model=0"],
+    ),
+    (
+        "tel-indivisible",
+        lambda nn, F: nn.TransformerEncoderLayer(8, 3),
+        ["embed_dim must be divisible by num_heads", "8 % 3 = 2"],
+    ),
     (
         "F.in-no-stats",
         lambda nn, F: F.instance_norm(x(4, 3, 5), use_input_stats=False),
@@ -224,3 +246,27 @@ def test_no_silent_results_for_channels_nothing_depends_on():
             torch.testing.assert_close(
                 getattr(norms, name)(*args, **kw)(a), getattr(tnn, name)(*args, **kw)(a)
             )
+
+
+@pytest.mark.parametrize("d_model, nhead", [(8, 0), (8, -1), (0, 2), (8, 3)])
+def test_llama_attention_rejects_head_counts_like_multihead_attention(d_model, nhead):
+    """Issue 38, item 14: Attention(8, 0) raised ZeroDivisionError."""
+    from norms.modules import Attention
+
+    with pytest.raises(Exception) as theirs:
+        tnn.MultiheadAttention(d_model, nhead)
+    with pytest.raises(Exception) as ours:
+        Attention(d_model, nhead)
+    assert ours.type is theirs.type
+    assert str(theirs.value) in str(ours.value) and f"nhead={nhead}" in str(ours.value)
+
+
+@pytest.mark.parametrize("shape", [(5, 8), (2, 5, 6), (1, 2, 5, 8)])
+def test_llama_attention_names_an_input_of_the_wrong_shape(shape):
+    """Issue 38, item 14: a 2-D input gave an unpacking ValueError."""
+    from norms.modules import Attention
+
+    with pytest.raises(
+        ValueError, match=r"\(B, T, d_model\) = \(B, T, 8\).*" + re.escape(str(shape))
+    ):
+        Attention(8, 2)(torch.randn(shape))

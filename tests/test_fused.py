@@ -253,3 +253,21 @@ def test_loop_headers_reads_constant_and_symbolic_bounds():
         "  for x1 in range(16*(div_floor_integer(ks2, 16)), ks2):",
         "for x0 in range(8):",
     ]
+
+
+@pytest.mark.parametrize("cls", ["CompiledLayerNorm", "LayerNorm"])
+def test_fused_layer_norm_on_rows_whose_variance_overflows(cls):
+    """Issue 38, item 4 in norms.fast: the compiled forward gave zeros on inputs of 1e20, its
+    hand-derived backward zero gradients. Both now give the eager layer's numbers."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 8, generator=g)
+    x[1:3] *= 1e20
+    dy = torch.randn(4, 8, generator=g)
+    eager, fused = norms.LayerNorm(8), getattr(norms.fast.fused, cls)(8)
+    xe, xf = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    ye, yf = eager(xe), fused(xf)
+    torch.testing.assert_close(yf, ye, atol=2e-5, rtol=2e-5)
+    (ge,) = torch.autograd.grad(ye, xe, dy)
+    (gf,) = torch.autograd.grad(yf, xf, dy)
+    assert gf[1:3].abs().max() > 0
+    torch.testing.assert_close(gf, ge, atol=1e-25, rtol=1e-4)

@@ -38,6 +38,27 @@ def test_frozen_batchnorm_keeps_the_device_and_dtype_of_the_statistics(source):
     assert all(b.device.type == "meta" for b in meta.buffers())
 
 
+@pytest.mark.parametrize("source", [nn.BatchNorm2d, norms.BatchNorm2d, nn.BatchNorm1d])
+def test_frozen_batchnorm_loads_a_batchnorm_state_dict(source):
+    """Issue 38, item 10: num_batches_tracked was an unexpected key (torchvision's
+    FrozenBatchNorm2d drops it); the frozen layer then computes the BatchNorm's eval mode."""
+    torch.manual_seed(0)
+    bn = source(3)
+    bn(torch.randn(8, 3, 4, 4) if source is not nn.BatchNorm1d else torch.randn(8, 3))
+    with torch.no_grad():
+        bn.weight.uniform_(0.5, 2.0)
+        bn.bias.uniform_(-1.0, 1.0)
+    frozen = FrozenBatchNorm(3)
+    frozen.load_state_dict(bn.state_dict(), strict=True)
+    assert "num_batches_tracked" not in frozen.state_dict()
+    x = torch.randn(2, 3, 5, 5)
+    torch.testing.assert_close(frozen(x), nn.functional.batch_norm(
+        x, bn.running_mean, bn.running_var, bn.weight, bn.bias, training=False
+    ))  # fmt: skip
+    with pytest.raises(RuntimeError, match="Missing key"):
+        FrozenBatchNorm(3).load_state_dict({"weight": torch.ones(3)}, strict=True)
+
+
 def _model(bn):
     torch.manual_seed(0)
     return nn.Sequential(nn.Flatten(), nn.Linear(4, 3), bn(3), nn.Dropout(0.5), nn.Linear(3, 2))

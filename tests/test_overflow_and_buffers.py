@@ -116,13 +116,13 @@ def test_a_non_finite_input_still_gives_nan():
 def _plain_layer_norm(x, k, eps):
     """Today's formula, as it was before the overflow path: the result must not change."""
     dims = tuple(range(x.dim() - k, x.dim()))
-    xo = x.to(F._opmath(x.dtype))
+    xo = x.to(F.opmath(x.dtype))
     xc = xo - xo.mean(dims, keepdim=True)
     return (xc * torch.rsqrt((xc * xc).mean(dims, keepdim=True) + eps)).to(x.dtype)
 
 
 def _plain_group_norm(x, groups, eps):
-    xo = x.to(F._opmath(x.dtype)).reshape(x.shape[0], groups, -1)
+    xo = x.to(F.opmath(x.dtype)).reshape(x.shape[0], groups, -1)
     xc = xo - xo.mean(-1, keepdim=True)
     return (xc * torch.rsqrt((xc * xc).mean(-1, keepdim=True) + eps)).view(x.shape).to(x.dtype)
 
@@ -211,3 +211,84 @@ def test_instance_norm_with_eps_zero_on_a_constant_instance_matches_torch(track,
     got, want = ours(x), theirs(x)
     assert not torch.isnan(got).any()
     assert_close(got, want)
+
+
+# --------------------------------------------------------------------------
+# issue 38, item 5: BatchNorm and InstanceNorm where the sum overflows
+# --------------------------------------------------------------------------
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    scale=st.floats(1e36, 1.5e38),  # above, x - mean itself can overflow (in torch's fold not)
+    layer=st.sampled_from(["BatchNorm1d", "BatchNorm2d", "InstanceNorm2d"]),
+    seed=st.integers(0, 2**16),
+)
+def test_batch_and_instance_norm_keep_a_finite_running_mean_like_torch(scale, layer, seed):
+    """Inputs near float32's largest value: the per-channel sum overflows, torch's mean does
+    not. Outputs, running_mean and running_var are torch's (running_var is inf in both)."""
+    shape = {"BatchNorm1d": (8, 3, 5), "BatchNorm2d": (4, 3, 5, 5), "InstanceNorm2d": (2, 3, 5, 5)}
+    gen = torch.Generator().manual_seed(seed)
+    x = ((torch.rand(shape[layer], generator=gen, dtype=torch.float64) * 2 - 1) * scale).float()
+    kw = {"track_running_stats": True} if layer.startswith("Instance") else {}
+    ours, theirs = getattr(norms, layer)(3, **kw), getattr(nn, layer)(3, **kw)
+    y, y_ref = ours(x), theirs(x)
+    assert not torch.isnan(y).any()
+    assert torch.isfinite(ours.running_mean).all()
+    assert_close(y, y_ref)
+    assert_close(ours.running_mean, theirs.running_mean, rtol=1e-4, atol=scale * 1e-6)
+    assert_close(ours.running_var, theirs.running_var)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 4),
+    c=st.integers(1, 3),
+    length=st.integers(2, 7),
+    log_scale=st.integers(-30, 30),
+    dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16]),
+    seed=st.integers(0, 2**16),
+)
+def test_ordinary_batch_statistics_are_exactly_today_s(n, c, length, log_scale, dtype, seed):
+    """The overflow-safe mean changes no bit of an ordinary one (BatchNorm's two-stage mean,
+    InstanceNorm's), nor of the output and the running statistics."""
+    gen = torch.Generator().manual_seed(seed)
+    x = (torch.randn(n, c, length, generator=gen, dtype=torch.float64) * 10.0**log_scale).to(dtype)
+    x = x + 3.0
+    xo = x.to(F.opmath(dtype))
+    mean = xo.mean(2, keepdim=True).mean(0, keepdim=True)  # the formula before issue 38
+    xc = xo - mean
+    var = (xc * xc).mean(2, keepdim=True).mean(0, keepdim=True)
+    got_mean, got_xc, got_var = F.batch_statistics(xo)
+    assert torch.equal(got_mean, mean) and torch.equal(got_xc, xc) and torch.equal(got_var, var)
+    if n * length > 1:
+        rm, rv = torch.zeros(c, dtype=dtype), torch.ones(c, dtype=dtype)
+        y = F.batch_norm(x, rm, rv, training=True)
+        want = (xc * torch.rsqrt(var + 1e-5)).to(dtype)
+        assert_close(y, want, rtol=0, atol=0)
+    rm = torch.zeros(c, dtype=dtype)
+    F.instance_norm(x, rm, torch.ones(c, dtype=dtype))
+    want = torch.zeros(c, dtype=dtype)
+    want.copy_(want.to(xo.dtype) * 0.9 + xo.mean(2).mean(0) * 0.1)
+    assert_close(rm, want, rtol=0, atol=0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(1, 3),
+    length=st.integers(2, 7),
+    log_scale=st.integers(-30, 15),  # ordinary: the variance fits float32
+    dtype=st.sampled_from([torch.float32, torch.float64]),
+    seed=st.integers(0, 2**16),
+)
+def test_traced_layer_norm_is_eager_s_bit_for_bit(n, length, log_scale, dtype, seed):
+    """Under vmap the overflow path is computed and selected by torch.where (no branch on values):
+    ordinary rows give the plain formula's bits, huge rows the eager scaled result."""
+    gen = torch.Generator().manual_seed(seed)
+    x = (torch.randn(2, n, length, generator=gen, dtype=torch.float64) * 10.0**log_scale).to(dtype)
+    got = torch.func.vmap(lambda t: F.layer_norm(t, [length]))(x)
+    assert_close(got, _plain_layer_norm(x, 1, 1e-5), rtol=0, atol=0, equal_nan=True)
+    big = x / x.abs().amax().clamp_min(1e-30) * (torch.finfo(dtype).max / 2)
+    got = torch.func.vmap(lambda t: F.layer_norm(t, [length]))(big)
+    assert torch.isfinite(got).all()
+    assert torch.equal(got, F.layer_norm(big, [length]))

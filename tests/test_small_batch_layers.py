@@ -243,3 +243,146 @@ def test_frn_bad_input():
     with pytest.raises(RuntimeError, match="expected input with 3 channels"):
         m(torch.randn(2, 4, 5, 5))
     assert repr(m) == "FilterResponseNorm2d(3, eps=1e-06, learnable_eps=False)"
+
+
+# --------------------------------------------------------------------------
+# issue 38: empty batches, eps, channels, float16, dtypes, numpy integers
+# --------------------------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    shape=st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 3)).filter(
+        lambda s: 0 in s
+    ),
+    momentum=st.sampled_from([0.1, None]),
+    seed=st.integers(0, 1000),
+)
+def test_batch_renorm_on_an_empty_batch_keeps_its_statistics_like_batchnorm2d(
+    shape, momentum, seed
+):
+    """Item 1: N, H or W = 0 gave NaN running statistics for good; BatchNorm2d leaves them."""
+    n, h, w = shape
+    x = randn((n, 3, h, w), seed).float()
+    ours, ref = norms.BatchRenorm2d(3, momentum=momentum), tnn.BatchNorm2d(3, momentum=momentum)
+    for m in (ours, ref):
+        m(randn((4, 3, 2, 2), seed + 1).float())  # statistics worth keeping
+    before = {k: v.clone() for k, v in ours.named_buffers()}
+    ref_before = {k: v.clone() for k, v in ref.named_buffers()}
+    y, y_ref = ours(x), ref(x)
+    assert y.shape == y_ref.shape
+    for name in ("running_mean", "running_var"):
+        assert torch.equal(getattr(ref, name), ref_before[name])  # torch keeps them
+        assert torch.equal(getattr(ours, name), before[name]), name
+    assert ours.num_batches_tracked == ref.num_batches_tracked == 2  # both count the call
+
+
+@pytest.mark.parametrize("eps", [0.0, -1.0, -1e-9])
+def test_batch_renorm_rejects_eps_like_batchnorm2d(eps):
+    """Item 2: eps=0 on a constant input, or eps < 0, gave NaN without an error."""
+    x = torch.ones(2, 3, 2, 2)
+    for training in (True, False):
+        if not training and eps == 0.0:
+            continue  # eval mode accepts eps = 0, as torch does
+        with pytest.raises(ValueError) as theirs:
+            tnn.BatchNorm2d(3, eps=eps).train(training)(x)
+        with pytest.raises(ValueError) as ours:
+            norms.BatchRenorm2d(3, eps=eps).train(training)(x)
+        want = str(theirs.value).replace("batch_norm", "")
+        assert want in str(ours.value)
+
+
+def test_batch_renorm_names_a_wrong_channel_count_in_training_as_in_eval():
+    """Item 14: in training, a raw broadcast error."""
+    m = norms.BatchRenorm2d(3)
+    for training in (True, False):
+        with pytest.raises(RuntimeError, match=r"expected input with 3 channels.*\(2, 4, 3, 3\)"):
+            m.train(training)(torch.randn(2, 4, 3, 3))
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    scale=st.floats(100.0, 6e4),
+    learnable=st.booleans(),
+    params=st.sampled_from([torch.float16, torch.float32]),
+    seed=st.integers(0, 1000),
+)
+def test_frn_in_float16_computes_its_statistic_in_float32(scale, learnable, params, seed):
+    """Item 3: x² overflowed float16 (every output 0 around 300); item 14: float32 parameters
+    gave a float32 output. The output has the input's dtype and is the float32 result rounded."""
+    x = (torch.rand(2, 3, 4, 4, generator=torch.Generator().manual_seed(seed)) * 2 - 1) * scale
+    m = norms.FilterResponseNorm2d(3, learnable_eps=learnable, dtype=params)
+    set_affine(m, seed=seed)
+    ref = norms.FilterResponseNorm2d(3, learnable_eps=learnable)
+    ref.load_state_dict({k: v.float() for k, v in m.state_dict().items()})
+    y = m(x.half())
+    assert y.dtype == torch.float16
+    torch.testing.assert_close(y, ref(x.half().float()).half())
+
+
+def test_frn_on_integer_input_names_the_dtype():
+    """Item 14: torch's bare ``mean()`` error; now the others' (NotImplementedError, a
+    RuntimeError, as torch's normalizations raise for integer input)."""
+    with pytest.raises(NotImplementedError, match=r"torch.int64.*\(2, 3, 4, 4\).*x.float\(\)"):
+        norms.FilterResponseNorm2d(3)(torch.ones(2, 3, 4, 4, dtype=torch.long))
+    with pytest.raises(RuntimeError, match="mixed dtype"):
+        norms.FilterResponseNorm2d(3, dtype=torch.float64)(torch.randn(2, 3, 4, 4))
+
+
+def test_ghost_batchnorm_takes_numpy_integers():
+    """Item 14: np.int64(4) was rejected as not an int."""
+    np = pytest.importorskip("numpy")
+    a, b = norms.GhostBatchNorm2d(3, np.int64(4)), norms.GhostBatchNorm2d(3, 4)
+    assert type(a.virtual_batch_size) is int and repr(a) == repr(b)
+    x = torch.randn(10, 3, 2, 2)
+    assert torch.equal(a(x), b(x))
+    for bad in (True, 4.0, "4"):
+        with pytest.raises(TypeError, match="virtual_batch_size must be an int"):
+            norms.GhostBatchNorm2d(3, bad)
+
+
+def _frn_before_issue_38(m, x):
+    """FilterResponseNorm2d's forward as it was: float32 and float64 results must not change."""
+    nu2 = x.pow(2).mean(dim=(2, 3), keepdim=True)
+    eps = m.eps.abs() if m.learnable_eps else abs(m.eps)
+    y = x * torch.rsqrt(nu2 + eps)
+    view = (1, -1, 1, 1)
+    return torch.maximum(torch.addcmul(m.bias.view(view), y, m.weight.view(view)), m.tau.view(view))
+
+
+def _renorm_before_issue_38(m, x):
+    """BatchRenorm2d's training forward as it was (statistics before the update)."""
+    mean = x.mean((2, 3), keepdim=True).mean(0, keepdim=True)
+    xc = x - mean
+    var = (xc * xc).mean((2, 3), keepdim=True).mean(0, keepdim=True)
+    std_b = torch.sqrt(var + m.eps)
+    std = torch.sqrt(m.running_var.view(1, -1, 1, 1) + m.eps)
+    r = (std_b / std).clamp(1.0 / m.r_max, m.r_max)
+    d = ((mean - m.running_mean.view(1, -1, 1, 1)) / std).clamp(-m.d_max, m.d_max)
+    y = xc * (r / std_b) + d
+    return torch.addcmul(m.bias.view(1, -1, 1, 1), y, m.weight.view(1, -1, 1, 1))
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(1, 4),
+    hw=st.integers(1, 5),
+    dtype=st.sampled_from([torch.float32, torch.float64]),
+    learnable=st.booleans(),
+    seed=st.integers(0, 1000),
+)
+def test_frn_and_batch_renorm_give_today_s_numbers_bit_for_bit(n, hw, dtype, learnable, seed):
+    """The fixes of issue 38 change no bit of an ordinary float32 or float64 result."""
+    x = randn((n, 3, hw, hw), seed).to(dtype)
+    frn = norms.FilterResponseNorm2d(3, learnable_eps=learnable, dtype=dtype)
+    set_affine(frn, seed=seed)
+    with torch.no_grad():
+        frn.tau.copy_(randn((3,), seed + 3, 0.5, -0.5))
+        assert torch.equal(frn(x), _frn_before_issue_38(frn, x))
+    if n * hw * hw > 1:
+        renorm = norms.BatchRenorm2d(3, dtype=dtype)
+        set_affine(renorm, seed=seed)
+        with torch.no_grad():
+            renorm.running_mean.copy_(randn((3,), seed + 2, 0.5, 0.0))
+            want = _renorm_before_issue_38(renorm, x)
+            assert torch.equal(renorm(x), want)

@@ -20,6 +20,8 @@ import pytest
 import torch
 import torch.testing._internal.common_methods_invocations as cmi  # noqa: E402  (needs expecttest)
 import torch.testing._internal.common_modules as cm  # noqa: E402
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import norms
 from norms import functional as NF
@@ -276,3 +278,212 @@ def test_empty_1d_batch_norm_returns_empty_like_torch():
         NF.batch_norm(torch.randn(3), torch.zeros(3), torch.ones(3))
     with pytest.raises(RuntimeError):
         torch.nn.functional.batch_norm(torch.randn(3), torch.zeros(3), torch.ones(3))
+
+
+# --------------------------------------------------------------------------
+# issue 38, items 7 and 8: torch's inputs on fake and meta tensors and under vmap
+# --------------------------------------------------------------------------
+
+
+def _on(device_or_mode, value):
+    """A copy of every tensor in ``value`` on the meta device, or as a fake tensor of ``mode``."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach()
+        if device_or_mode == "meta":
+            return t.to("meta").requires_grad_(value.requires_grad)
+        return device_or_mode.from_tensor(t).requires_grad_(value.requires_grad)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_on(device_or_mode, v) for v in value)
+    if isinstance(value, dict):
+        return {k: _on(device_or_mode, v) for k, v in value.items()}
+    return value
+
+
+def _symbolic_contexts():
+    """("meta", nullcontext) and (a FakeTensorMode, that mode): where tensors have no values."""
+    from contextlib import nullcontext
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    return [("meta", nullcontext()), (mode, mode)]
+
+
+@pytest.mark.parametrize("name", list(OPS))
+def test_op_sample_inputs_run_on_meta_and_fake_tensors_like_torch(name):
+    """Every sample torch's OpInfo gives: where torch works on real tensors, norms gives a
+    result of torch's shape and dtype on meta and on fake tensors (issue 38, item 7: the
+    overflow path of layer_norm and group_norm read the variance's values)."""
+    count = 0
+    for op in opinfos(name):
+        for sample in op.sample_inputs("cpu", torch.float32, requires_grad=False):
+            args = [sample.input, sample.args, sample.kwargs]
+            y_ref, err_ref = outcome(op.op, *clone_args([args[0], *args[1]]), **args[2])
+            if err_ref is not None:
+                continue
+            for where, context in _symbolic_contexts():
+                with context:
+                    x, a, kw = _on(where, clone_args(args))
+                    y = OPS[name](x, *a, **kw)
+                assert (y.shape, y.dtype) == (y_ref.shape, y_ref.dtype), (
+                    f"{name} {describe(sample)}"
+                )
+                count += 1
+    assert count > 0
+
+
+@pytest.mark.parametrize("name", ["nn.functional.layer_norm", "nn.functional.group_norm"])
+def test_op_sample_inputs_under_vmap_match_torch(name):
+    """torch.func.vmap over two differently scaled copies of each OpInfo sample input gives
+    torch's result for each, bit for bit equal to norms' own eager result."""
+    count = 0
+    for op in opinfos(name):
+        for sample in op.sample_inputs("cpu", torch.float64, requires_grad=False):
+            x, args, kwargs = sample.input, sample.args, sample.kwargs
+            if x.numel() == 0:
+                continue
+            stacked = torch.stack([x, 3.0 * x - 1.0])
+            got = torch.func.vmap(lambda t, a=args, k=kwargs: OPS[name](t, *a, **k))(stacked)
+            for i in range(2):
+                torch.testing.assert_close(got[i], op.op(stacked[i], *args, **kwargs))
+                assert torch.equal(got[i], OPS[name](stacked[i], *args, **kwargs))
+            count += 1
+    assert count > 0
+
+
+def _module_cases():
+    """(torch class, norms class, ModuleInfo inputs) for the norms and the transformer layers."""
+    pairs = dict(MODULES)
+    pairs[torch.nn.TransformerEncoderLayer] = norms.TransformerEncoderLayer
+    pairs[torch.nn.TransformerDecoderLayer] = norms.TransformerDecoderLayer
+    infos = {m.module_cls: m for m in cm.module_db if m.module_cls in pairs}
+    return [(c, pairs[c], infos[c]) for c in pairs]
+
+
+@pytest.mark.parametrize(
+    "torch_cls, ours_cls, info", _module_cases(), ids=lambda v: getattr(v, "__name__", "")
+)
+def test_module_inputs_run_on_meta_and_fake_tensors_like_torch(torch_cls, ours_cls, info):
+    """torch's ModuleInfo inputs, train and eval: wherever torch's module works on the meta
+    device and under FakeTensorMode, norms' module does too, with torch's output shape."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    count = 0
+    for training in (True, False):
+        inputs = info.module_inputs_func(
+            info, device="cpu", dtype=torch.float32, requires_grad=False, training=training
+        )
+        for mi in inputs[:: max(1, len(inputs) // 6)]:  # the transformer layers have 100s
+            ctor, fwd = mi.constructor_input, mi.forward_input
+            for where in ("meta", "fake"):
+                mode = FakeTensorMode(allow_non_fake_inputs=True) if where == "fake" else None
+                device = "meta" if mode is None else "cpu"
+                with mode if mode is not None else torch.device(device):
+                    ref, ours = (
+                        cls(*ctor.args, **ctor.kwargs).train(training)
+                        for cls in (torch_cls, ours_cls)
+                    )
+                    if ref.__class__.__name__.startswith("Transformer"):
+                        ref.eval(), ours.eval()  # norms has no fast path: compare like with like
+                    args = _on(mode or "meta", clone_args(fwd.args))
+                    kwargs = _on(mode or "meta", fwd.kwargs)
+                    y_ref, err_ref = outcome(ref, *clone_args(args), **kwargs)
+                    if err_ref is not None:
+                        continue
+                    y = ours(*args, **kwargs)
+                assert y.shape == y_ref.shape, f"{ours_cls.__name__} on {where}"
+                count += 1
+    assert count > 0
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: norms.LayerNorm(8),
+        lambda: norms.GroupNorm(2, 8),
+        lambda: norms.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True),
+        lambda: norms.TransformerDecoderLayer(8, 2, 16, dropout=0.0, batch_first=True),
+    ],
+)
+def test_layers_under_vmap_give_each_sample_s_result(make):
+    torch.manual_seed(0)
+    layer = make().eval()
+    xs = torch.randn(3, 2, 5, 8)
+    if isinstance(layer, (norms.LayerNorm, norms.GroupNorm)):
+        xs[1] *= 1e20  # the overflow path under vmap too (attention's softmax has no such path)
+
+    def run(x):
+        if isinstance(layer, norms.TransformerDecoderLayer):
+            return layer(x, x)
+        if isinstance(layer, norms.GroupNorm):
+            return layer(x.transpose(1, 2)).transpose(1, 2)
+        return layer(x)
+
+    got = torch.func.vmap(run)(xs)
+    for i in range(3):
+        torch.testing.assert_close(got[i], run(xs[i]))
+
+
+def test_layer_norm_and_group_norm_export_with_torch_s_results():
+    """torch.export (non-strict, on fake tensors, as by default): the programme gives the
+    eager numbers, also on a row of 1e20 whose variance overflows."""
+    x = torch.randn(2, 4, 6)
+    x[1] *= 1e20
+    for layer, ref in ((norms.LayerNorm(6), torch.nn.LayerNorm(6)), (norms.GroupNorm(2, 4), None)):
+        program = torch.export.export(layer, (torch.randn(2, 4, 6),))
+        assert torch.equal(program.module()(x), layer(x))
+        if ref is not None:
+            ordinary = torch.randn(2, 4, 6)
+            torch.testing.assert_close(program.module()(ordinary), ref(ordinary))
+    layer = norms.TransformerEncoderLayer(6, 2, 12, dropout=0.0, batch_first=True).eval()
+    program = torch.export.export(layer, (torch.randn(2, 4, 6),))
+    ordinary = torch.randn(2, 4, 6)
+    torch.testing.assert_close(program.module()(ordinary), layer(ordinary))
+
+
+def test_layer_norm_compiled_with_fullgraph_handles_overflow_like_eager():
+    """Issue 38, item 4: torch.compile(fullgraph=True) gave zeros on inputs of 1e20."""
+    pytest.importorskip("torch._inductor")
+    from norms.fast.fused import can_compile
+
+    if not can_compile():
+        pytest.skip("no C++ compiler for torch.compile")
+    layer = norms.LayerNorm(8)
+    compiled = torch.compile(layer, fullgraph=True)
+    x = torch.randn(3, 8, generator=torch.Generator().manual_seed(0))
+    big = x * 1e20
+    torch.testing.assert_close(compiled(big), layer(big), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(compiled(x), torch.nn.functional.layer_norm(x, [8]))
+
+
+# --------------------------------------------------------------------------
+# issue 38, item 8: zero-size inputs
+# --------------------------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    lead=st.lists(st.integers(0, 3), min_size=1, max_size=2),
+    last=st.lists(st.integers(0, 3), min_size=1, max_size=2),
+    groups=st.integers(1, 3),
+    per=st.integers(1, 2),
+)
+def test_zero_size_inputs_give_torch_s_empty_result(lead, last, groups, per):
+    """An input with a zero-size dim: torch's output (empty) and gradients, never amax's
+    IndexError."""
+    from hypothesis import assume
+
+    x = torch.randn(*lead, *last)
+    assume(x.numel() == 0)
+    ours, theirs = norms.LayerNorm(last), torch.nn.LayerNorm(last)
+    xo, xt = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    y, y_ref = ours(xo), theirs(xt)
+    assert y.shape == y_ref.shape
+    y.sum().backward()
+    y_ref.sum().backward()
+    assert xo.grad.shape == xt.grad.shape and ours.weight.grad.shape == theirs.weight.grad.shape
+    c = groups * per
+    xg = torch.randn(lead[0], c, *last)
+    if xg.numel() == 0:
+        y, y_ref = norms.GroupNorm(groups, c)(xg), torch.nn.GroupNorm(groups, c)(xg)
+        assert y.shape == y_ref.shape

@@ -9,6 +9,8 @@ ScaledStdConv2d against the formulas of Qiao et al. (2019) and Brock, De & Smith
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch.nn as tnn
@@ -78,6 +80,29 @@ def test_scaled_std_conv_keeps_unit_variance():
     assert [k for k, _ in conv.named_parameters()] == ["weight", "gain"]
 
 
+def test_scaled_std_conv_docstring_says_which_input_has_unit_variance_out():
+    """Item 15 of issue 38: the docstring said a unit-variance input gives unit-variance
+    pre-activations; that holds for ReLU of unit Gaussians, not for unit Gaussians (γ² ≈ 2.93).
+    Its example shows both, and five seeds agree."""
+    import doctest
+
+    doc = norms.ScaledStdConv2d.__doc__
+    assert "ReLU of unit Gaussians" in " ".join(doc.split())
+    parser, runner = doctest.DocTestParser(), doctest.DocTestRunner(verbose=False)
+    test = parser.get_doctest(doc, {}, "ScaledStdConv2d", None, 0)
+    assert test.examples
+    assert runner.run(test).failed == 0
+    for seed in range(5):
+        torch.manual_seed(seed)
+        conv = norms.ScaledStdConv2d(64, 64, 3, padding=1, bias=False)
+        z = torch.randn(16, 64, 12, 12)
+        with torch.no_grad():
+            relu_var = float(conv(torch.relu(z))[..., 1:-1, 1:-1].var())
+            gauss_var = float(conv(z)[..., 1:-1, 1:-1].var())
+        assert abs(relu_var - 1) < 0.05, seed
+        assert abs(gauss_var / conv.gamma**2 - 1) < 0.05, seed
+
+
 # --------------------------------------------------------------------------
 # weight_norm
 # --------------------------------------------------------------------------
@@ -86,7 +111,7 @@ def test_scaled_std_conv_keeps_unit_variance():
 @settings(max_examples=30, deadline=None)
 @given(
     kind=st.sampled_from(["linear", "conv"]),
-    dim=st.sampled_from([0, 1, None]),
+    dim=st.sampled_from([0, 1, None, -1, -2]),  # -2: item 11 of issue 38 (an IndexError)
     seed=st.integers(0, 1000),
 )
 def test_weight_norm_matches_torch(kind, dim, seed):
@@ -119,8 +144,24 @@ def test_weight_norm_matches_torch(kind, dim, seed):
 def test_weight_norm_bad_input():
     with pytest.raises(ValueError, match="no parameter or buffer with name 'kernel'"):
         norms.weight_norm(tnn.Linear(2, 3), name="kernel")
-    with pytest.raises(IndexError, match=r"dim must be None.*shape \(3, 2\), got 2"):
-        norms.weight_norm(tnn.Linear(2, 3), dim=2)
+    for dim in (2, -3):  # torch's IndexError and message, then the weight's shape
+        with pytest.raises(IndexError) as theirs:
+            tp.weight_norm(tnn.Linear(2, 3), dim=dim)
+        with pytest.raises(IndexError, match=r"shape \(3, 2\)") as ours:
+            norms.weight_norm(tnn.Linear(2, 3), dim=dim)
+        assert str(theirs.value) in str(ours.value)
+
+
+@pytest.mark.parametrize("dim", [-4, -3, -2, -1, 0, 1, 2, 3])
+def test_weight_norm_of_a_conv_takes_torch_s_negative_dims(dim):
+    """Item 11 of issue 38: every dim torch accepts for a 4-D weight (-1: the whole tensor)."""
+    torch.manual_seed(0)
+    conv = tnn.Conv2d(3, 4, 3, dtype=torch.float64)
+    ours, ref = norms.weight_norm(copy.deepcopy(conv), dim=dim), tp.weight_norm(conv, dim=dim)
+    for k, v in ref.state_dict().items():
+        assert ours.state_dict()[k].shape == v.shape, k
+        torch.testing.assert_close(ours.state_dict()[k], v, **TOL)
+    torch.testing.assert_close(ours.weight, ref.weight, **TOL)
 
 
 # --------------------------------------------------------------------------

@@ -691,7 +691,8 @@ def backward_in_ops(
     dims = tuple(range(x.dim() - k, x.dim()))  # the normalized dims
     mean = x.mean(dims, keepdim=True)  # (*, 1, ..., 1)
     xc = x - mean
-    rstd = torch.rsqrt((xc * xc).mean(dims, keepdim=True) + eps)  # (*, 1, ..., 1)
+    var = (xc * xc).mean(dims, keepdim=True)  # (*, 1, ..., 1)
+    rstd = F.rstd_without_overflow(x, var, dims, eps)  # (*, 1, ..., 1), also at 1e20
     x_hat = xc * rstd  # (*, *S)
     g = dy if weight is None else dy * weight
     dx = F.normalization_backward_over(g, x_hat, rstd, dims)

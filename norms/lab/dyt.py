@@ -4,13 +4,19 @@ Tiny on purpose, in float64 on one thread, so every number is the same on every 
 reversal transformer (:class:`norms.lab.transformer.TinyEncoder`) and a tiny ViT on
 ``load_digits`` with LayerNorm, RMSNorm or Dynamic Tanh (:func:`with_norm`), the input-output map
 of trained LayerNorms (:func:`layernorm_io`, :func:`fit_scaled_tanh`), and the CNN of the training
-chapter with its BatchNorms replaced by Dynamic Tanh (:func:`run_cnn`).
+chapter with its BatchNorms replaced by Dynamic Tanh (:func:`run_cnn`, :func:`cnn_model`,
+:func:`pooled_scale`).
+
+Every run of one comparison trains with the same budget, its :class:`Protocol`
+(:data:`REVERSAL`, :data:`VIT`): the run functions default to it, each :class:`Result` records the
+one it ran with, and :func:`check_protocol` refuses a set of runs in which one differs.
 
 Each run returns a :class:`Result`; nothing here draws (see :mod:`norms.plots.dyt`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -29,13 +35,19 @@ from .transformer import TinyEncoder, reverse_batch
 
 __all__ = [
     "KINDS",
+    "Protocol",
+    "REVERSAL",
+    "VIT",
     "Result",
+    "check_protocol",
     "TinyViT",
     "with_norm",
     "fit",
     "run_reverse",
     "run_vit",
     "run_cnn",
+    "cnn_model",
+    "pooled_scale",
     "digits64",
     "layernorm_io",
     "fit_scaled_tanh",
@@ -94,18 +106,76 @@ class TinyViT(nn.Module):
         return self.head(self.norm(x).mean(1))  # (N, 10)
 
 
+@dataclass(frozen=True)
+class Protocol:
+    """The budget every run of one comparison trains with: ``steps`` optimizer steps of
+    ``batch`` examples, the learning rate ``lr`` (after the warm-up of :func:`fit`)."""
+
+    steps: int
+    lr: float
+    batch: int
+
+
+#: The reversal task of the chapter: 120 Adam steps of 32 sequences at a learning rate of 3e-3.
+REVERSAL = Protocol(steps=120, lr=3e-3, batch=32)
+#: The digits ViT of the chapter: 150 Adam steps of 32 images at a learning rate of 1e-2.
+VIT = Protocol(steps=150, lr=1e-2, batch=32)
+
+
 @dataclass
 class Result:
-    """One run: its name, seed, the training loss every step and the held-out accuracy."""
+    """One run: its name, seed, the training loss every step, the held-out accuracy, the
+    :class:`Protocol` it trained with, and the learned α of each DyT layer after training (in
+    the order of ``model.modules()``; empty without DyT)."""
 
     name: str
     seed: int
     losses: list[float] = field(default_factory=list)
     accuracy: float = float("nan")
+    protocol: Protocol | None = None
+    alphas: tuple[float, ...] = ()
 
     @property
     def diverged(self) -> bool:
         return not all(math.isfinite(v) for v in self.losses)
+
+    @property
+    def steps(self) -> int:
+        """The number of steps the run trained for (a diverged run counts the steps it was
+        given: :func:`fit` fills them with ``nan``)."""
+        return len(self.losses)
+
+
+def check_protocol(runs, protocol: Protocol) -> None:
+    """Raise ``ValueError`` naming every run of ``runs`` (:class:`Result` s, or lists or dicts of
+    them) that did not train with ``protocol``: another recorded protocol, or another number of
+    steps than ``protocol.steps``. The runs one comparison summarizes must share one budget."""
+    flat = []
+
+    def collect(item):
+        if isinstance(item, Result):
+            flat.append(item)
+        elif isinstance(item, dict):
+            for v in item.values():
+                collect(v)
+        else:
+            for v in item:
+                collect(v)
+
+    collect(runs)
+    if not flat:
+        raise ValueError("check_protocol got no runs")
+    wrong = [
+        f"{r.name} seed {r.seed}: {r.steps} steps with {r.protocol}"
+        for r in flat
+        if r.protocol != protocol or r.steps != protocol.steps
+    ]
+    if wrong:
+        raise ValueError(f"runs that do not follow {protocol}: " + "; ".join(wrong))
+
+
+def _alphas(model: nn.Module) -> tuple[float, ...]:
+    return tuple(float(m.alpha.detach()) for m in model.modules() if isinstance(m, DynamicTanh))
 
 
 def fit(
@@ -135,28 +205,43 @@ def fit(
     return losses
 
 
+def _protocol(protocol: Protocol, steps: int | None, lr: float | None) -> Protocol:
+    """``protocol`` with the ``steps`` and ``lr`` given instead (``None``: keep its own)."""
+    changes = {k: v for k, v in (("steps", steps), ("lr", lr)) if v is not None}
+    return dataclasses.replace(protocol, **changes)
+
+
 def run_reverse(
     kind: str,
     seed: int = 0,
-    lr: float = 3e-3,
-    steps: int = 150,
+    lr: float | None = None,
+    steps: int | None = None,
     depth: int = 2,
     alpha_init_value: float = 0.5,
     length: int = 8,
     vocab: int = 8,
     return_model: bool = False,
+    protocol: Protocol = REVERSAL,
 ):
     """The transformer chapter's reversal task: a pre-LN :class:`TinyEncoder` (d_model 16, two
-    heads) with ``kind`` norms (:func:`with_norm`), float64, ``steps`` steps of 32 sequences; the
-    token accuracy on 512 held-out sequences. Returns a :class:`Result` (and the model)."""
+    heads) with ``kind`` norms (:func:`with_norm`), float64, trained with ``protocol`` (default
+    :data:`REVERSAL`; ``lr`` or ``steps`` replace its own); the token accuracy on 512 held-out
+    sequences. Returns a :class:`Result` (and the model)."""
+    protocol = _protocol(protocol, steps, lr)
     with seeded(seed):
         model = TinyEncoder(
             "pre", depth, vocab=vocab, length=length, d_model=16, nhead=2, dim_feedforward=32
         ).double()
         model = with_norm(model, kind, alpha_init_value)
     gen = torch.Generator().manual_seed(1000 + seed)
-    res = Result(NAMES[kind], seed)
-    res.losses = fit(model, lambda s: reverse_batch(32, length, vocab, gen), steps, lr)
+    res = Result(NAMES[kind], seed, protocol=protocol)
+    res.losses = fit(
+        model,
+        lambda s: reverse_batch(protocol.batch, length, vocab, gen),
+        protocol.steps,
+        protocol.lr,
+    )
+    res.alphas = _alphas(model)
     with torch.no_grad():
         x, y = reverse_batch(512, length, vocab, torch.Generator().manual_seed(10_000 + seed))
         res.accuracy = float((model(x).argmax(-1) == y).double().mean())
@@ -173,13 +258,15 @@ def run_vit(
     kind: str,
     data: Data,
     seed: int = 0,
-    lr: float = 3e-3,
-    steps: int = 150,
+    lr: float | None = None,
+    steps: int | None = None,
     alpha_init_value: float = 0.5,
-    batch: int = 64,
+    protocol: Protocol = VIT,
 ) -> Result:
-    """A :class:`TinyViT` with ``kind`` norms on the digits, ``steps`` Adam steps of ``batch``
-    images; the test accuracy."""
+    """A :class:`TinyViT` with ``kind`` norms on the digits, trained with ``protocol`` (default
+    :data:`VIT`; ``lr`` or ``steps`` replace its own); the test accuracy."""
+    protocol = _protocol(protocol, steps, lr)
+    batch = protocol.batch
     with seeded(seed):
         with default_dtype(torch.float64):  # drawn in float64: the same on every CPU
             model = with_norm(TinyViT(), kind, alpha_init_value)
@@ -190,27 +277,80 @@ def run_vit(
         idx = torch.randint(0, n, (batch,), generator=gen)
         return data.x_train[idx], data.y_train[idx]
 
-    res = Result(NAMES[kind], seed)
-    res.losses = fit(model, batches, steps, lr)
+    res = Result(NAMES[kind], seed, protocol=protocol)
+    res.losses = fit(model, batches, protocol.steps, protocol.lr)
+    res.alphas = _alphas(model)
     with torch.no_grad():
         res.accuracy = float((model(data.x_test).argmax(-1) == data.y_test).double().mean())
     return res
 
 
-def run_cnn(
-    kind: str, data: Data, seed: int = 0, lr: float = 0.05, epochs: int = 3, channels: int = 8
-) -> Result:
-    """The training chapter's :class:`~norms.lab.training.CNN` with BatchNorm (``"batch"``), no
-    norm (``"none"``) or every BatchNorm2d replaced by a channels-first
-    :class:`norms.DynamicTanh` (``"dyt"``), trained with SGD and momentum by
-    :func:`norms.lab.training.train`; the test accuracy in eval mode."""
-    model = CNN("none" if kind == "none" else "batch", channels=channels, seed=seed).double()
-    if kind == "dyt":
-        for block in model.blocks:
-            if isinstance(block.norm, BatchNorm2d):
-                block.norm = DynamicTanh(block.norm.num_features, channels_last=False).double()
-    elif kind not in ("batch", "none"):
+def cnn_model(
+    kind: str,
+    seed: int = 0,
+    channels: int = 8,
+    conv_bias: bool | None = None,
+    alpha_init_value: float = 0.5,
+) -> nn.Module:
+    """The training chapter's :class:`~norms.lab.training.CNN` (float64) with BatchNorm
+    (``"batch"``), no norm (``"none"``) or every BatchNorm2d replaced by a channels-first
+    :class:`norms.DynamicTanh` (``"dyt"``).
+
+    ``conv_bias`` says whether the convolutions have a bias; by default only ``"none"`` has one,
+    as in :class:`~norms.lab.training.CNN` (a bias before BatchNorm is cancelled by its mean).
+    Drawing the biases moves the generator, so with ``conv_bias=False`` the ``"none"`` network
+    starts from exactly the convolution weights of ``"batch"`` and ``"dyt"`` of the same seed,
+    and with the default it does not."""
+    if kind not in ("batch", "none", "dyt"):
         raise ValueError(f"kind must be batch, none or dyt, got {kind!r}")
+    bias = kind == "none" if conv_bias is None else conv_bias
+    model = CNN("none" if bias else "batch", channels=channels, seed=seed).double()
+    for block in model.blocks:
+        width = block.layer.out_channels
+        if kind == "batch" and bias:
+            block.norm = BatchNorm2d(width).double()
+        elif kind == "none":
+            block.norm = nn.Identity()
+        elif kind == "dyt":
+            block.norm = DynamicTanh(
+                width, alpha_init_value=alpha_init_value, channels_last=False, dtype=torch.float64
+            )
+    return model
+
+
+def pooled_scale(model: nn.Module, images: Tensor) -> float:
+    """The root mean square of the features a :class:`~norms.lab.training.CNN` pools for its
+    head (after the last block, averaged over the pixels) on ``images``, in training mode (a
+    BatchNorm normalizes with the batch's statistics, as in the first training step). The
+    gradient of the head's weights is proportional to these features."""
+    was_training = model.training
+    model.train()
+    try:
+        with torch.no_grad():
+            x = images
+            for block in model.blocks:
+                x = block(x)
+            pooled = x.mean(dim=(2, 3))
+    finally:
+        model.train(was_training)
+    return float(pooled.pow(2).mean().sqrt())
+
+
+def run_cnn(
+    kind: str,
+    data: Data,
+    seed: int = 0,
+    lr: float = 0.05,
+    epochs: int = 2,
+    channels: int = 8,
+    conv_bias: bool | None = None,
+    alpha_init_value: float = 0.5,
+) -> Result:
+    """:func:`cnn_model` trained with SGD and momentum by :func:`norms.lab.training.train`
+    (``epochs`` epochs of 32 images at ``lr``); the test accuracy in eval mode. The
+    :class:`Result` is named after the kind, with the conv bias and α₀ where they differ from the
+    defaults."""
+    model = cnn_model(kind, seed, channels, conv_bias, alpha_init_value)
     log = train(
         model,
         data,
@@ -221,8 +361,15 @@ def run_cnn(
         record_every=10**9,
         eval_batch_stats=False,
     )
-    res = Result(NAMES[kind], seed, [float(v) for v in log.loss])
+    name = NAMES[kind]
+    if conv_bias is not None and conv_bias != (kind == "none"):
+        name += ", conv bias" if conv_bias else ", no conv bias"
+    if kind == "dyt" and alpha_init_value != 0.5:
+        name += f", α₀ = {alpha_init_value:g}"
+    steps = len(log.loss)
+    res = Result(name, seed, [float(v) for v in log.loss], protocol=Protocol(steps, lr, 32))
     res.accuracy = float(log.final_test_acc)
+    res.alphas = _alphas(model)
     return res
 
 

@@ -6,7 +6,6 @@ import torch
 from torch import Tensor
 
 from .. import functional as F
-from ..axes import batch_norm_dims
 from ._base import _NormBase
 
 __all__ = ["BatchRenorm2d"]
@@ -90,25 +89,28 @@ class BatchRenorm2d(_NormBase):
                 input, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0,
                 self.eps,
             )  # fmt: skip
-        F._check_floating(input, "batch_renorm")
+        F.check_floating(input, "batch_renorm")
         F._verify_batch_size(input.size())
+        F.check_batch_norm_eps(self.eps, True, "batch_renorm")
+        F.check_channels(
+            input, "batch_renorm", running_mean=self.running_mean, weight=self.weight,
+            bias=self.bias,
+        )  # fmt: skip
         self.num_batches_tracked.add_(1)
         factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
-        dtype = F._opmath(input.dtype)
+        dtype = F.opmath(input.dtype)
         x = input.to(dtype)  # (N, C, H, W)
-        dims = batch_norm_dims(x.dim())  # (0, 2, 3)
-        mean = F._batch_mean(x, dims)  # (1, C, 1, 1)
-        xc = x - mean
-        var = F._batch_mean(xc * xc, dims)  # (1, C, 1, 1), biased
+        mean, xc, var = F.batch_statistics(x)  # (1, C, 1, 1), (N, C, H, W), (1, C, 1, 1) biased
         std_b = torch.sqrt(var + self.eps)  # σ_B
         with torch.no_grad():
             running_mean = F._channel_view(self.running_mean, 4, dtype)  # (1, C, 1, 1)
             std = torch.sqrt(F._channel_view(self.running_var, 4, dtype) + self.eps)  # σ
             r = (std_b / std).clamp(1.0 / self.r_max, self.r_max)
             d = ((mean - running_mean) / std).clamp(-self.d_max, self.d_max)
-            n = input.numel() // input.shape[1]  # elements per channel
-            F._update_running(self.running_mean, mean.view(-1), factor)
-            F._update_running(self.running_var, var.view(-1) * (n / (n - 1)), factor)
+            if input.numel() > 0:  # an empty batch has no statistics (as in BatchNorm2d)
+                n = input.numel() // input.shape[1]  # elements per channel
+                F._update_running(self.running_mean, mean.view(-1), factor)
+                F._update_running(self.running_var, var.view(-1) * (n / (n - 1)), factor)
         y = xc * (r / std_b) + d  # (N, C, H, W)
         if self.affine:
             y = F._affine(

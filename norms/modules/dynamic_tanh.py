@@ -112,7 +112,9 @@ def convert_ln_to_dyt(module: Module, alpha_init_value: float = 0.5) -> Module:
     ``normalized_shape``, on the same device and in the same dtype; every other module and
     parameter is left as it is. Returns the converted module (a new object only when
     ``module`` itself is a LayerNorm; the children are replaced in place), as the authors'
-    ``convert_ln_to_dyt`` does.
+    ``convert_ln_to_dyt`` does. A LayerNorm without parameters (``elementwise_affine=False``)
+    gives a DynamicTanh on the device and in the dtype of the nearest module around it that
+    has a parameter or buffer (torch's defaults when none has).
 
     Example::
 
@@ -121,12 +123,27 @@ def convert_ln_to_dyt(module: Module, alpha_init_value: float = 0.5) -> Module:
         >>> norms.convert_ln_to_dyt(block)[1]
         DynamicTanh(normalized_shape=(8,), alpha_init_value=0.5, channels_last=True)
     """
+    return _convert(module, alpha_init_value, _first_tensor(module))
+
+
+def _first_tensor(module: Module) -> Tensor | None:
+    """The first parameter or buffer of ``module`` (at any depth), or None."""
+    for t in (*module.parameters(), *module.buffers()):
+        return t
+    return None
+
+
+def _convert(module: Module, alpha_init_value: float, like: Tensor | None) -> Module:
+    """:func:`convert_ln_to_dyt`; a LayerNorm without parameters takes the device and dtype of
+    ``like``, the first tensor of the nearest module around it that has one."""
     if isinstance(module, (TorchLayerNorm, LayerNorm)):
-        ref = module.weight if module.weight is not None else None
+        ref = module.weight if module.weight is not None else like
         kw = {} if ref is None else {"device": ref.device, "dtype": ref.dtype}
         return DynamicTanh(module.normalized_shape, alpha_init_value=alpha_init_value, **kw)
+    first = _first_tensor(module)
+    like = like if first is None else first
     for name, child in module.named_children():
-        new = convert_ln_to_dyt(child, alpha_init_value)
+        new = _convert(child, alpha_init_value, like)
         if new is not child:
             setattr(module, name, new)
     return module

@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 from torch.nn import Module, Parameter, init
 
+from .. import functional as F
 from ..axes import rank_error_message
 
 __all__ = ["FilterResponseNorm2d"]
@@ -90,12 +91,18 @@ class FilterResponseNorm2d(Module):
                 f"{self.num_features} channels (N, C, H, W), got input of shape "
                 f"{tuple(input.shape)}"
             )
-        nu2 = input.pow(2).mean(dim=(2, 3), keepdim=True)  # (N, C, 1, 1)
-        eps = self.eps.abs() if self.learnable_eps else abs(self.eps)
-        x = input * torch.rsqrt(nu2 + eps)  # (N, C, H, W)
+        F.check_floating(input, "filter_response_norm")
+        params = {"weight": self.weight, "bias": self.bias, "tau": self.tau}
+        F.check_param_dtypes(input, "filter_response_norm", **params)
+        dtype = F.opmath(input.dtype)  # float16: 300² overflows, so float32 as the others
+        x = input.to(dtype)  # (N, C, H, W)
+        nu2 = x.pow(2).mean(dim=(2, 3), keepdim=True)  # (N, C, 1, 1)
+        eps = self.eps.abs().to(dtype) if self.learnable_eps else abs(self.eps)
+        x = x * torch.rsqrt(nu2 + eps)  # (N, C, H, W)
         view = (1, -1, 1, 1)  # per channel, broadcast over N, H, W
-        y = torch.addcmul(self.bias.view(view), x, self.weight.view(view))
-        return torch.maximum(y, self.tau.view(view))
+        weight, bias, tau = (p.to(dtype).view(view) for p in params.values())
+        y = torch.addcmul(bias, x, weight)
+        return torch.maximum(y, tau).to(input.dtype)
 
     def extra_repr(self) -> str:
         eps = self._init_eps if self.learnable_eps else self.eps

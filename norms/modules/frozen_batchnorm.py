@@ -24,6 +24,9 @@ class FrozenBatchNorm(nn.Module):
     Args:
         num_features: C. eps: as in BatchNorm. device, dtype: of the buffers.
 
+    It loads the state dict of a BatchNorm (``num_batches_tracked`` is dropped, as torchvision's
+    ``FrozenBatchNorm2d`` does).
+
     Shape:
         input ``(N, C)`` or ``(N, C, *)``; output the same shape.
     """
@@ -56,6 +59,16 @@ class FrozenBatchNorm(nn.Module):
             if getattr(bn, "bias", None) is not None:
                 frozen.bias.copy_(bn.bias)
         return frozen
+
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ) -> None:
+        # a BatchNorm's state dict counts its batches; nothing here does (torchvision's
+        # FrozenBatchNorm2d drops the key too)
+        state_dict.pop(prefix + "num_batches_tracked", None)
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dim() < 2 or x.shape[1] != self.num_features:

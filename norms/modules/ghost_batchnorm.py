@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import Tensor
@@ -63,10 +64,13 @@ class GhostBatchNorm2d(BatchNorm2d):
         device=None,
         dtype=None,
     ) -> None:
-        if isinstance(virtual_batch_size, bool) or not isinstance(virtual_batch_size, int):
+        if isinstance(virtual_batch_size, bool) or not isinstance(
+            virtual_batch_size, numbers.Integral
+        ):
             raise TypeError(
                 f"virtual_batch_size must be an int, got {type(virtual_batch_size).__name__}"
             )
+        virtual_batch_size = int(virtual_batch_size)  # numpy's integers too, as a plain int
         if virtual_batch_size < 1:
             raise ValueError(
                 f"virtual_batch_size must be at least 1 (samples per virtual batch), "

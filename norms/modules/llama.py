@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .rmsnorm import RMSNorm
+from .transformer import check_heads
 
 __all__ = ["Attention", "SwiGLU", "LlamaBlock", "LlamaStack"]
 
@@ -38,8 +39,7 @@ class Attention(nn.Module):
 
     def __init__(self, d_model: int, nhead: int, qk_norm: bool = False, eps: float = 1e-5) -> None:
         super().__init__()
-        if d_model % nhead:
-            raise AssertionError(f"d_model={d_model} must be divisible by nhead={nhead}")
+        check_heads(d_model, nhead)
         self.nhead, self.head_dim = nhead, d_model // nhead
         self.wq = nn.Linear(d_model, d_model, bias=False)
         self.wk = nn.Linear(d_model, d_model, bias=False)
@@ -61,6 +61,11 @@ class Attention(nn.Module):
         return q @ k.transpose(-2, -1) / self.head_dim**0.5  # (B, H, T, T)
 
     def forward(self, x: Tensor, causal: bool = True) -> Tensor:
+        if x.dim() != 3 or x.shape[-1] != self.wq.in_features:
+            raise ValueError(
+                f"Attention expects input of shape (B, T, d_model) = (B, T, "
+                f"{self.wq.in_features}), got input of shape {tuple(x.shape)}"
+            )
         B, T, D = x.shape
         scores, v = self.logits(x), self._heads(self.wv(x))
         if causal:

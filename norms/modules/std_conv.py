@@ -99,13 +99,30 @@ class ScaledStdConv2d(StdConv2d):
 
     with :math:`N` the fan-in (``in_channels/groups × kH × kW``), a learned gain
     :math:`g` of shape ``(out_channels, 1, 1, 1)`` (init 1, the parameter ``gain``) and
-    :math:`\gamma` the constant that keeps the variance of the activation's output at 1
-    (:math:`\sqrt{2/(1 - 1/\pi)}` for ReLU, the default). A unit-variance input then
-    gives unit-variance pre-activations, with no statistic of the activations.
+    :math:`\gamma` the constant that gives the activation's output unit variance
+    (:math:`\sqrt{2/(1 - 1/\pi)}` for ReLU, the default: :math:`\gamma^2\,
+    \mathrm{Var}[\mathrm{ReLU}(z)] = 1` for a unit Gaussian :math:`z`). The weights of each
+    output channel sum to 0 and their squares to :math:`g_o^2 \gamma^2`, so the
+    pre-activation's variance is :math:`g_o^2 \gamma^2` times the input's *variance*
+    (for inputs independent of each other): with :math:`g = 1`, an input that is the ReLU
+    of unit Gaussians (the previous layer's activations) gives unit-variance
+    pre-activations, with no statistic of the activations; a unit-Gaussian input gives
+    :math:`\gamma^2 \approx 2.93`.
 
     Args:
         as :class:`StdConv2d`, plus ``gamma`` (default: the ReLU constant).
-    """
+
+    Example::
+
+        >>> import torch, norms
+        >>> _ = torch.manual_seed(0)
+        >>> conv = norms.ScaledStdConv2d(64, 64, 3, padding=1, bias=False)
+        >>> z = torch.randn(16, 64, 16, 16)
+        >>> inner = (..., slice(1, -1), slice(1, -1))  # away from the zero padding
+        >>> with torch.no_grad():
+        ...     round(float(conv(torch.relu(z))[inner].var()), 1), round(float(conv(z)[inner].var()), 1)
+        (1.0, 2.9)
+    """  # noqa: E501 - doctest; a line break would change the example
 
     RELU_GAMMA = (2.0 / (1.0 - 1.0 / torch.pi)) ** 0.5
 

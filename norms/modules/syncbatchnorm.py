@@ -424,7 +424,7 @@ class SyncBatchNormFunction(torch.autograd.Function):
         for k, v in fields.items():
             header[k] = float(v)
         header[_BACKWARD] = float(ctx.needs_input_grad[0])
-        dtype = F._opmath(input.dtype) if fields[_DTYPE] >= 0 else torch.float64
+        dtype = F.opmath(input.dtype) if fields[_DTYPE] >= 0 else torch.float64
         if _input_ok(fields, num_features):
             x = input.to(dtype)  # (N_p, C, *S)
             mean_p, m2_p = _local_stats(x)  # (C,), (C,)
@@ -479,7 +479,7 @@ class SyncBatchNormFunction(torch.autograd.Function):
     def backward(ctx, grad_output):
         input, weight, mean, invstd = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        dtype = F._opmath(input.dtype)
+        dtype = F.opmath(input.dtype)
         ndim = input.dim()
         dims = (0, *range(2, ndim))
         dy = grad_output.to(dtype)  # (N_p, C, *S)

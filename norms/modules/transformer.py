@@ -45,13 +45,20 @@ def _get_activation_fn(activation: _Activation) -> Callable[[Tensor], Tensor]:
     raise RuntimeError(f"activation should be relu/gelu, not {activation}")
 
 
-def _check_heads(d_model: int, nhead: int) -> None:
-    # torch.nn.MultiheadAttention asserts this too, with a message that names neither number.
-    if nhead <= 0 or d_model % nhead != 0:
+def check_heads(d_model: int, nhead: int) -> None:
+    """torch.nn.MultiheadAttention's errors for the head count, with both numbers: ValueError
+    when either is not positive, AssertionError when ``nhead`` does not divide ``d_model``."""
+    if d_model <= 0 or nhead <= 0:
+        raise ValueError(
+            f"embed_dim and num_heads must be greater than 0, got embed_dim={d_model} and "
+            f"num_heads={nhead} instead (d_model={d_model} features split into nhead={nhead} "
+            "heads)"
+        )
+    if d_model % nhead != 0:
         raise AssertionError(
-            f"d_model={d_model} must be divisible by nhead={nhead} (each head gets "
-            f"d_model // nhead features), but {d_model} % {nhead} = "
-            f"{d_model % nhead if nhead else 'undefined'}"
+            f"embed_dim must be divisible by num_heads: d_model={d_model} must be divisible by "
+            f"nhead={nhead} (each head gets d_model // nhead features), but "
+            f"{d_model} % {nhead} = {d_model % nhead}"
         )
 
 
@@ -307,7 +314,7 @@ class TransformerEncoderLayer(_HasMLP):
     ) -> None:
         factory_kwargs = {"device": device, "dtype": dtype}
         super().__init__()
-        _check_heads(d_model, nhead)
+        check_heads(d_model, nhead)
         activation = _get_activation_fn(activation)
         self.self_attn = MultiheadAttention(
             d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **factory_kwargs
@@ -454,7 +461,7 @@ class TransformerDecoderLayer(_HasMLP):
     ) -> None:
         factory_kwargs = {"device": device, "dtype": dtype}
         super().__init__()
-        _check_heads(d_model, nhead)
+        check_heads(d_model, nhead)
         activation = _get_activation_fn(activation)
         self.self_attn = MultiheadAttention(
             d_model, nhead, dropout=dropout, batch_first=batch_first, bias=bias, **factory_kwargs

@@ -59,7 +59,8 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
     Args:
         module: the module whose parameter to reparametrize.
         name: the parameter's name. Default: ``"weight"``
-        dim: the dim that keeps one length per index. Default: 0
+        dim: the dim that keeps one length per index; negative dims count from the end, but
+            ``-1``, like ``None``, means the whole tensor (as in torch). Default: 0
 
     Returns:
         ``module``, with the parametrization registered.
@@ -74,11 +75,14 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
     weight = getattr(module, name, None)
     if not isinstance(weight, Tensor):
         raise ValueError(f"Module '{module}' has no parameter or buffer with name '{name}'")
-    if dim is not None and not -1 <= dim < weight.dim():
+    ndim = weight.dim()
+    if dim is not None and not -ndim <= dim < ndim:
         raise IndexError(
-            f"weight_norm: dim must be None, -1 (the whole tensor) or in [0, {weight.dim() - 1}] "
-            f"for a weight of shape {tuple(weight.shape)}, got {dim}"
+            f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got "
+            f"{dim}): weight_norm's dim for a weight of shape {tuple(weight.shape)}"
         )
+    if dim is not None and dim < -1:
+        dim += ndim  # as torch: -1 means the whole tensor, other negative dims count from the end
     parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
     return module
 

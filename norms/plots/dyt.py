@@ -37,18 +37,34 @@ def plot_ln_io(pairs: Sequence, fits: Sequence, titles: Sequence[str], axes=None
     return fig
 
 
-def plot_seeds(groups: dict, ax=None, ylabel: str = "accuracy", title: str | None = None):
-    """``{name: [value per seed]}`` as dots (one per seed) with the mean and ± one standard
-    deviation (a bar), one column per name."""
+def plot_seeds(
+    groups: dict,
+    ax=None,
+    ylabel: str = "accuracy",
+    title: str | None = None,
+    paired: bool = False,
+) -> BookFigure:
+    """``{name: [value per seed]}`` as dots (one per seed, the same seed at the same offset in
+    every column), the min–max range over the seeds as a bar and the mean as a black tick, one
+    column per name. With ``paired=True`` a thin grey line joins each seed's dots in
+    neighbouring columns (the runs of one seed share their initialization and data order), so
+    that a reader sees in how many seeds one column is above the next."""
     if ax is None:
         fig = BookFigure(figsize=(3.2 + 0.5 * len(groups), 3), layout="constrained")
         ax = fig.subplots()
     fig = ax.figure
-    for i, values in enumerate(groups.values()):
-        v = np.asarray(values, dtype=float)
+    columns = [np.asarray(values, dtype=float) for values in groups.values()]
+    offsets = [i + np.linspace(-0.12, 0.12, len(v)) for i, v in enumerate(columns)]
+    if paired:
+        for i in range(len(columns) - 1):
+            if len(columns[i]) == len(columns[i + 1]):
+                xs, vs = np.stack(offsets[i : i + 2]), np.stack(columns[i : i + 2])
+                ax.plot(xs, vs, color="0.75", lw=0.7, zorder=1)
+    for i, (x, v) in enumerate(zip(offsets, columns, strict=True)):
         color = OKABE_ITO[i % len(OKABE_ITO)]
-        ax.scatter(i + np.linspace(-0.12, 0.12, len(v)), v, s=14, color=color, zorder=3)
-        ax.errorbar(i + 0.3, v.mean(), yerr=v.std(), fmt="o", color="black", ms=4, capsize=3)
+        ax.scatter(x, v, s=14, color=color, zorder=3)
+        ax.plot([i + 0.3, i + 0.3], [v.min(), v.max()], color=color, lw=2.5, alpha=0.6)
+        ax.plot([i + 0.22, i + 0.38], [v.mean(), v.mean()], color="black", lw=1.5)
     ax.set_xticks(range(len(groups)), list(groups), fontsize=8)
     ax.set_xlim(-0.5, len(groups) - 0.3)
     ax.set_ylabel(ylabel)
@@ -61,18 +77,19 @@ def plot_seeds(groups: dict, ax=None, ylabel: str = "accuracy", title: str | Non
 def plot_sensitivity(
     xs: Sequence[float], curves: dict, ax=None, xlabel: str = "", ylabel: str = "accuracy"
 ) -> BookFigure:
-    """``{label: [[value per seed] per x]}`` as the mean against ``x`` (log scale) with ± one
-    standard deviation as error bars."""
+    """``{label: [[value per seed] per x]}`` as the mean against ``x`` (log scale) with the
+    min–max range over the seeds as error bars."""
     if ax is None:
         fig = BookFigure(figsize=(4.6, 3), layout="constrained")
         ax = fig.subplots()
     fig = ax.figure
     for i, (label, per_x) in enumerate(curves.items()):
         v = np.asarray(per_x, dtype=float)  # (len(xs), seeds)
+        mean = v.mean(1)
         ax.errorbar(
             xs,
-            v.mean(1),
-            yerr=v.std(1),
+            mean,
+            yerr=np.stack([mean - v.min(1), v.max(1) - mean]),
             fmt="-o",
             ms=4,
             capsize=3,

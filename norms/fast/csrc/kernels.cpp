@@ -90,10 +90,13 @@ static T sum_of(int64_t n, F f) {
 // update squares nothing large.) One thread on an AMD EPYC with AVX-512 (Zen 4): a
 // LayerNorm row of 768 numbers in the cache takes a sixth less time than with the
 // three loops.
-template <typename T>
-static void row_stats(const T* x, int64_t cols, double eps, T* mean, T* rstd) {
+//
+// SCALED: the same on x / scale (the fallback of row_stats, below).
+template <typename T, bool SCALED>
+static void row_moments(const T* x, int64_t cols, T scale, T* mean, T* sum_sq) {
   constexpr int64_t L = 32, CHUNK = 2048;  // lanes; the most numbers in a chunk
-  const T shift = cols > 0 ? x[0] : T(0);
+  const auto at = [&](const T* p) { return SCALED ? *p / scale : *p; };
+  const T shift = cols > 0 ? at(x) : T(0);
   T m = 0, m2 = 0;  // mean and sum of squared deviations of x[:done] - shift
   int64_t done = 0;
   const auto merge = [&](T cm, T cm2, int64_t len) {  // x[done:done + len] into x[:done]
@@ -115,7 +118,7 @@ static void row_stats(const T* x, int64_t cols, double eps, T* mean, T* rstd) {
       const T inv = T(1) / k;  // one division per L numbers
 #pragma omp simd
       for (int64_t j = 0; j < L; j++) {
-        const T xi = xk[j] - shift, d = xi - lm[j];
+        const T xi = at(xk + j) - shift, d = xi - lm[j];
         lm[j] += d * inv;
         lm2[j] += d * (xi - lm[j]);
       }
@@ -135,12 +138,36 @@ static void row_stats(const T* x, int64_t cols, double eps, T* mean, T* rstd) {
     const int64_t len = cols - done;
     const T* xc = x + done;  // (len,)
     T s = 0, s2 = 0;
-    for (int64_t i = 0; i < len; i++) s += xc[i] - shift;
+    for (int64_t i = 0; i < len; i++) s += at(xc + i) - shift;
     const T cm = s / len;
-    for (int64_t i = 0; i < len; i++) s2 += (xc[i] - shift - cm) * (xc[i] - shift - cm);
+    for (int64_t i = 0; i < len; i++) s2 += (at(xc + i) - shift - cm) * (at(xc + i) - shift - cm);
     merge(cm, s2, len);
   }
   *mean = shift + m;
+  *sum_sq = m2;
+}
+
+// Mean and 1/sigma of one row (row_moments). Where the squared deviations overflow
+// (numbers near the square root of T's largest, e.g. 1e20 in float32), a second look
+// at the row, still in the cache: the moments of x / max|x|, which square nothing
+// large, scaled back, as norms.functional does (norms/functional.py, _normalize_rows).
+// Every other row takes the first branch only, with the same numbers as before. A row
+// with an infinite or NaN number stays NaN.
+template <typename T>
+static void row_stats(const T* x, int64_t cols, double eps, T* mean, T* rstd) {
+  T m, m2;
+  row_moments<T, false>(x, cols, T(1), &m, &m2);
+  if (!std::isfinite(m2) || !std::isfinite(m)) {
+    T s = 0;  // max |x|
+    for (int64_t i = 0; i < cols; i++) s = std::max(s, std::abs(x[i]));
+    if (std::isfinite(s) && s > 0) {
+      row_moments<T, true>(x, cols, s, &m, &m2);
+      *mean = m * s;
+      *rstd = T(1) / (s * std::sqrt(m2 / cols + T(eps) / s / s));
+      return;
+    }
+  }
+  *mean = m;
   *rstd = T(1) / std::sqrt(m2 / cols + T(eps));
 }
 
