@@ -96,7 +96,9 @@ def glue(
     Args:
         name: the key the text refers to, e.g. ``{glue:text}`bn-max-err:.1e```.
         value: the value; numbers, strings and figures all work, and a
-            :class:`~norms.lab.seeds.Spread` is stored as its tuple of per-seed values.
+            :class:`~norms.lab.seeds.Spread` is stored as its tuple of per-seed values. A
+            string with a Chinese twin (``value.zh``, e.g. :func:`~norms.lab.seeds.verdict`'s)
+            also glues the twin, as ``name.zh``, for the Chinese edition's text.
         display: also show the value where the cell is (as myst-nb's ``glue`` does).
         digits: store a real number (or each number of a sequence) rounded to this many
             significant digits: the precision the computation supports. The digits after
@@ -116,6 +118,9 @@ def glue(
     """
     if hasattr(value, "values") and hasattr(value, "seeds"):  # a Spread: its per-seed values
         value = tuple(value.values)
+    if isinstance(value, str) and isinstance(getattr(value, "zh", None), str):
+        glue(f"{name}.zh", value.zh)  # a sentence's Chinese twin, for the Chinese edition
+        value = str(value)
     if digits is not None:
         value = _rounded(value, digits)
     given = {"below": below, "above": above, "paired": paired, "apart": apart}

@@ -59,6 +59,18 @@ def test_the_chinese_sentence_says_the_same():
     assert overlap.zh == "三个随机种子不足以区分二者（3 个随机种子中有 2 个更低）"
 
 
+def test_a_glued_verdict_brings_its_chinese_twin(monkeypatch):
+    outputs = _recorded(monkeypatch)
+    from norms.glue import glue
+
+    sentence = verdict(Spread((0.9, 0.8), (0, 1)), Spread((0.5, 0.4), (0, 1)))
+    assert sentence == "higher in 2 of 2 seeds" and sentence.zh == "2 个随机种子中有 2 个更高"
+    glue("v", sentence)
+    key = "application/papermill.record/text/plain"
+    stored = {o["metadata"]["scrapbook"]["name"]: o["data"][key] for o in outputs}
+    assert stored == {"v": "'higher in 2 of 2 seeds'", "v.zh": "'2 个随机种子中有 2 个更高'"}
+
+
 def test_ties_count_for_neither_side():
     c = compare(Spread((1.0, 2.0, 3.0), (0, 1, 2)), Spread((1.0, 1.0, 4.0), (0, 1, 2)))
     assert (c.wins, c.losses) == (1, 1)

@@ -37,7 +37,16 @@ from dataclasses import dataclass
 
 from norms.glue import glue
 
-__all__ = ["SEEDS", "Comparison", "Spread", "compare", "glue_comparison", "over_seeds", "verdict"]
+__all__ = [
+    "SEEDS",
+    "Comparison",
+    "Sentence",
+    "Spread",
+    "compare",
+    "glue_comparison",
+    "over_seeds",
+    "verdict",
+]
 
 _NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 _ZH_NUMBERS = ("零", "一", "两", "三", "四", "五", "六", "七", "八", "九")
@@ -174,11 +183,25 @@ def compare(a: Spread, b: Spread) -> Comparison:
     return Comparison(a.wins(b), b.wins(a), a.n, not a.overlaps(b))
 
 
-def verdict(a: Spread, b: Spread) -> str:
+class Sentence(str):
+    """A sentence for the English text that carries its Chinese twin as ``.zh``
+    (:func:`norms.glue.glue` glues that one too, under ``name.zh``)."""
+
+    zh: str
+
+    def __new__(cls, english: str, zh: str) -> Sentence:
+        sentence = super().__new__(cls, english)
+        sentence.zh = zh
+        return sentence
+
+
+def verdict(a: Spread, b: Spread) -> Sentence:
     """The sentence for ``a`` against ``b``: ``"higher in 5 of 5 seeds"`` (or ``"lower …"``)
     when the min–max ranges are apart, else ``"five seeds do not separate them (higher in k
-    of 5)"``: never "no difference", which five seeds cannot show."""
-    return str(compare(a, b))
+    of 5)"``: never "no difference", which five seeds cannot show. Its ``.zh`` is the
+    Chinese sentence."""
+    result = compare(a, b)
+    return Sentence(str(result), result.zh)
 
 
 def glue_comparison(name: str, a: Spread, b: Spread, digits: int = 4) -> Comparison:
@@ -198,6 +221,5 @@ def glue_comparison(name: str, a: Spread, b: Spread, digits: int = 4) -> Compari
     pair = (f"{name}.a", f"{name}.b")
     glue(f"{name}.wins", result.wins, paired=pair, apart=result.apart)
     glue(f"{name}.losses", result.losses, paired=pair[::-1], apart=result.apart)
-    glue(name, str(result))
-    glue(f"{name}.zh", result.zh)  # the Chinese edition's text shows this one
+    glue(name, Sentence(str(result), result.zh))  # and name.zh, for the Chinese edition
     return result
