@@ -136,10 +136,36 @@ def test_max_logit_is_the_attention_logit_and_qk_norm_bounds_it():
     assert model.max_logit(tokens) <= math.sqrt(16) + 1e-9
 
 
+def test_logit_bound_is_sqrt_dh_times_the_largest_gamma_product():
+    torch.manual_seed(0)
+    model = modern.CopyLM(qk_norm=True).double()
+    assert model.logit_bound() == 4.0  # d_h = 16, gamma = 1
+    with torch.no_grad():
+        for layer in model.stack.layers:
+            layer.attention.q_norm.weight.normal_(0, 3)
+            layer.attention.k_norm.weight.normal_(0, 3)
+    want = max(
+        4.0 * float((la.attention.q_norm.weight * la.attention.k_norm.weight).abs().max())
+        for la in model.stack.layers
+    )
+    assert model.logit_bound() == pytest.approx(want, rel=1e-15)
+    assert want > 4.0
+    tokens = torch.randint(0, 16, (8, 16))
+    assert model.max_logit(tokens) <= model.logit_bound()
+    assert modern.CopyLM(qk_norm=False).logit_bound() == math.inf
+
+
+def test_run_copy_records_the_bound_that_the_learned_gammas_raise():
+    res = modern.run_copy(True, 0.1, steps=20, log_every=10)
+    assert 4.0 < res.bound  # the gammas learned: the bound moved from sqrt(d_h)
+    assert res.logits[-1] <= res.bound
+
+
 def test_run_copy_pads_the_logits_of_a_diverged_run(monkeypatch):
     monkeypatch.setattr(modern, "fit", lambda model, batches, steps, lr: [float("nan")] * steps)
     res = modern.run_copy(False, 1.0, steps=20, log_every=10)
     assert res.diverged and len(res.logits) == 3 and math.isnan(res.accuracy)
+    assert math.isnan(res.bound)
 
 
 def test_with_norm_and_layernorm_io():

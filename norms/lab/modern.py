@@ -97,6 +97,20 @@ class CopyLM(nn.Module):
             x = layer(x)
         return top
 
+    @torch.no_grad()
+    def logit_bound(self) -> float:
+        r"""What QK-norm bounds every attention logit by: :math:`\sqrt{d_h}\,\max_f |\gamma_{q,f}
+        \gamma_{k,f}|`, the largest over the layers (``inf`` without QK-norm). It is
+        :math:`\sqrt{d_h}` at initialization (:math:`\gamma = 1`) and moves as the γs learn."""
+        top = 0.0
+        for layer in self.stack.layers:
+            attn = layer.attention
+            if attn.q_norm is None:
+                return float("inf")
+            gain = (attn.q_norm.weight * attn.k_norm.weight).abs().max()
+            top = max(top, attn.head_dim**0.5 * float(gain))
+        return top
+
 
 def run_copy(
     qk_norm: bool,
@@ -108,8 +122,9 @@ def run_copy(
     log_every: int = 10,
 ) -> Result:
     """Train a :class:`CopyLM` with Adam at ``lr`` (10 warm-up steps). The :class:`Result` holds
-    the losses; ``logits`` (added) the largest attention logit every ``log_every`` steps, and
-    ``accuracy`` the share of copied tokens right on 256 held-out sequences."""
+    the losses; ``logits`` (added) the largest attention logit every ``log_every`` steps,
+    ``bound`` (added) :meth:`CopyLM.logit_bound` after training, and ``accuracy`` the share of
+    copied tokens right on 256 held-out sequences."""
     with seeded(seed):
         with default_dtype(torch.float64):  # drawn in float64: the same on every CPU
             model = CopyLM(qk_norm, vocab=vocab, length=2 * half)
@@ -127,9 +142,10 @@ def run_copy(
     logged = -(-steps // log_every) + 1  # every log_every steps, and after the last
     if res.diverged:
         res.logits += [float("nan")] * (logged - len(res.logits))
-        res.accuracy = float("nan")
+        res.accuracy = res.bound = float("nan")
         return res
     res.logits.append(model.max_logit(probe))
+    res.bound = model.logit_bound()
     with torch.no_grad():
         x, y = copy_batch(256, half, vocab, torch.Generator().manual_seed(20_000 + seed))
         keep = y >= 0
