@@ -115,6 +115,19 @@ def test_deep_stack_traces_the_stream_and_rejects_unknown_kinds():
         modern.DeepStack("middle", 2)
 
 
+def test_deep_stack_stream_is_what_the_head_reads_and_run_stack_measures_its_peak():
+    torch.manual_seed(0)
+    model = modern.DeepStack("pre", 2).double()
+    x = torch.randint(0, 8, (4, 8))
+    trace = []
+    stream = model.stream(x, trace=trace)
+    torch.testing.assert_close(model(x), model.head(model.norm(stream)))
+    assert trace[-1] == pytest.approx(float(stream.pow(2).mean().sqrt()))
+    res = modern.run_stack("pre", depth=2, steps=3)
+    # the largest |feature| in units of the RMS: at least 1, at most sqrt(number of entries)
+    assert 1.0 <= res.peak <= math.sqrt(64 * 8 * 16)
+
+
 def test_copy_batch_targets_the_copied_tokens():
     x, y = modern.copy_batch(3, 4, 10, torch.Generator().manual_seed(0))
     assert torch.equal(x[:, :4], x[:, 4:])

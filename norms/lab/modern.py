@@ -260,7 +260,8 @@ class DeepStack(nn.Module):
         self.norm = LayerNorm(d_model) if STACK_KINDS[kind] else nn.Identity()
         self.head = nn.Linear(d_model, vocab)
 
-    def forward(self, tokens: Tensor, trace: list | None = None) -> Tensor:
+    def stream(self, tokens: Tensor, trace: list | None = None) -> Tensor:
+        """The residual stream after the last layer (before the final norm), ``(B, T, D)``."""
         x = self.embed(tokens) + self.pos[: tokens.shape[1]]  # (B, T, D)
         if trace is not None:
             trace.append(float(x.detach().pow(2).mean().sqrt()))
@@ -268,7 +269,10 @@ class DeepStack(nn.Module):
             x = layer(x)
             if trace is not None:
                 trace.append(float(x.detach().pow(2).mean().sqrt()))
-        return self.head(self.norm(x))
+        return x
+
+    def forward(self, tokens: Tensor, trace: list | None = None) -> Tensor:
+        return self.head(self.norm(self.stream(tokens, trace)))
 
 
 def run_stack(
@@ -282,7 +286,9 @@ def run_stack(
 ) -> Result:
     """Train a :class:`DeepStack` on the reversal task in float64. The :class:`Result` holds the
     losses and the token accuracy; ``rms_init`` and ``rms_trained`` (added) the size of the
-    residual stream after every layer, at initialization and after training."""
+    residual stream after every layer, at initialization and after training, and ``peak``
+    (added) its largest feature after the last layer, trained, in units of its RMS (the
+    "massive activations" of Sun et al., 2024, are thousands)."""
     with seeded(seed):
         with default_dtype(torch.float64):  # drawn in float64: the same on every CPU
             model = DeepStack(kind, depth, vocab=vocab, length=length)
@@ -295,7 +301,8 @@ def run_stack(
     res.losses = fit(model, lambda s: reverse_batch(32, length, vocab, gen), steps, lr)
     res.rms_trained = []
     with torch.no_grad():
-        model(probe, trace=res.rms_trained)
+        last = model.stream(probe, trace=res.rms_trained)
+        res.peak = float(last.abs().max()) / res.rms_trained[-1]
         x, y = reverse_batch(512, length, vocab, torch.Generator().manual_seed(10_000 + seed))
         res.accuracy = float((model(x).argmax(-1) == y).double().mean())
     return res
