@@ -447,7 +447,7 @@ def run_denoiser(
             model = Denoiser(conditioned)
     gen = torch.Generator().manual_seed(4000 + seed)
     n = len(data.x_train)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)  # the same numbers, faster
     res = Result("AdaLN-Zero, label" if conditioned else "AdaLN-Zero, no label", seed)
     for _ in range(steps):
         idx = torch.randint(0, n, (batch,), generator=gen)
