@@ -12,6 +12,7 @@ import torch
 import norms
 import norms.quiz as quiz
 from norms.lab import dyt, modern
+from norms.lab.training import seeded
 from norms.lab.transformer import TinyEncoder
 
 
@@ -276,3 +277,19 @@ def test_quiz_keys_from_the_formulas():
         q = qd.q_dyt_depends(random.Random(i))
         right = {k for k, a in zip(q["_meta"]["keys"], q["answers"], strict=True) if a["correct"]}
         assert right == {"alpha", "x"}
+
+
+def test_pre_peri_and_layerscale_stacks_start_from_the_same_weights():
+    # the chapter pairs them by seed as ablations of pre-LN: one change each, same initial weights
+    def weights(kind):
+        with seeded(3):
+            return modern.DeepStack(kind, 2).state_dict()
+
+    pre = weights("pre")
+    for kind in ("peri", "layerscale"):
+        other = weights(kind)
+        extra = set(other) - set(pre)
+        assert extra and all("norm1_out" in k or "norm2_out" in k or "scale" in k for k in extra)
+        assert set(pre) <= set(other)
+        for k, v in pre.items():
+            assert torch.equal(other[k], v), (kind, k)
