@@ -12,6 +12,7 @@ import torch
 import norms
 import norms.quiz as quiz
 from norms.lab import dyt, modern
+from norms.lab.training import seeded
 from norms.lab.transformer import TinyEncoder
 
 
@@ -115,6 +116,19 @@ def test_deep_stack_traces_the_stream_and_rejects_unknown_kinds():
         modern.DeepStack("middle", 2)
 
 
+def test_deep_stack_stream_is_what_the_head_reads_and_run_stack_measures_its_peak():
+    torch.manual_seed(0)
+    model = modern.DeepStack("pre", 2).double()
+    x = torch.randint(0, 8, (4, 8))
+    trace = []
+    stream = model.stream(x, trace=trace)
+    torch.testing.assert_close(model(x), model.head(model.norm(stream)))
+    assert trace[-1] == pytest.approx(float(stream.pow(2).mean().sqrt()))
+    res = modern.run_stack("pre", depth=2, steps=3)
+    # the largest |feature| in units of the RMS: at least 1, at most sqrt(number of entries)
+    assert 1.0 <= res.peak <= math.sqrt(64 * 8 * 16)
+
+
 def test_copy_batch_targets_the_copied_tokens():
     x, y = modern.copy_batch(3, 4, 10, torch.Generator().manual_seed(0))
     assert torch.equal(x[:, :4], x[:, 4:])
@@ -136,10 +150,36 @@ def test_max_logit_is_the_attention_logit_and_qk_norm_bounds_it():
     assert model.max_logit(tokens) <= math.sqrt(16) + 1e-9
 
 
+def test_logit_bound_is_sqrt_dh_times_the_largest_gamma_product():
+    torch.manual_seed(0)
+    model = modern.CopyLM(qk_norm=True).double()
+    assert model.logit_bound() == 4.0  # d_h = 16, gamma = 1
+    with torch.no_grad():
+        for layer in model.stack.layers:
+            layer.attention.q_norm.weight.normal_(0, 3)
+            layer.attention.k_norm.weight.normal_(0, 3)
+    want = max(
+        4.0 * float((la.attention.q_norm.weight * la.attention.k_norm.weight).abs().max())
+        for la in model.stack.layers
+    )
+    assert model.logit_bound() == pytest.approx(want, rel=1e-15)
+    assert want > 4.0
+    tokens = torch.randint(0, 16, (8, 16))
+    assert model.max_logit(tokens) <= model.logit_bound()
+    assert modern.CopyLM(qk_norm=False).logit_bound() == math.inf
+
+
+def test_run_copy_records_the_bound_that_the_learned_gammas_raise():
+    res = modern.run_copy(True, 0.1, steps=20, log_every=10)
+    assert 4.0 < res.bound  # the gammas learned: the bound moved from sqrt(d_h)
+    assert res.logits[-1] <= res.bound
+
+
 def test_run_copy_pads_the_logits_of_a_diverged_run(monkeypatch):
     monkeypatch.setattr(modern, "fit", lambda model, batches, steps, lr: [float("nan")] * steps)
     res = modern.run_copy(False, 1.0, steps=20, log_every=10)
     assert res.diverged and len(res.logits) == 3 and math.isnan(res.accuracy)
+    assert math.isnan(res.bound)
 
 
 def test_with_norm_and_layernorm_io():
@@ -237,3 +277,19 @@ def test_quiz_keys_from_the_formulas():
         q = qd.q_dyt_depends(random.Random(i))
         right = {k for k, a in zip(q["_meta"]["keys"], q["answers"], strict=True) if a["correct"]}
         assert right == {"alpha", "x"}
+
+
+def test_pre_peri_and_layerscale_stacks_start_from_the_same_weights():
+    # the chapter pairs them by seed as ablations of pre-LN: one change each, same initial weights
+    def weights(kind):
+        with seeded(3):
+            return modern.DeepStack(kind, 2).state_dict()
+
+    pre = weights("pre")
+    for kind in ("peri", "layerscale"):
+        other = weights(kind)
+        extra = set(other) - set(pre)
+        assert extra and all("norm1_out" in k or "norm2_out" in k or "scale" in k for k in extra)
+        assert set(pre) <= set(other)
+        for k, v in pre.items():
+            assert torch.equal(other[k], v), (kind, k)

@@ -97,6 +97,20 @@ class CopyLM(nn.Module):
             x = layer(x)
         return top
 
+    @torch.no_grad()
+    def logit_bound(self) -> float:
+        r"""What QK-norm bounds every attention logit by: :math:`\sqrt{d_h}\,\max_f |\gamma_{q,f}
+        \gamma_{k,f}|`, the largest over the layers (``inf`` without QK-norm). It is
+        :math:`\sqrt{d_h}` at initialization (:math:`\gamma = 1`) and moves as the γs learn."""
+        top = 0.0
+        for layer in self.stack.layers:
+            attn = layer.attention
+            if attn.q_norm is None:
+                return float("inf")
+            gain = (attn.q_norm.weight * attn.k_norm.weight).abs().max()
+            top = max(top, attn.head_dim**0.5 * float(gain))
+        return top
+
 
 def run_copy(
     qk_norm: bool,
@@ -108,8 +122,9 @@ def run_copy(
     log_every: int = 10,
 ) -> Result:
     """Train a :class:`CopyLM` with Adam at ``lr`` (10 warm-up steps). The :class:`Result` holds
-    the losses; ``logits`` (added) the largest attention logit every ``log_every`` steps, and
-    ``accuracy`` the share of copied tokens right on 256 held-out sequences."""
+    the losses; ``logits`` (added) the largest attention logit every ``log_every`` steps,
+    ``bound`` (added) :meth:`CopyLM.logit_bound` after training, and ``accuracy`` the share of
+    copied tokens right on 256 held-out sequences."""
     with seeded(seed):
         with default_dtype(torch.float64):  # drawn in float64: the same on every CPU
             model = CopyLM(qk_norm, vocab=vocab, length=2 * half)
@@ -127,9 +142,10 @@ def run_copy(
     logged = -(-steps // log_every) + 1  # every log_every steps, and after the last
     if res.diverged:
         res.logits += [float("nan")] * (logged - len(res.logits))
-        res.accuracy = float("nan")
+        res.accuracy = res.bound = float("nan")
         return res
     res.logits.append(model.max_logit(probe))
+    res.bound = model.logit_bound()
     with torch.no_grad():
         x, y = copy_batch(256, half, vocab, torch.Generator().manual_seed(20_000 + seed))
         keep = y >= 0
@@ -244,7 +260,8 @@ class DeepStack(nn.Module):
         self.norm = LayerNorm(d_model) if STACK_KINDS[kind] else nn.Identity()
         self.head = nn.Linear(d_model, vocab)
 
-    def forward(self, tokens: Tensor, trace: list | None = None) -> Tensor:
+    def stream(self, tokens: Tensor, trace: list | None = None) -> Tensor:
+        """The residual stream after the last layer (before the final norm), ``(B, T, D)``."""
         x = self.embed(tokens) + self.pos[: tokens.shape[1]]  # (B, T, D)
         if trace is not None:
             trace.append(float(x.detach().pow(2).mean().sqrt()))
@@ -252,7 +269,10 @@ class DeepStack(nn.Module):
             x = layer(x)
             if trace is not None:
                 trace.append(float(x.detach().pow(2).mean().sqrt()))
-        return self.head(self.norm(x))
+        return x
+
+    def forward(self, tokens: Tensor, trace: list | None = None) -> Tensor:
+        return self.head(self.norm(self.stream(tokens, trace)))
 
 
 def run_stack(
@@ -266,7 +286,9 @@ def run_stack(
 ) -> Result:
     """Train a :class:`DeepStack` on the reversal task in float64. The :class:`Result` holds the
     losses and the token accuracy; ``rms_init`` and ``rms_trained`` (added) the size of the
-    residual stream after every layer, at initialization and after training."""
+    residual stream after every layer, at initialization and after training, and ``peak``
+    (added) its largest feature after the last layer, trained, in units of its RMS (the
+    "massive activations" of Sun et al., 2024, are thousands)."""
     with seeded(seed):
         with default_dtype(torch.float64):  # drawn in float64: the same on every CPU
             model = DeepStack(kind, depth, vocab=vocab, length=length)
@@ -279,7 +301,8 @@ def run_stack(
     res.losses = fit(model, lambda s: reverse_batch(32, length, vocab, gen), steps, lr)
     res.rms_trained = []
     with torch.no_grad():
-        model(probe, trace=res.rms_trained)
+        last = model.stream(probe, trace=res.rms_trained)
+        res.peak = float(last.abs().max()) / res.rms_trained[-1]
         x, y = reverse_batch(512, length, vocab, torch.Generator().manual_seed(10_000 + seed))
         res.accuracy = float((model(x).argmax(-1) == y).double().mean())
     return res
@@ -424,7 +447,7 @@ def run_denoiser(
             model = Denoiser(conditioned)
     gen = torch.Generator().manual_seed(4000 + seed)
     n = len(data.x_train)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)  # the same numbers, faster
     res = Result("AdaLN-Zero, label" if conditioned else "AdaLN-Zero, no label", seed)
     for _ in range(steps):
         idx = torch.randint(0, n, (batch,), generator=gen)
