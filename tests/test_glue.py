@@ -41,7 +41,26 @@ def test_digits_records_only_the_digits_the_computation_supports(shown, monkeypa
     glue("c", 1.1658053398132324, digits=5)
     records = [args[0]["application/papermill.record/text/plain"] for args, _ in shown]
     assert records == ["0.960143", "0.960143", "1.1658"]
+    glue("s", (0.12345678, 2.0), digits=3)  # per-seed values: each rounded
+    assert shown[-1][0][0]["application/papermill.record/text/plain"] == "(0.123, 2.0)"
     with pytest.raises(ValueError, match="digits needs a real number"):
         glue("d", "text", digits=3)
+    with pytest.raises(ValueError, match="digits needs a real number"):
+        glue("d", ("a", 1.0), digits=3)
     with pytest.raises(ValueError, match="digits >= 1"):
         glue("e", 1.5, digits=0)
+
+
+def test_paired_claims_take_a_count_and_two_keys(shown, monkeypatch):
+    monkeypatch.setenv("NORMS_GLUE_RECORD", "1")
+    glue("w", 3, paired=("a", "b"), apart=False)
+    assert shown[-1][0][0]["application/papermill.record/text/plain"] == "3"
+    assert shown[-2][0][0]["application/papermill.record/text/plain"] == (
+        '\'{"apart": false, "paired": ["a", "b"]}\''
+    )
+    with pytest.raises(ValueError, match="count of seeds"):
+        glue("w", 0.5, paired=("a", "b"))
+    with pytest.raises(ValueError, match="two glue keys"):
+        glue("w", 2, paired=("a",))
+    with pytest.raises(ValueError, match="apart is a claim about"):
+        glue("w", 2, apart=True)

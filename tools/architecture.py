@@ -27,7 +27,10 @@ PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
         "several processes: launcher, recorders, the chapter's workers",
         ("axes", "functional", "modules"),
     ),
-    "lab": ("data, models, training loops, simulations", ("axes", "functional", "modules")),
+    "lab": (
+        "data, models, training loops, simulations, the seeds' rule",
+        ("axes", "functional", "modules", "glue"),
+    ),
     "plots": ("one module per figure family, one style", ("axes", "functional", "modules", "lab")),
     "explore": (
         "explorers: state, ipywidgets front end, website front end",
