@@ -1165,3 +1165,215 @@ def test_detached_statistics_are_named_as_such():
 def test_hand_written_backward_that_is_right_passes():
     assert grade(_hand_layer("layer", (1, 1, 1)), nn.LayerNorm).ok
     assert grade(_hand_layer("batch", (1, 1, 1)), nn.BatchNorm2d).ok
+
+
+# ----------------------------------------------------------------------------
+# Outputs that are no normalization at all: named as such, never given a diagnosis
+# ----------------------------------------------------------------------------
+
+
+class AffineOnlyLayerNorm(ReaderLayerNorm):
+    def forward(self, x):
+        return x * self.gamma + self.beta
+
+
+class ReturnsItsBias(ReaderLayerNorm):
+    def forward(self, x):
+        return self.beta.expand(x.shape) * 1.0
+
+
+def _nan_in_the_last_feature(x):
+    y = torch.nn.functional.layer_norm(x, x.shape[-1:])
+    return torch.cat([y[..., :-1], y[..., -1:] * float("nan")], -1)
+
+
+@pytest.mark.parametrize(
+    "candidate, ref, code, text",
+    [
+        (lambda x: x, nn.LayerNorm, "output_is_input", "your output is the input x itself"),
+        (lambda x: x, nn.BatchNorm2d, "output_is_input", "your output is the input x itself"),
+        (AffineOnlyLayerNorm, nn.LayerNorm, "output_is_input", "your output is γ·x + β"),
+        (torch.zeros_like, nn.LayerNorm, "output_ignores_input", "0 everywhere"),
+        (ReturnsItsBias, nn.LayerNorm, "output_ignores_input", "same for two different inputs"),
+        (lambda x: x * float("nan"), nn.LayerNorm, "output_nan", "has NaN everywhere"),
+        (lambda x: x * float("nan"), nn.GroupNorm, "output_nan", "at (0, 0, 0, 0), (0, 0, 0, 1)"),
+        (_nan_in_the_last_feature, nn.LayerNorm, "output_nan", "NaN at 4 of 20 positions"),
+        (_nan_in_the_last_feature, nn.LayerNorm, "output_nan", "at (0, 4), (1, 4), (2, 4), ..."),
+    ],
+)
+def test_an_output_that_is_no_normalization_is_named_and_nothing_else(candidate, ref, code, text):
+    """The identity used to be told "the variance is computed as E[x²] − E[x]²" and a NaN output
+    "eps_missing" and "wrong_dims" (NaN matched every hypothesis that gives NaN)."""
+    report = grade(candidate, ref)
+    assert report.codes == [code], report
+    assert text in report.problems[0].detail, report
+
+
+def test_a_hypothesis_that_gives_nan_is_never_the_diagnosis():
+    """Unbiased variance over one element is 0/0: such a hypothesis explains no output."""
+    from norms.check.hypotheses import _diagnose, _Spec
+
+    spec = _Spec("LayerNorm", (5,))
+    x = torch.randn(1, 5)  # unbiased variance over dim 0: 0/0
+    y = torch.full_like(x, float("nan"))
+    assert _diagnose(y, x, spec, 1e-5, None, None, 1e-4, 1e-4) is None
+
+
+# ----------------------------------------------------------------------------
+# Advice that fits the layout and the quantity that differs (issue 40)
+# ----------------------------------------------------------------------------
+
+
+class ChannelsLastGroupNorm(nn.Module):
+    """GroupNorm of an (N, *, C) input; ``interleaved`` splits C as (C // G, G), ``unbiased``
+    divides by n - 1."""
+
+    interleaved = unbiased = False
+
+    def __init__(self, num_groups, num_channels, eps=1e-5):
+        super().__init__()
+        self.G, self.C, self.eps = num_groups, num_channels, eps
+        self.weight = nn.Parameter(torch.ones(num_channels))
+        self.bias = nn.Parameter(torch.zeros(num_channels))
+
+    def forward(self, x):
+        N, G, C = x.shape[0], self.G, self.C
+        split = (C // G, G) if self.interleaved else (G, C // G)
+        xr = x.reshape(N, -1, *split)
+        dims = (1, 2) if self.interleaved else (1, 3)
+        mean = xr.mean(dims, keepdim=True)
+        var = xr.var(dims, keepdim=True, unbiased=self.unbiased)
+        y = ((xr - mean) / torch.sqrt(var + self.eps)).reshape(x.shape)
+        return y * self.weight + self.bias
+
+
+def _seen_channels_first(**flags):
+    """The assignments' wrapper: the grader's (N, C, *) input moved to (N, *, C) and back."""
+
+    class SeenChannelsFirst(ChannelsLastGroupNorm):
+        def forward(self, x):
+            return super().forward(x.movedim(1, -1).contiguous()).movedim(-1, 1)
+
+    for name, value in flags.items():
+        setattr(SeenChannelsFirst, name, value)
+    return SeenChannelsFirst
+
+
+def test_a_channels_last_groupnorm_with_interleaved_groups_gets_the_channels_last_reshape():
+    """It used to be told the channels-first reshape x.reshape(N, G, C // G, *spatial)."""
+    report = grade(_seen_channels_first(interleaved=True), nn.GroupNorm)
+    assert report.codes == ["wrong_groups"], report
+    assert "x.reshape(N, *spatial, G, C // G)" in str(report), report
+    assert "channels-last layout" in str(report), report
+    assert "x.reshape(N, G, C // G, *spatial)" not in str(report), report
+
+
+def test_a_channels_first_groupnorm_with_interleaved_groups_gets_the_channels_first_reshape():
+    report = grade(InterleavedGroupNorm, nn.GroupNorm)
+    assert "x.reshape(N, G, C // G, *spatial)" in str(report), report
+    assert "x.reshape(N, *spatial, G, C // G)" not in str(report), report
+
+
+class UnbiasedGroupNorm(ReaderGroupNorm):
+    def forward(self, x):
+        xr = self.group(x)
+        dims = tuple(range(2, xr.dim()))
+        y = (xr - xr.mean(dims, keepdim=True)) / torch.sqrt(xr.var(dims, keepdim=True) + self.eps)
+        v = [1, -1] + [1] * (x.dim() - 2)
+        return self.ungroup(y, x) * self.weight.view(v) + self.bias.view(v)
+
+
+class UnbiasedLayerNorm(ReaderLayerNorm):
+    def forward(self, x):
+        mean, var = x.mean(self.dims(x), keepdim=True), x.var(self.dims(x), keepdim=True)
+        return (x - mean) / torch.sqrt(var + self.eps) * self.gamma + self.beta
+
+
+@pytest.mark.parametrize(
+    "candidate, ref",
+    [
+        (_seen_channels_first(unbiased=True), nn.GroupNorm),
+        (UnbiasedGroupNorm, nn.GroupNorm),
+        (UnbiasedLayerNorm, nn.LayerNorm),
+        (
+            lambda x: (x - x.mean(-1, keepdim=True)) / (x.var(-1, keepdim=True) + 1e-5) ** 0.5,
+            nn.LayerNorm,
+        ),
+    ],
+)
+def test_unbiased_variance_is_named_as_such_not_as_the_layout_or_the_dims(candidate, ref):
+    report = grade(candidate, ref)
+    assert report.codes == ["unbiased_variance"], report
+
+
+class _ParamGradientBackward(_HandBackward):
+    """The right dx, and dγ, dβ computed by ``param_grads(dy, x_hat, lead)``."""
+
+    param_grads = None
+
+    @staticmethod
+    def backward(ctx, dy):
+        dx, *_ = _HandBackward.backward(ctx, dy)
+        x_hat, _, _ = ctx.saved_tensors
+        keep = [d for d in range(dy.dim()) if ctx.view[d] != 1]
+        lead = tuple(d for d in range(dy.dim()) if d not in keep)
+        dweight, dbias = ctx.param_grads(dy, x_hat, lead)
+        return dx, dweight, dbias, None, None, None, None
+
+
+def _param_gradient_layer(param_grads):
+    class Fn(torch.autograd.Function):
+        forward = staticmethod(lambda ctx, *args: _ParamGradientBackward.forward(ctx, *args))
+
+        @staticmethod
+        def backward(ctx, dy):
+            ctx.param_grads = param_grads
+            return _ParamGradientBackward.backward(ctx, dy)
+
+    class Hand(_hand_layer("layer", (1, 1, 1))):
+        def forward(self, x):
+            view = (1,) * (x.dim() - 1) + (-1,)
+            return Fn.apply(x, self.weight, self.bias, self.eps, (-1,), view, (1, 1, 1))
+
+    return Hand
+
+
+@pytest.mark.parametrize(
+    "param_grads, named",
+    [
+        (lambda dy, xh, lead: (dy.sum(lead), dy.sum(lead)), "weight (γ) 'weight'"),
+        (lambda dy, xh, lead: (dy.sum(lead), dy.sum(lead)), "the factor x̂ is missing"),
+        (lambda dy, xh, lead: ((dy * xh).mean(lead), dy.sum(lead)), "a mean over the 4 elements"),
+        (lambda dy, xh, lead: ((dy * xh).sum(lead), (dy * xh).sum(lead)), "bias (β) 'bias'"),
+        (lambda dy, xh, lead: ((dy * xh).sum(lead), (dy * xh).sum(lead)), "which is the weight's"),
+    ],
+)
+def test_a_wrong_parameter_gradient_is_explained_as_that_gradient_not_dx(param_grads, named):
+    """A wrong dweight used to be a gradient_mismatch whose advice was the three terms of dx."""
+    report = grade(_param_gradient_layer(param_grads), nn.LayerNorm)
+    assert report.codes == ["param_gradient"], report
+    assert named in report.problems[0].detail, report
+    assert "dx" not in str(report), report
+
+
+class ChannelsLastBatchNormOverTwoDims(nn.Module):
+    """BatchNorm of an (N, H, W, C) input whose statistics forget W: dims (0, 1)."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(num_features))
+        self.bias = nn.Parameter(torch.zeros(num_features))
+
+    def forward(self, x):
+        x = x.movedim(1, -1)
+        mean, var = x.mean((0, 1), keepdim=True), x.var((0, 1), keepdim=True, unbiased=False)
+        y = (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
+        return y.movedim(-1, 1)
+
+
+def test_wrong_dims_of_a_channels_last_layer_are_also_given_in_its_layout():
+    report = grade(ChannelsLastBatchNormOverTwoDims, nn.BatchNorm2d)
+    wrong = report.problems[report.codes.index("wrong_dims")].detail
+    assert "statistics over dims (0, 2)" in wrong, report
+    assert "where they are dims (0, 1) of the (N, *, C) tensor" in wrong, report

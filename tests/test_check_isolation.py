@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from norms.check import grade
+from norms.check import grade, grader, helpers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,43 +62,108 @@ def test_the_good_candidate_passes():
     assert grade(GoodBatchNorm, nn.BatchNorm2d).ok
 
 
-def _grade_in_a_process(candidate_source: str, timeout: float) -> subprocess.CompletedProcess:
+def _grade_in_a_process(
+    candidate_source: str, timeout: float, child: bool = True
+) -> subprocess.CompletedProcess:
+    """Grade ``Candidate`` (defined in ``candidate_source``) in a fresh Python process; ``child``:
+    in a forked child process (Linux's way), else in that process under the SIGALRM timer."""
     code = textwrap.dedent(
         """
+        import os, signal, sys, time
         import torch
         from torch import nn
-        from norms.check import grade
+        from norms.check import grade, grader
+        grader._CHILD_PROCESS = grader._CHILD_PROCESS and {child}
         {source}
         report = grade(Candidate, nn.BatchNorm1d, timeout={timeout})
         print("codes:", [p.code for p in report.problems])
         print("details:", [p.detail for p in report.problems])
         """
-    ).format(source=textwrap.dedent(candidate_source), timeout=timeout)
+    ).format(source=textwrap.dedent(candidate_source), timeout=timeout, child=child)
     return subprocess.run(
         [sys.executable, "-c", code],
         cwd=ROOT,
         env=os.environ,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=120,
     )
 
 
-@pytest.mark.parametrize("where", ["__init__", "forward"])
-def test_an_endless_loop_is_stopped_and_reported(where):
-    loop = "        while True:\n            pass\n"
-    source = f"""
+def _candidate_source(where: str, body: str) -> str:
+    body = textwrap.indent(textwrap.dedent(body), " " * 8)
+    return f"""
 class Candidate(nn.BatchNorm1d):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-{loop if where == "__init__" else ""}
+{body if where == "__init__" else ""}
     def forward(self, x):
-{loop if where == "forward" else ""}        return super().forward(x)
+{body if where == "forward" else ""}        return super().forward(x)
 """
-    done = _grade_in_a_process(source, timeout=3)
+
+
+@pytest.mark.parametrize("child", [True, False], ids=["child process", "in process"])
+@pytest.mark.parametrize("where", ["__init__", "forward"])
+def test_an_endless_loop_is_stopped_and_reported(where, child):
+    source = _candidate_source(where, "while True:\n    pass\n")
+    done = _grade_in_a_process(source, timeout=3, child=child)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "codes: ['timed_out']" in done.stdout, done.stdout
-    assert "timed out after 3 s" in done.stdout, done.stdout
+    assert "Candidate did not finish in 3 s" in done.stdout, done.stdout
+
+
+_HOSTILE_LOOPS = {
+    "catches the alarm": """
+        while True:
+            try:
+                time.sleep(0.01)
+            except BaseException:
+                pass
+        """,
+    "cancels the timer": """
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        while True:
+            pass
+        """,
+    "ignores the alarm": """
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)
+        while True:
+            time.sleep(0.01)
+        """,
+    "sleeps in C": """
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)
+        time.sleep(10**6)
+        """,
+}
+
+
+@pytest.mark.skipif(not grader._CHILD_PROCESS, reason="grading in a child process is Linux's")
+@pytest.mark.parametrize("loop", list(_HOSTILE_LOOPS))
+def test_a_loop_that_defeats_the_alarm_is_still_stopped(loop):
+    """The time limit holds against code that catches the alarm, cancels the timer or ignores the
+    signal (the SIGALRM fired once and was swallowed: grading never ended): the child process
+    that grades is killed."""
+    done = _grade_in_a_process(_candidate_source("forward", _HOSTILE_LOOPS[loop]), timeout=2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "codes: ['timed_out']" in done.stdout, done.stdout
+    assert "Candidate did not finish in 2 s" in done.stdout, done.stdout
+
+
+def test_a_loop_that_catches_the_alarm_is_stopped_in_process_too():
+    """Without a child process (macOS), the alarm repeats and, once caught, the next instruction
+    of the reader's code raises too: the loop is left from its except clause."""
+    source = _candidate_source("forward", _HOSTILE_LOOPS["catches the alarm"])
+    done = _grade_in_a_process(source, timeout=2, child=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "codes: ['timed_out']" in done.stdout, done.stdout
+
+
+@pytest.mark.skipif(not grader._CHILD_PROCESS, reason="grading in a child process is Linux's")
+def test_os_exit_in_the_candidate_is_a_problem_not_the_end_of_the_process():
+    done = _grade_in_a_process(_candidate_source("forward", "os._exit(3)\n"), timeout=30)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "codes: ['crashed']" in done.stdout, done.stdout
+    assert "exit status 3" in done.stdout, done.stdout
 
 
 class ExitsInForward(GoodBatchNorm):
@@ -137,7 +203,7 @@ class ChangesTorch(GoodBatchNorm):
         return super().forward(x)
 
 
-def test_torch_global_settings_are_restored_after_grading():
+def test_torch_global_settings_are_restored_after_grading(child):
     threads = 2 if torch.get_num_threads() == 1 else torch.get_num_threads()
     torch.set_num_threads(threads)
     allclose, layer_norm = torch.allclose, torch.nn.functional.layer_norm
@@ -239,3 +305,128 @@ def test_running_statistics_kept_in_a_dict_and_created_lazily_are_graded():
     report = grade(BnParamBatchNorm, nn.BatchNorm1d)
     assert "running_stats_missing" not in codes(report), report.problems
     assert "running_var_biased" in codes(report), report.problems
+
+
+def _replace_allclose():
+    torch.allclose = lambda *args, **kwargs: True
+
+
+def _replace_tensor_double():
+    torch.Tensor.double = lambda self, *args, **kwargs: torch.zeros(self.shape, dtype=torch.float64)
+
+
+def _replace_layer_norm():  # the reference's own function: torch.nn.LayerNorm calls it
+    def affine_only(x, shape, weight=None, bias=None, eps=1e-5):
+        return x * weight + bias if weight is not None else x
+
+    torch.nn.functional.layer_norm = affine_only
+
+
+def _replace_the_graders_comparison():
+    from norms.check import diagnosis, running_stats
+
+    for module in (grader, diagnosis, running_stats):
+        module._close = lambda *args, **kwargs: True
+
+
+class _Liar(torch.Tensor):
+    """A tensor that says it is close to anything."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.allclose, torch.equal):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class ReplacesWhatTheGraderComparesWith(nn.Module):
+    """No normalization at all (y = γ·x + β), and a forward that replaces ``replace``'s target."""
+
+    replace = None
+
+    def __init__(self, normalized_shape, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(normalized_shape))
+        self.bias = nn.Parameter(torch.zeros(normalized_shape))
+
+    def forward(self, x):
+        y = x * self.weight + self.bias
+        if self.replace is None:
+            return y.as_subclass(_Liar)
+        type(self).replace()
+        return y
+
+
+_REPLACEMENTS = {
+    "torch.allclose": _replace_allclose,
+    "torch.Tensor.double": _replace_tensor_double,
+    "torch.nn.functional.layer_norm": _replace_layer_norm,
+    "the grader's _close": _replace_the_graders_comparison,
+    "a Tensor subclass": None,
+}
+
+
+@pytest.fixture(params=[True, False], ids=["child process", "in process"])
+def child(request, monkeypatch):
+    if request.param and not grader._CHILD_PROCESS:
+        pytest.skip("grading in a child process is Linux's")
+    monkeypatch.setattr(grader, "_CHILD_PROCESS", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("what", list(_REPLACEMENTS))
+def test_a_forward_that_replaces_what_the_grader_compares_with_does_not_pass(what, child):
+    """The grader used to compare with whatever torch.allclose was at the time (and compute the
+    reference with whatever F.layer_norm was), so a wrong layer that replaced them passed."""
+    allclose, double, layer_norm = torch.allclose, torch.Tensor.double, F.layer_norm
+    candidate = type("Candidate", (ReplacesWhatTheGraderComparesWith,), {})
+    candidate.replace = _REPLACEMENTS[what] and staticmethod(_REPLACEMENTS[what])
+    try:
+        report = grade(candidate, nn.LayerNorm)
+        assert not report.ok, report
+        assert {"output_mismatch", "output_is_input"} & set(report.codes), report
+        assert torch.allclose is allclose and F.layer_norm is layer_norm
+        assert torch.Tensor.double is double and grader._close is helpers._close
+    finally:
+        torch.allclose, torch.Tensor.double, F.layer_norm = allclose, double, layer_norm
+        grader._close = helpers._close
+
+
+class _ZeroGradientThatReplacesAllclose(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, y):
+        return y.clone()
+
+    @staticmethod
+    def backward(ctx, dy):
+        torch.allclose = lambda *args, **kwargs: True
+        return torch.zeros_like(dy)
+
+
+class ReplacesAllcloseInBackward(nn.LayerNorm):
+    def forward(self, x):
+        return _ZeroGradientThatReplacesAllclose.apply(super().forward(x))
+
+
+def test_a_backward_that_replaces_allclose_does_not_pass(child):
+    allclose = torch.allclose
+    try:
+        report = grade(ReplacesAllcloseInBackward, nn.LayerNorm)
+        assert {"gradient_mismatch", "backward_term"} & set(report.codes), report
+        assert torch.allclose is allclose
+    finally:
+        torch.allclose = allclose
+
+
+def test_when_no_child_process_can_be_made_the_grading_runs_here(monkeypatch):
+    """os.fork() fails under a limit on processes: the grader grades in this process instead."""
+    from norms.check import sandbox
+
+    def no_fork():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(grader, "_CHILD_PROCESS", True)
+    monkeypatch.setattr(sandbox.os, "fork", no_fork)
+    assert grade(GoodBatchNorm, nn.BatchNorm2d).ok
+    assert "exited" in grade(ExitsInForward, nn.BatchNorm1d).codes

@@ -51,6 +51,14 @@ def test_wins_are_paired_by_seed_not_by_rank():
         a.wins(Spread(b.values, (5, 6, 7, 8, 9)))
 
 
+def test_the_chinese_sentence_says_the_same():
+    apart = compare(Spread((0.9, 0.8), (0, 1)), Spread((0.5, 0.4), (0, 1)))
+    assert (str(apart), apart.zh) == ("higher in 2 of 2 seeds", "2 个随机种子中有 2 个更高")
+    overlap = compare(Spread((0.5, 0.9, 0.6), (0, 1, 2)), Spread((0.6, 0.8, 0.7), (0, 1, 2)))
+    assert str(overlap) == "three seeds do not separate them (lower in 2 of 3)"
+    assert overlap.zh == "三个随机种子不足以区分二者（3 个随机种子中有 2 个更低）"
+
+
 def test_ties_count_for_neither_side():
     c = compare(Spread((1.0, 2.0, 3.0), (0, 1, 2)), Spread((1.0, 1.0, 4.0), (0, 1, 2)))
     assert (c.wins, c.losses) == (1, 1)
@@ -83,7 +91,14 @@ def test_glue_comparison_stores_a_claim_the_check_can_fail(monkeypatch):
     notebook = {"cells": [{"cell_type": "code", "outputs": outputs}]}
     assert check_claims(notebook) == []
     stored = {o["metadata"]["scrapbook"]["name"]: o for o in outputs}
-    assert set(stored) >= {"ln-dyt", "ln-dyt.a", "ln-dyt.b", "ln-dyt.wins", "ln-dyt.wins.claim"}
+    assert set(stored) >= {
+        "ln-dyt",
+        "ln-dyt.zh",
+        "ln-dyt.a",
+        "ln-dyt.b",
+        "ln-dyt.wins",
+        "ln-dyt.wins.claim",
+    }
     # doctor one stored per-seed value: the stored count no longer fits
     key = "application/papermill.record/text/plain"
     stored["ln-dyt.b"]["data"][key] = repr((0.98, 0.996, 0.97, 0.985, 0.999))

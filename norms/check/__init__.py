@@ -12,8 +12,9 @@ keyword arguments of a ``functools.partial`` reference such as
 grader runs both on several shapes, batch sizes and steps, in training and
 evaluation mode, and when they disagree it tests hypotheses (unbiased variance,
 eps outside the square root, wrong reduced dims, wrong momentum convention, ...)
-to name the bug.  It never lets an exception from the reader's code escape:
-crashes become problems in the report.
+to name the bug; an output with NaN, the input itself or an output that ignores
+the input is named as such.  It never lets an exception from the reader's code
+escape: crashes, endless loops and exits become problems in the report.
 
 The parts, one module each:
 
@@ -26,6 +27,8 @@ problem;
 * :mod:`~norms.check.inspection`: finding the candidate's eps, scale/shift and running statistics;
 * :mod:`~norms.check.structure`, :mod:`~norms.check.running_stats`, :mod:`~norms.check.diagnosis`:
   the checks, mixed into :class:`~norms.check.grader._Grader`;
+* :mod:`~norms.check.sandbox`: running the reader's code (a child process killed at the time
+  limit, what it replaces in torch put back after every call);
 * :mod:`~norms.check.grader`: the run itself and :func:`grade`.
 
 Only torch is needed.

@@ -8,8 +8,13 @@ import math
 import torch
 
 from .explanations import _explain
-from .helpers import _close, _fmt_exc, _maxerr
+from .helpers import _close, _f64, _fmt_exc, _isfinite, _isnan, _maxerr, _nonzero
 from .hypotheses import _EPS_GUESSES, _diagnose, _hyp_output, _scale
+from .tracing import layout
+
+#: problems that say the output is no normalization at all: the checks that compare the
+#: candidate with itself (a large mean) have nothing to add
+_NOT_NORMALIZING = ("no_mean_subtraction", "output_nan", "output_is_input", "output_ignores_input")
 
 
 class _Diagnosis:
@@ -19,12 +24,17 @@ class _Diagnosis:
     def explain_mismatch(self, y, x, spec, eps, w, b, where, yr, probe=None):
         """``probe(x)`` runs the candidate again (on a copy, same mode) for inputs chosen to tell
         apart hypotheses that the first input cannot."""
+        if self.nan_output(y, x, where, yr) or self.not_normalized(y, x, spec, w, b, where, probe):
+            return
         h = _diagnose(y, x, spec, eps, w, b, self.rtol, self.atol)
         if h is not None:
             told = True
             if h.eps_mode in ("outside", "none"):
                 h, told = self.separate_eps(h, x, spec, eps, w, b, probe)
-            for code, detail in _explain(h, spec, tuple(x.shape), eps, told_apart=told):
+            form = None  # the layout matters where there is a channel dim
+            if h.dims is not None and probe and spec.kind in ("batch", "instance", "group"):
+                form = layout(probe, x.detach().clone())
+            for code, detail in _explain(h, spec, tuple(x.shape), eps, told, form):
                 self.c.add(code, detail, where)
             return
         err = _maxerr(y, yr)
@@ -34,6 +44,72 @@ class _Diagnosis:
             f"{tuple(x.shape)}; no single known bug explains it.",
             where,
         )
+
+    def nan_output(self, y, x, where, yr) -> bool:
+        """An output with NaN (or inf) where torch's has none: named as such, with positions, and
+        True (no hypothesis is tried: NaN matches every hypothesis that also gives NaN)."""
+        shape = tuple(x.shape)
+        y64 = _f64(y)
+        bad = ~_isfinite(y64) & _isfinite(_f64(yr))
+        if bool(bad.any()):
+            nan, inf = bool(_isnan(y64)[bad].any()), bool((~_isnan(y64) & bad).any())
+            what = "NaN or inf" if nan and inf else ("NaN" if nan else "inf")
+            at = [tuple(int(i) for i in p) for p in _nonzero(bad)[:3].tolist()]
+            count = int(bad.sum())
+            some = f"at {count} of {bad.numel()} positions" if count < bad.numel() else "everywhere"
+            self.c.add(
+                "output_nan",
+                f"Your output has {what} {some} for an input of shape {shape} "
+                f"(at {', '.join(map(str, at))}{', ...' if count > len(at) else ''}); torch's "
+                "output is finite there.",
+                where,
+            )
+            return True
+        return False
+
+    def not_normalized(self, y, x, spec, w, b, where, probe=None) -> bool:
+        """The input itself (times γ plus β), or an output that does not depend on the input:
+        named as such, and True (a constant or the input matches hypotheses only by accident).
+        ``probe(x)`` runs the candidate again, on a copy."""
+        shape = tuple(x.shape)
+        y64, x64 = _f64(y), _f64(x)
+        view = spec.param_view(shape)
+        affine = x64
+        if w is not None:
+            affine = x64 * _f64(w).reshape(view) + (_f64(b).reshape(view) if b is not None else 0)
+        if _close(y64, x64, self.rtol, self.atol) or _close(y64, affine, self.rtol, self.atol):
+            same = "the input x itself" if _close(y64, x64, self.rtol, self.atol) else "γ·x + β"
+            self.c.add(
+                "output_is_input",
+                f"For an input of shape {shape} your output is {same}: nothing was normalized.",
+                where,
+            )
+            return True
+        other = None
+        if probe is not None:
+            gen = torch.Generator().manual_seed(self.seed + 13)
+            x2 = torch.randn(shape, generator=gen, dtype=x.dtype) * 3 + 2
+            try:
+                with torch.no_grad():
+                    other = probe(x2)
+            except Exception:
+                other = None
+            if not isinstance(other, torch.Tensor) or tuple(other.shape) != shape:
+                other = None
+        constant = y64.numel() > 1 and float(y64.max() - y64.min()) <= self.atol
+        if (other is not None and _close(other, y64, self.rtol, self.atol)) or constant:
+            value = f" ({float(y64.reshape(-1)[0]):.3g} everywhere)" if constant else ""
+            self.c.add(
+                "output_ignores_input",
+                f"Your output does not depend on the input: it is the same{value} for two "
+                f"different inputs of shape {shape}."
+                if other is not None
+                else f"Your output is the same{value} for every element of an input of shape "
+                f"{shape}.",
+                where,
+            )
+            return True
+        return False
 
     def separate_eps(self, h, x, spec, eps, w, b, probe):
         """eps outside the square root, or no eps at all?  With eps=1e-5 and a spread of 0.01 both
@@ -76,7 +152,7 @@ class _Diagnosis:
 
         The candidate is compared with itself, so this runs whatever else is wrong with it
         (except a missing mean subtraction, which is not shift-invariant anyway)."""
-        if "no_mean_subtraction" in self.c.problems:
+        if any(c in self.c.problems for c in _NOT_NORMALIZING):
             return
         gen = torch.Generator().manual_seed(self.seed + 7)
         x = torch.randn(shape, generator=gen)
@@ -105,6 +181,8 @@ class _Diagnosis:
         )
 
     def explain_eval_mismatch(self, y, x, spec, eps, w, b, where, yr, m, running, running_kind):
+        if self.nan_output(y, x, where, yr):
+            return
         x64, y64 = x.double(), y.detach().double()
         if running_kind and running:
             now = self.read_running(m, running)
@@ -147,6 +225,8 @@ class _Diagnosis:
                             )
                         # uses its own running stats correctly: their problems are reported above
                         return
+        if self.not_normalized(y, x, spec, w, b, where):
+            return
         h = _diagnose(y, x, spec, eps, w, b, self.rtol, self.atol, include_exact=running_kind)
         if running_kind and h is not None:
             self.c.add(
@@ -179,38 +259,84 @@ class _Diagnosis:
             where,
         )
 
-    def check_gradients(self, y, yr, xc, xr, param_pairs, where, gen, ref=None):
+    def check_gradients(self, y, yr, xc, xr, param_pairs, where, gen, ref=None, spec=None):
+        """The input gradient and each parameter's (``param_pairs``: (name, the candidate's
+        parameter, torch's)) after one backward; a wrong one is explained in its own terms."""
         g = torch.randn(y.shape, generator=gen)
         try:
-            y.backward(g)
+            self.guard.call(y.backward, g)
         except Exception as exc:
             self.c.add("backward_failed", f"y.backward() raised {_fmt_exc(exc)}", where)
             return
         yr.backward(g)
-        bad = []
+        ok = True
         if xc.grad is None:
-            bad.append("the input gets no gradient")
+            ok = False
+            self.c.add("gradient_mismatch", "The input gets no gradient.", where)
         elif not _close(xc.grad, xr.grad, 1e-3, 1e-4):
-            bad.append(f"the input gradient differs by up to {_maxerr(xc.grad, xr.grad):.3g}")
-        for p, r in param_pairs:
-            if p.grad is None:
-                bad.append("a parameter gets no gradient")
-            elif not _close(p.grad.reshape(r.grad.shape), r.grad, 1e-3, 1e-4):
-                bad.append(
-                    "a parameter gradient differs by up to "
-                    f"{_maxerr(p.grad.reshape(r.grad.shape), r.grad):.3g}"
-                )
-        if bad:
-            text = "; ".join(bad)
-            fit = None
-            if ref is not None and xc.grad is not None and bad[0].startswith("the input gradient"):
-                fit = _backward_terms_fit(xr.detach(), g, xc.grad, ref)
+            ok = False
+            text = f"The input gradient differs by up to {_maxerr(xc.grad, xr.grad):.3g}"
+            fit = _backward_terms_fit(xr.detach(), g, xc.grad, ref) if ref is not None else None
             if fit is not None:
-                self.c.add("backward_term", f"{text[:1].upper() + text[1:]}: {fit}.", where)
+                self.c.add("backward_term", f"{text}: {fit}.", where)
             else:
-                self.c.add("gradient_mismatch", text[:1].upper() + text[1:] + ".", where)
-        else:
+                self.c.add("gradient_mismatch", text + ".", where)
+        for name, p, r in param_pairs:
+            which = "weight" if r is getattr(ref, "weight", None) else "bias"
+            label = f"{which} ({'γ' if which == 'weight' else 'β'})"
+            if p.grad is None:
+                ok = False
+                self.c.add(
+                    "param_gradient", f"Your {label} {name!r} gets no gradient (None).", where
+                )
+            elif not _close(p.grad.reshape(r.grad.shape), r.grad, 1e-3, 1e-4):
+                ok = False
+                got = p.grad.reshape(r.grad.shape)
+                err = _maxerr(got, r.grad)
+                text = f"The gradient of your {label} {name!r} differs by up to {err:.3g}"
+                fit = None
+                if spec is not None:
+                    fit = _param_gradient_fit(which, got, xr.detach(), g, yr, ref, spec)
+                self.c.add("param_gradient", f"{text}{': ' + fit if fit else ''}.", where)
+        if ok:
             self.c.checks.append(f"gradients, {where}")
+
+
+def _param_gradient_fit(which, got, x, dy, yr, ref, spec) -> str | None:
+    """Which usual mistake gives the parameter gradient ``got`` (``which``: "weight" or "bias"):
+    dγ = Σ dy·x̂ and dβ = Σ dy, summed over the elements that share a parameter. x̂ comes from
+    torch's output, (y − β)/γ."""
+    shape = tuple(x.shape)
+    view = spec.param_view(shape)
+    w = _f64(ref.weight).reshape(view)
+    b = _f64(ref.bias).reshape(view) if getattr(ref, "bias", None) is not None else 0.0
+    y = _f64(yr)
+    x_hat = (y - b) / w
+    dy = _f64(dy)
+    keep = len(view) if spec.kind in ("layer", "rms") else None
+    lead = tuple(range(len(shape) - keep)) if keep else (0, *range(2, len(shape)))
+    count = math.prod(shape[d] for d in lead)
+
+    def total(t):
+        return t.sum(lead).reshape(got.shape)
+
+    right = "Σ dy·x̂" if which == "weight" else "Σ dy"
+    tries = {
+        "weight": [
+            (total(dy), "your gradient is Σ dy: the factor x̂ is missing"),
+            (total(dy * x_hat) / count, f"a mean over the {count} elements instead of a sum"),
+            (total(dy * _f64(x)), "your gradient is Σ dy·x: it uses the input x instead of x̂"),
+            (total(dy * y), "your gradient is Σ dy·y: it uses the output γ·x̂ + β instead of x̂"),
+        ],
+        "bias": [
+            (total(dy * x_hat), "your gradient is Σ dy·x̂, which is the weight's"),
+            (total(dy) / count, f"a mean over the {count} elements instead of a sum"),
+        ],
+    }[which]
+    for want, said in tries:
+        if _close(got, want, 1e-3, 1e-4):
+            return f"{said} (torch: {right} over the {count} elements that share each value)"
+    return None
 
 
 #: the three terms of dx = rstd·(g − mean(g) − x̂·mean(g·x̂)), g = γ·dy, as a reader knows them

@@ -4,25 +4,47 @@ from __future__ import annotations
 
 import math
 
+#: the right reshape for GroupNorm's groups, in each layout
+_GROUP_RESHAPE = {
+    "channels_first": "channels first (N, C, *): x.reshape(N, G, C // G, *spatial), statistics "
+    "over dims 2 and beyond",
+    "channels_last": "channels last (N, *, C): x.reshape(N, *spatial, G, C // G), statistics "
+    "over the spatial dims and the last dim (C // G)",
+}
 
-def _explain(h, spec, shape, eps, told_apart=True):
-    """Problems (code, detail) that a matching hypothesis stands for."""
+
+def _explain(h, spec, shape, eps, told_apart=True, layout=None):
+    """Problems (code, detail) that a matching hypothesis stands for. ``layout``: the layout the
+    candidate computes in, when known ("channels_last" for a channels-last layer seen through
+    torch's channels-first layout)."""
     out = []
     if h.dims == "interleaved":
+        G = spec.groups
+        where = f"your {layout.replace('_', '-')} layout" if layout else "the layout you use"
+        right = "; ".join(_GROUP_RESHAPE[k] for k in ([layout] if layout else _GROUP_RESHAPE))
         out.append(
             (
                 "wrong_groups",
                 "Your output matches GroupNorm with interleaved groups (channels "
-                f"g, g + {spec.groups}, g + {2 * spec.groups}, ... in group g) instead "
-                "of adjacent channels.",
+                f"g, g + {G}, g + {2 * G}, ... in group g) instead of adjacent channels: in "
+                f"{where} the channel dim was split as (C // G, G) = ({spec.channels // G}, {G}) "
+                f"instead of (G, C // G) = ({G}, {spec.channels // G}). Right: {right}.",
             )
         )
     elif h.dims is not None:
+        moved = ""
+        if layout == "channels_last":
+            nd = len(shape)
+            last = tuple(sorted(0 if d == 0 else nd - 1 if d == 1 else d - 1 for d in h.dims))
+            moved = (
+                f" (Dims of the channels-first input the grader passes; your layer moves the "
+                f"channels last, where they are dims {last} of the (N, *, C) tensor.)"
+            )
         out.append(
             (
                 "wrong_dims",
                 f"Your output matches statistics over dims {h.dims} of an input of "
-                f"shape {shape}; {spec.name} uses {spec.describe_dims(shape)}.",
+                f"shape {shape}; {spec.name} uses {spec.describe_dims(shape)}.{moved}",
             )
         )
     if h.center_flip:

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import inspect
-import signal
-import threading
 import traceback
 from typing import Callable
 
@@ -15,20 +12,30 @@ import torch
 from torch import nn
 
 from .diagnosis import _Diagnosis
-from .helpers import _close, _fmt_exc, _maxerr, _num, _resolve
+from .helpers import _close, _fmt_exc, _maxerr, _num, _resolve, _same
 from .hypotheses import _Spec
 from .inspection import _EPS_NAMES, _find_affine, _find_eps, _find_running
 from .problems import _Abort, _Collector
 from .report import Report
 from .running_stats import _RunningStatsChecks
+from .sandbox import (
+    _CHILD_PROCESS,
+    _CannotFork,
+    _ChildEnded,
+    _Guard,
+    _in_child,
+    _time_limit,
+    _TimedOut,
+)
 from .scenarios import _KIND, _SCENARIOS, _build_reference, _call_str, _data, _reference_name
 from .structure import _StructureChecks
 from .tracing import explain_crash, reductions
 
 
 class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
-    def __init__(self, candidate, reference, seed, rtol, atol, num_groups, ref_kw=None):
+    def __init__(self, candidate, reference, seed, rtol, atol, num_groups, ref_kw=None, guard=None):
         self.candidate = candidate
+        self.guard = guard if guard is not None else _Guard()
         self.ref_name = reference
         self.ref_kw = dict(ref_kw or {})  # keywords of a functools.partial reference
         self.seed = seed
@@ -57,7 +64,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
         """Call the reader's code; a crash becomes a problem.  ``trace = (fn, x, spec)`` re-runs a
         crashed forward to see which dims its statistics were taken over."""
         try:
-            return fn(*args, **kw)
+            return self.guard.call(fn, *args, **kw)
         except SystemExit as exc:  # sys.exit() in the reader's code: reported, never raised
             self.c.add("exited", f"{what} called sys.exit({exc.code!r})", where)
             raise _Abort from None
@@ -71,6 +78,11 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
             if trace is not None:
                 self.explain_crash(*trace, where)
             raise _Abort from None
+
+    def guarded(self, fn):
+        """``fn`` (the reader's code) called through the guard: what it replaces in torch is
+        put back after every call."""
+        return functools.partial(self.guard.call, fn)
 
     def explain_crash(self, fn, x, spec, where):
         correct = spec.dims(tuple(x.shape))
@@ -215,7 +227,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                 p2 = [variant] if pos else []
                 k2 = dict(kw, **({shape_arg[0]: variant} if shape_arg else {}))
                 try:
-                    self.candidate(probe, *p2, **k2)
+                    self.guard.call(self.candidate, probe, *p2, **k2)
                 except Exception:
                     continue
                 pos, kw = p2, k2
@@ -238,7 +250,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                     *pos,
                     what="calling the function",
                     where=where,
-                    trace=(lambda x: self.candidate(x, *pos, **kw), x, spec),
+                    trace=(self.guarded(lambda x: self.candidate(x, *pos, **kw)), x, spec),
                     **kw,
                 )
                 self.check_output(y, x, where)
@@ -249,7 +261,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                 self.passed.append(shape)
                 self.c.checks.append(f"output on {shape}")
                 if step == 0:
-                    self.check_gradients(y, yr, xc, xr, [], where, gen, ref)
+                    self.check_gradients(y, yr, xc, xr, [], where, gen, ref, spec)
             else:
                 self.failed.append(shape)
                 self.explain_mismatch(
@@ -261,11 +273,13 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                     None,
                     where,
                     yr,
-                    probe=lambda x: self.candidate(x, *pos, **kw),
+                    probe=self.guarded(lambda x: self.candidate(x, *pos, **kw)),
                 )
         if spec.center:
             self.check_cancellation(
-                lambda x: self.candidate(x, *pos, **kw), sc.train[0], f"shape {sc.train[0]}"
+                self.guarded(lambda x: self.candidate(x, *pos, **kw)),
+                sc.train[0],
+                f"shape {sc.train[0]}",
             )
 
     # -- classes ----------------------------------------------------------------------
@@ -286,9 +300,9 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
         where0 = f"{call}"
         m = self.build(sc.args, where0)
         # -- structure after __init__ --------------------------------------------------
-        scale, shift, wrong, plain = _find_affine(m, spec)
-        eps_name, eps = _find_eps(m)
-        momentum = getattr(m, "momentum", "missing")
+        scale, shift, wrong, plain = self.guard.call(_find_affine, m, spec)
+        eps_name, eps = self.guard.call(_find_eps, m)
+        momentum = self.guard.call(getattr, m, "momentum", "missing")
         if not (momentum is None or _num(momentum)):
             momentum = "missing"
         ref_default = _build_reference(
@@ -307,7 +321,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
         running_kind = spec.kind == "batch" and ref_default.track_running_stats
         running = {}
         if spec.kind in ("batch", "instance"):
-            running = _find_running(m, spec, {n for n in (scale, shift) if n})
+            running = self.guard.call(_find_running, m, spec, {n for n in (scale, shift) if n})
             if spec.kind == "instance" and running and self.ref_kw.get("track_running_stats", True):
                 running_kind = True
             if not running_kind:
@@ -399,7 +413,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
         mom = ref.momentum if spec.kind in ("batch", "instance") else None
         if running_kind and running:
             self.check_running_init(m, ref, running, call)
-        m.train()
+        self.call(m.train, what="calling .train()", where=call)
         ref.train()
         passed, failed = self.passed, self.failed
         failed_before = len(failed)
@@ -415,13 +429,13 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
             xc = x.clone().requires_grad_(True)
             xr = x.clone().requires_grad_(True)
             try:
-                m_before = _copy(m)
+                m_before = self.guard.call(_copy, m)
                 y = self.call(
                     m,
                     xc,
                     what="forward (training mode)",
                     where=where,
-                    trace=(lambda x, m=m_before: m.train()(x), x, spec),
+                    trace=(self.guarded(lambda x, m=m_before: m.train()(x)), x, spec),
                 )
                 self.check_output(y, x, where)
             except _Abort:
@@ -429,7 +443,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                 continue
             if running_kind and not running and step == 0:
                 # created by the first forward pass (CS231n's bn_param dict, say)?
-                running = _find_running(m, spec, {n for n in (scale, shift) if n})
+                running = self.guard.call(_find_running, m, spec, {n for n in (scale, shift) if n})
                 if running:
                     self.c.problems.pop("running_stats_missing", None)  # they exist after all
                     self.c.note(
@@ -449,13 +463,29 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                 self.c.checks.append(f"training output, {call}, input {shape}")
                 if step == 0:
                     self.check_gradients(
-                        y, yr, xc, xr, [(_resolve(m, n), r) for n, r in pairs], where, gen, ref
+                        y,
+                        yr,
+                        xc,
+                        xr,
+                        [(n, _resolve(m, n), r) for n, r in pairs],
+                        where,
+                        gen,
+                        ref,
+                        spec,
                     )
             else:
                 failed.append(shape)
-                m_after = _copy(m)
+                m_after = self.guard.call(_copy, m)
                 self.explain_mismatch(
-                    y, x, spec, ref_eps, w, b, where, yr, probe=lambda x, m=m_after: m.train()(x)
+                    y,
+                    x,
+                    spec,
+                    ref_eps,
+                    w,
+                    b,
+                    where,
+                    yr,
+                    probe=self.guarded(lambda x, m=m_after: m.train()(x)),
                 )
             if running_kind and running:
                 self.check_running(m, ref, running, prev, x, spec, mom, where, prev_ref)
@@ -482,7 +512,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                 yr = ref(x.clone())
             if running_kind and running:
                 now = self.read_running(m, running)
-                if any(not torch.equal(prev[k2], now[k2]) for k2 in prev if k2 in now):
+                if any(not _same(prev[k2], now[k2]) for k2 in prev if k2 in now):
                     self.c.add(
                         "running_stats_updated_in_eval",
                         "The running statistics changed during a forward pass in eval mode.",
@@ -502,7 +532,9 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
             self.check_mode_source(m, sc, call, gen)
         if spec.center:
             self.check_cancellation(
-                lambda x: _copy(m).train()(x), sc.train[0], f"training, {call}, input {sc.train[0]}"
+                self.guarded(lambda x: _copy(m).train()(x)),
+                sc.train[0],
+                f"training, {call}, input {sc.train[0]}",
             )
 
     def check_mode_source(self, m, sc, call, gen):
@@ -517,11 +549,15 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
         for mode, label in (("eval", "In eval mode"), ("train", "In training mode")):
             outs = {}
             for grad in (False, True):
-                try:
+
+                def forward(grad=grad, mode=mode):
                     c = _copy(m)
                     c.train(mode == "train")
                     with torch.set_grad_enabled(grad):
-                        outs[grad] = c(x.clone().requires_grad_(grad))
+                        return c(x.clone().requires_grad_(grad))
+
+                try:
+                    outs[grad] = self.guard.call(forward)
                 except Exception:
                     break  # crashes are reported by the main loop
             if len(outs) < 2 or not all(isinstance(o, torch.Tensor) for o in outs.values()):
@@ -579,84 +615,6 @@ def _copy_tensors(obj, memo: dict):
     return new
 
 
-class _TimedOut(BaseException):
-    """The time limit of :func:`grade` ran out (raised by SIGALRM in the reader's code)."""
-
-
-def _module_state(module) -> dict:
-    return dict(vars(module))
-
-
-def _restore_module(module, saved: dict) -> None:
-    now = vars(module)
-    for name in [n for n in now if n not in saved]:
-        try:
-            delattr(module, name)
-        except (AttributeError, TypeError):
-            pass
-    for name, value in saved.items():
-        if now.get(name, _MISSING) is not value:
-            try:
-                setattr(module, name, value)
-            except (AttributeError, TypeError):
-                pass
-
-
-_MISSING = object()
-
-
-@contextlib.contextmanager
-def _isolated(timeout: float | None):
-    """Run the candidate with torch's global settings saved and restored, and a time limit.
-
-    Saved and restored: the default dtype, grad mode, the number of threads, deterministic
-    algorithms, anomaly detection, the RNG state (by :func:`grade`), and every attribute of
-    ``torch``, ``torch.nn``, ``torch.nn.functional`` and ``torch.Tensor`` (a candidate that
-    replaces ``torch.allclose`` gets it back). The time limit is a ``SIGALRM`` timer, so it
-    works in the main thread of a POSIX process (a notebook's kernel): it interrupts Python
-    code, not a single long C++ operation, and elsewhere there is no limit.
-    """
-    import torch.nn.functional as nnf
-
-    modules = (torch, torch.nn, nnf, torch.Tensor)
-    saved = [_module_state(m) for m in modules]
-    settings = (
-        torch.get_default_dtype(),
-        torch.is_grad_enabled(),
-        torch.get_num_threads(),
-        torch.are_deterministic_algorithms_enabled(),
-        torch.is_deterministic_algorithms_warn_only_enabled(),
-        torch.is_anomaly_enabled(),
-    )
-    alarm = (
-        timeout is not None
-        and hasattr(signal, "setitimer")
-        and threading.current_thread() is threading.main_thread()
-    )
-    if alarm:
-
-        def expire(signum, frame):
-            raise _TimedOut()
-
-        previous = signal.signal(signal.SIGALRM, expire)
-        signal.setitimer(signal.ITIMER_REAL, timeout)
-    try:
-        yield
-    finally:
-        if alarm:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
-        for module, state in zip(modules, saved, strict=True):
-            _restore_module(module, state)
-        dtype, grad, threads, deterministic, warn_only, anomaly = settings
-        torch.set_default_dtype(dtype)
-        torch.set_grad_enabled(grad)
-        if torch.get_num_threads() != threads:
-            torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
-        torch.autograd.set_detect_anomaly(anomaly)
-
-
 def grade(
     candidate: Callable,
     reference,
@@ -679,39 +637,88 @@ def grade(
 
     ``num_groups`` is only used for a plain GroupNorm function that takes no group argument.
 
-    Isolation: the candidate runs in this process (a notebook's classes need not be
-    importable), with a time limit of ``timeout`` seconds (``None``: none; a ``SIGALRM``
-    timer, in the main thread on Linux and macOS, which stops Python code but not one
-    long C++ operation), torch's global settings saved and restored (default dtype, grad
-    mode, threads, deterministic algorithms, anomaly detection, the random state, and the
-    attributes of ``torch``, ``torch.nn``, ``torch.nn.functional`` and ``torch.Tensor``),
-    and on copies of any module it is given. ``sys.exit()`` in the candidate and the time
-    limit become problems in the report. What it cannot undo: changes the candidate makes
-    elsewhere (files, other modules, global variables of the notebook), memory it fills,
-    or a crash of the process itself.
+    Isolation: on Linux (Colab, most notebooks) the grading runs in a forked child process
+    (a notebook's classes need not be importable), which is killed when ``timeout`` seconds
+    (``None``: no limit) and a grace of two seconds have passed: the limit holds against code
+    that loops while catching the alarm, cancels the timer, ignores the signal or runs one
+    long C++ operation, and nothing the candidate does (``os._exit()`` included) reaches this
+    process. Elsewhere it runs in this process, limited by a repeating ``SIGALRM`` timer (main
+    thread of macOS; no limit on Windows), which stops Python code that does not cancel it.
+    Either way the candidate runs on copies of any module it is given, and after every call
+    into its code the grader puts back torch's global settings (default dtype, grad mode,
+    threads, deterministic algorithms, anomaly detection; the random state at the end) and
+    every attribute of ``torch``, ``torch.nn``, ``torch.nn.functional``, ``torch.Tensor``,
+    the reference layers, ``builtins``, ``math`` and ``norms.check`` itself; it compares with
+    its own references to ``torch.allclose`` and the like, so a candidate that replaces them
+    cannot pass. ``sys.exit()``, the time limit and a crash become problems in the report.
+    What it cannot undo (in this process): changes the candidate makes elsewhere (files,
+    other modules, global variables of the notebook).
     """
     name, ref_kw = _reference_name(reference)
-    g = _Grader(candidate, name, seed, rtol, atol, num_groups, ref_kw)
+    cand_name = _candidate_name(candidate)
+
+    def work():
+        return _grade_here(candidate, name, ref_kw, seed, rtol, atol, num_groups, timeout)
+
+    if not _CHILD_PROCESS:
+        return work()
+    problems = _Collector(_KIND[name])
     try:
-        with _isolated(timeout), torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            g.run()
+        return _in_child(work, timeout)
+    except _CannotFork:
+        return work()
     except _TimedOut:
-        g.c.add(
-            "timed_out",
-            f"grading stopped after {timeout:g} s: timed out after {timeout:g} s in your code",
+        problems.add("timed_out", _timed_out(cand_name, timeout))
+    except _ChildEnded as exc:
+        problems.add(
+            "crashed",
+            f"The process grading {cand_name} ended ({exc.status}) before it could report.",
         )
+    except Exception as exc:  # a bug in the grader must still not surface as a traceback
+        problems.add("grader_error", _fmt_exc(exc))
+    return _report(cand_name, name, ref_kw, problems)
+
+
+def _candidate_name(candidate) -> str:
+    if isinstance(candidate, nn.Module):
+        candidate = type(candidate)
+    if isinstance(candidate, functools.partial):
+        candidate = candidate.func
+    return getattr(candidate, "__name__", None) or repr(candidate)[:60]
+
+
+def _timed_out(cand_name, timeout) -> str:
+    return f"{cand_name} did not finish in {timeout:g} s: grading stopped it there."
+
+
+def _report(cand_name, name, ref_kw, c: _Collector) -> Report:
+    return Report(
+        candidate=cand_name,
+        reference=_call_str(f"torch.nn.{name}", (), ref_kw) if ref_kw else f"torch.nn.{name}",
+        problems=list(c.problems.values()),
+        notes=c.notes,
+        checks=c.checks,
+    )
+
+
+def _grade_here(candidate, name, ref_kw, seed, rtol, atol, num_groups, timeout) -> Report:
+    """Grade in this process: the reader's code under a :class:`_Guard` and :func:`_time_limit`."""
+    cand_name = _candidate_name(candidate)
+    guard = _Guard()
+    g = _Grader(candidate, name, seed, rtol, atol, num_groups, ref_kw, guard)
+    try:
+        try:
+            with _time_limit(timeout), torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                g.run()
+        finally:
+            guard.restore()
+    except _TimedOut:
+        g.c.add("timed_out", _timed_out(getattr(g, "cand_name", cand_name), timeout))
     except SystemExit as exc:  # raised outside a guarded call: still reported, never raised
         g.c.add("exited", f"your code called sys.exit({exc.code!r})")
     except _Uncopyable as exc:
         g.c.add("not_copyable", f"copy.deepcopy of your module raised {exc}")
     except Exception as exc:  # a bug in the grader must still not surface as a traceback
         g.c.add("grader_error", f"{_fmt_exc(exc)}\n{traceback.format_exc(limit=-3)}")
-    cand_name = getattr(g, "cand_name", getattr(candidate, "__name__", repr(candidate)[:60]))
-    return Report(
-        candidate=cand_name,
-        reference=_call_str(f"torch.nn.{name}", (), ref_kw) if ref_kw else f"torch.nn.{name}",
-        problems=list(g.c.problems.values()),
-        notes=g.c.notes,
-        checks=g.c.checks,
-    )
+    return _report(getattr(g, "cand_name", cand_name), name, ref_kw, g.c)

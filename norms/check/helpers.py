@@ -11,6 +11,26 @@ from torch import nn
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
+# The grader's own references to what it compares with, taken when norms.check is imported: a
+# reader's code that replaces torch.allclose, torch.Tensor.double or builtins.bool while it runs
+# (or returns a Tensor subclass whose __torch_function__ answers for them) cannot change a
+# comparison. The sandbox also puts back whatever the reader's code replaced, after every call.
+_allclose = torch.allclose
+_equal = torch.equal
+_isnan = torch.isnan
+_isfinite = torch.isfinite
+_where = torch.where
+_full_like = torch.full_like
+_nonzero = torch.nonzero
+_detach = torch.Tensor.detach
+_to_double = torch.Tensor.double
+_size = torch.Tensor.size
+_numel = torch.Tensor.numel
+_abs = torch.Tensor.abs
+_amax = torch.amax
+_no_torch_function = torch._C.DisableTorchFunction
+_bool, _float, _tuple = bool, float, tuple
+
 
 def _fmt_exc(exc: BaseException) -> str:
     """'TypeError: msg (line 12 in forward: `var = ...`)' — points at the reader's code."""
@@ -39,20 +59,32 @@ def _sq(shape):
     return tuple(s for s in shape if s != 1)
 
 
+def _f64(t):
+    """A plain float64 copy of the tensor ``t``, detached (whatever subclass it is)."""
+    with _no_torch_function():
+        return _to_double(_detach(t))
+
+
 def _close(a, b, rtol, atol):
-    if a.shape != b.shape:
-        return False
-    return bool(
-        torch.allclose(
-            a.detach().double(), b.detach().double(), rtol=rtol, atol=atol, equal_nan=True
-        )
-    )
+    """Same shape and allclose (NaN equal to NaN), computed in float64 with the grader's own
+    functions."""
+    with _no_torch_function():
+        if _tuple(_size(a)) != _tuple(_size(b)):
+            return False
+        return _bool(_allclose(_f64(a), _f64(b), rtol=rtol, atol=atol, equal_nan=True))
+
+
+def _same(a, b):
+    """torch.equal, with the grader's own reference to it."""
+    with _no_torch_function():
+        return _bool(_equal(_detach(a), _detach(b)))
 
 
 def _maxerr(a, b):
-    d = (a.detach().double() - b.detach().double()).abs()
-    d = torch.where(torch.isnan(d), torch.full_like(d, float("inf")), d)
-    return float(d.max()) if d.numel() else 0.0
+    with _no_torch_function():
+        d = _abs(_f64(a) - _f64(b))
+        d = _where(_isnan(d), _full_like(d, _float("inf")), d)
+        return _float(_amax(d)) if _numel(d) else 0.0
 
 
 def _num(v):

@@ -75,8 +75,9 @@ PROBLEM_CODES = {
     ),
     "wrong_groups": (
         "GroupNorm groups are made of the wrong channels",
-        "Group adjacent channels: x.reshape(N, G, C // G, *spatial) and reduce over dims 2 and "
-        "beyond (x.reshape(N, C // G, G, ...) interleaves channels).",
+        "A group is C // G adjacent channels (channel c is in group c // (C // G)): split the "
+        "channel dim into (G, C // G), not (C // G, G), and take each group's statistics over "
+        "its C // G channels at every position (the reshape for your layout is above).",
     ),
     "subtracts_mean": (
         "RMSNorm subtracts the mean",
@@ -103,12 +104,29 @@ PROBLEM_CODES = {
         "x.var(dims, unbiased=False): the difference of two large, nearly equal numbers "
         "loses the variance's digits when the mean is large compared with the spread.",
     ),
+    "output_nan": (
+        "The output has NaN (or inf) values",
+        "Look for a division by zero or the square root of a negative number: eps belongs inside "
+        "the square root, sqrt(var + eps); the variance is the mean of squared deviations (never "
+        "negative, unlike E[x²] − E[x]²); an unbiased variance divides by n − 1 = 0 when a "
+        "statistic has one element.",
+    ),
+    "output_is_input": (
+        "The output is the input, not normalized",
+        "Normalize x before the scale and shift: x̂ = (x - mean) / sqrt(var + eps) with the "
+        "statistics over the elements the layer normalizes together, then return γ·x̂ + β.",
+    ),
+    "output_ignores_input": (
+        "The output does not depend on the input",
+        "Compute the output from forward's argument x (not from a stored tensor, a parameter "
+        "alone or a constant): return γ·x̂ + β with x̂ the normalized x.",
+    ),
     "output_mismatch": (
         "The output differs from the torch layer",
         "Compare your forward step by step with the torch layer on a small input.",
     ),
     "gradient_mismatch": (
-        "Outputs agree but gradients do not",
+        "Outputs agree but the input gradient does not",
         "With autograd, do not detach the statistics (no .detach(), .data, .item() or "
         "torch.no_grad() around the mean and variance used in the output). With a "
         "hand-written backward, dx has three terms, rstd·(g − mean(g) − x̂·mean(g·x̂)) with "
@@ -122,6 +140,14 @@ PROBLEM_CODES = {
         "elements that share a statistic (RMSNorm: no mean(g) term). Add the term named "
         "above, with its sign and factor. With autograd, a missing mean or x̂ term means the "
         "statistics were detached (.detach(), .data, .item(), torch.no_grad()).",
+    ),
+    "param_gradient": (
+        "A parameter's gradient differs",
+        "dγ = Σ dy·x̂ and dβ = Σ dy, each summed over the elements that share the parameter "
+        "(every dim but the normalized ones for LayerNorm and RMSNorm, every dim but the "
+        "channel dim for BatchNorm, GroupNorm and InstanceNorm), with x̂ the normalized input "
+        "before the scale and shift. With autograd, use the parameters themselves in forward "
+        "(no .detach() or .data, no copy made in __init__).",
     ),
     "backward_failed": (
         "Backpropagating through the layer raised an exception",
@@ -229,6 +255,11 @@ PROBLEM_CODES = {
         "Your code called sys.exit() (or raised SystemExit)",
         "Raise an exception instead of exiting: in a notebook, exiting stops the kernel.",
     ),
+    "crashed": (
+        "Your code ended the process that graded it",
+        "Look for os._exit(), os.kill() or a crash in C code (ctypes, an extension) in "
+        "__init__, forward or backward: in a notebook, that ends the kernel.",
+    ),
     "not_copyable": (
         "Your module cannot be copied with copy.deepcopy",
         "The grader runs copies, so that grading leaves your module's running statistics "
@@ -276,6 +307,11 @@ _FIX_BY_KIND = {
     ): "Add eps inside the square root: torch.sqrt(x.pow(2).mean(dims, keepdim=True) + eps); "
     "torch's default eps=None means the machine epsilon of the dtype it computes in "
     "(float32 for float16, bfloat16 and float32 input).",
+    (
+        "output_is_input",
+        "rms",
+    ): "Normalize x before the scale: x / sqrt(mean(x²) + eps) over the normalized dims, then "
+    "return γ times that.",
     **{
         (
             "eval_mismatch",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .helpers import _close, _maxerr, _resolve
+from .helpers import _close, _maxerr, _resolve, _same
 
 
 class _RunningStatsChecks:
@@ -27,7 +27,7 @@ class _RunningStatsChecks:
         now = self.read_running(m, running)
         refs = {"mean": ref.running_mean.double(), "var": ref.running_var.double()}
         for key, got in now.items():
-            if got.shape != refs[key].shape or torch.equal(got, refs[key]):
+            if got.shape != refs[key].shape or _same(got, refs[key]):
                 continue
             name = running[key][0]
             want = "zeros" if key == "mean" else "ones"
@@ -133,7 +133,7 @@ class _RunningStatsChecks:
                         "torch.nn uses the unbiased one (÷(n-1)) for running_var.",
                         where,
                     )
-            elif torch.equal(got, old):
+            elif _same(got, old):
                 self.c.add(
                     "running_stats_not_updated",
                     f"{name} did not change during a training step.",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .helpers import _fmt_exc, _resolve
+from .helpers import _fmt_exc, _resolve, _same
 from .problems import _Abort
 from .scenarios import _call_str, _data
 
@@ -23,13 +23,17 @@ class _StructureChecks:
         gen = torch.Generator().manual_seed(self.seed + 7)
         x = _data(gen, sc.train[0], 0)
         x0 = x.clone()
-        try:
+
+        def forward():
             m.train()
             with torch.no_grad():
                 m(x)
+
+        try:
+            self.guard.call(forward)
         except Exception:
             return None  # the main loop reports crashes
-        if not torch.equal(x, x0):
+        if not _same(x, x0):
             self.c.add(
                 "modifies_input",
                 "After a forward pass the input tensor had different values.",
@@ -144,7 +148,7 @@ class _StructureChecks:
                 + ")"
             )
         try:
-            sd = m.state_dict()
+            sd = self.guard.call(m.state_dict)
             absent = [n for n in names if n not in sd]
             if absent:
                 issues.append(
@@ -155,8 +159,8 @@ class _StructureChecks:
             self.c.note(f"state_dict() raised {_fmt_exc(exc)}")
         # does .to(float64) move them?
         try:
-            m2 = self.candidate(*sc.args, **self.ref_kw)
-            m2.to(torch.float64)
+            m2 = self.guard.call(self.candidate, *sc.args, **self.ref_kw)
+            self.guard.call(m2.to, torch.float64)
             stay = []
             for n, _ in running.values():
                 t = _resolve(m2, n)

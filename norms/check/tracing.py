@@ -74,6 +74,39 @@ def reductions(fn, x):
     return rec.seen
 
 
+class _Shapes(TorchFunctionMode):
+    """Records the shape of every tensor with ``numel`` elements that torch functions get."""
+
+    def __init__(self, numel):
+        super().__init__()
+        self.numel = numel
+        self.seen: set = set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        for a in args[:1]:
+            if isinstance(a, torch.Tensor) and a.numel() == self.numel:
+                self.seen.add(tuple(a.shape))
+        return func(*args, **(kwargs or {}))
+
+
+def layout(fn, x):
+    """ "channels_last" when ``fn`` (a layer seen through torch's channels-first layout) works on
+    ``x`` with its channels moved to the last dim, as a channels-last layer wrapped in
+    ``movedim(1, -1)`` does; "channels_first" when it does not; None when the two are one shape
+    (a 2-D input) or ``fn`` fails."""
+    shape = tuple(x.shape)
+    last = (shape[0], *shape[2:], shape[1])
+    if len(shape) < 3 or last == shape:
+        return None
+    rec = _Shapes(x.numel())
+    try:
+        with rec, torch.no_grad():
+            fn(x)
+    except Exception:
+        return None
+    return "channels_last" if last in rec.seen else "channels_first"
+
+
 def explain_crash(seen, correct, shape, layer):
     """Words for a crash, from the recorded reductions; None when they do not explain it."""
     if correct is None or not seen:

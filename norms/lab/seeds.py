@@ -40,6 +40,7 @@ from norms.glue import glue
 __all__ = ["SEEDS", "Comparison", "Spread", "compare", "glue_comparison", "over_seeds", "verdict"]
 
 _NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+_ZH_NUMBERS = ("零", "一", "两", "三", "四", "五", "六", "七", "八", "九")
 
 #: The seeds a comparison runs over unless a chapter says otherwise (at least five).
 SEEDS: tuple[int, ...] = (0, 1, 2, 3, 4)
@@ -150,6 +151,16 @@ class Comparison:
         n = _NUMBER_WORDS[self.n] if self.n < len(_NUMBER_WORDS) else str(self.n)
         return f"{n} seed{'s' if self.n != 1 else ''} do not separate them ({count})"
 
+    @property
+    def zh(self) -> str:
+        """The same sentence in Chinese, for the Chinese edition's text."""
+        direction = "更高" if self.wins >= self.losses else "更低"
+        count = f"{self.n} 个随机种子中有 {max(self.wins, self.losses)} 个{direction}"
+        if self.apart:
+            return count
+        n = _ZH_NUMBERS[self.n] if self.n < len(_ZH_NUMBERS) else str(self.n)
+        return f"{n}个随机种子不足以区分二者（{count}）"
+
 
 def compare(a: Spread, b: Spread) -> Comparison:
     """How ``a`` compares with ``b``, paired by seed (both must have the same seeds).
@@ -176,8 +187,9 @@ def glue_comparison(name: str, a: Spread, b: Spread, digits: int = 4) -> Compari
     Glues ``name.a`` and ``name.b`` (the per-seed values, ``digits`` significant digits
     each), ``name.wins`` (seeds where ``a`` is higher; its claim, re-checked from the two
     stored tuples by :func:`norms.glue.check_claims`, says so and whether the ranges are
-    apart), ``name.losses`` and ``name`` (the sentence of :func:`verdict`, from the rounded
-    values). The text then writes e.g. ``LayerNorm is {glue:text}`ln-dyt```.
+    apart), ``name.losses``, ``name`` (the sentence of :func:`verdict`, from the rounded
+    values) and ``name.zh`` (that sentence in Chinese). The text then writes e.g.
+    ``LayerNorm is {glue:text}`ln-dyt```, and its Chinese translation ``{glue:text}`ln-dyt.zh```.
     """
     a, b = (Spread(tuple(float(f"{v:.{digits}g}") for v in s.values), s.seeds) for s in (a, b))
     result = compare(a, b)
@@ -187,4 +199,5 @@ def glue_comparison(name: str, a: Spread, b: Spread, digits: int = 4) -> Compari
     glue(f"{name}.wins", result.wins, paired=pair, apart=result.apart)
     glue(f"{name}.losses", result.losses, paired=pair[::-1], apart=result.apart)
     glue(name, str(result))
+    glue(f"{name}.zh", result.zh)  # the Chinese edition's text shows this one
     return result
