@@ -9,7 +9,8 @@
   small one with BatchNorm training or frozen;
 * :class:`NFResNet`, :func:`residual_cnn`: a small residual CNN with BatchNorm, without
   norms (SkipInit), or normalizer-free (scaled weight standardization);
-* :func:`accuracy_grid`: final test accuracy for every method, batch size and seed.
+* :func:`accuracy_grid`: final test accuracy for every method, batch size and seed (to
+  compare two of them seed by seed: :func:`norms.lab.seeds.compare`).
 
 Everything runs in float64 so that the numbers do not depend on the CPU or the number
 of threads; every run is seeded.
@@ -43,7 +44,6 @@ __all__ = [
     "ResidualCNN",
     "residual_cnn",
     "small_batch_run",
-    "verdict",
     "statistic_noise",
 ]
 
@@ -231,17 +231,6 @@ def small_batch_run(
     :func:`small_batch_cnn` on ``data`` with the learning rate ``base_lr · B/32``; the
     trained models go into ``keep[method, batch_size, seed]`` when ``keep`` is a dict."""
     return lambda method, b, seed: _run(method, data, b, seed, epochs, base_lr, channels, keep)
-
-
-def verdict(a: Sequence[float], b: Sequence[float], name_a: str, name_b: str) -> str:
-    """What the seeds support: ``name_a`` above (or below) ``name_b`` in every seed with
-    the ranges apart, or no difference at this scale when the ranges overlap."""
-    a, b = [float(v) for v in a], [float(v) for v in b]
-    if min(a) > max(b):
-        return f"{name_a} is better than {name_b} (the ranges over seeds do not overlap)"
-    if min(b) > max(a):
-        return f"{name_a} is worse than {name_b} (the ranges over seeds do not overlap)"
-    return f"{name_a} and {name_b} do not differ at this scale (the ranges over seeds overlap)"
 
 
 # --------------------------------------------------------------------------
