@@ -136,3 +136,16 @@ def test_the_description_is_read_from_the_png():
     data, _ = fig._repr_png_()
     assert reader_fixes.png_description(data) == "Figure: a title"
     assert reader_fixes.png_description(io.BytesIO(b"not a png").getvalue()) is None
+
+
+def test_a_figure_that_sphinx_links_to_itself_zooms_too():
+    """Sphinx links an image with a width to itself; that link becomes the zoom link."""
+    body = (
+        '<a class="reference internal image-reference" href="../_images/abc.png">'
+        '<img alt="x" src="../_images/abc.png" style="width: 700px;" /></a>'
+    )
+    out = reader_fixes.link_figures(body)
+    assert out.count("figure-zoom") == 1
+    assert '<a class="figure-zoom reference internal image-reference"' in out
+    assert 'href="../_images/abc.png"' in out
+    assert reader_fixes.link_figures(out) == out

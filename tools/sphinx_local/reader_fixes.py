@@ -41,6 +41,9 @@ _FIGURE = re.compile(
     r'<img\b[^>]*?\bsrc="(?P<src>[^"]*_images/[^"]+\.(?:png|svg|jpe?g|gif))"[^>]*>'
 )
 ZOOM_CLASS = "figure-zoom"
+_IMAGE_REFERENCE = re.compile(
+    r'<a class="reference internal image-reference" href="(?P<href>[^"]*_images/[^"]+)">'
+)
 
 SCRIPT = r"""
 document.addEventListener("DOMContentLoaded", () => {
@@ -108,6 +111,12 @@ def link_figures(body: str) -> str:
         link = f'<a class="{ZOOM_CLASS}" href="{m["src"]}" title="Open the figure full size">'
         return f"{link}{m[0]}</a>"
 
+    # Sphinx links a figure with a width (every figure of norms.plots) to itself already
+    body = _IMAGE_REFERENCE.sub(
+        f'<a class="{ZOOM_CLASS} reference internal image-reference" '
+        'title="Open the figure full size" href="\\g<href>">',
+        body,
+    )
     return _FIGURE.sub(wrap, body)
 
 

@@ -183,13 +183,13 @@
     var cols = Math.max(1, Math.min(a, Math.floor((room - left) / (pw + gap))));
     var rows = Math.ceil(a / cols), twoLines = room < 480;
     var width = Math.max(left + cols * (pw + gap), twoLines ? 300 : 480);
-    var height = top + rows * (ph + 32) + (twoLines ? 46 : 30);
+    var height = top + rows * (ph + 44) - 12 + (twoLines ? 46 : 30);
     var svg = sv("svg", { viewBox: "0 0 " + width + " " + height, width: width, role: "img", class: "norms-reduction",
       style: "max-width:100%;height:auto", "aria-label": title }, box);
     sv("text", { x: 4, y: 14, class: "ne-title" }, svg, title);
     var tints = tintIndices(st.ids, g, st.count, d.tints.length);
     for (var p = 0; p < a; p++) {
-      var ox = left + (p % cols) * (pw + gap), oy = top + Math.floor(p / cols) * (ph + 30);
+      var ox = left + (p % cols) * (pw + gap), oy = top + Math.floor(p / cols) * (ph + 44);
       if (view.labels[0]) sv("text", { x: ox, y: oy - 7, class: "ne-label" }, svg, view.labels[0] + " = " + p);
       for (var y = 0; y < b; y++) for (var x = 0; x < c; x++) {
         var sid = st.ids[(p * b + y) * c + x];
@@ -273,7 +273,7 @@
     // the legend sits under the panel, in rows, never over the data
     var labelled = panel.series.filter(function (s) { return s.label; });
     var perRow = Math.max(1, Math.floor((w - 16) / ENTRY));
-    var L = 48, B = 42 + 15 * legendRows, T = 20, R = 8, pw = w - L - R, ph = h - B - T;
+    var L = 48, B = 42 + 15 * legendRows, T = 20, R = 14, pw = w - L - R, ph = h - B - T;
     var X = function (x) { return ox + L + (fx(x) - x0) / (x1 - x0) * pw; };
     var Y = function (y) { return oy + T + (1 - (y - y0) / (y1 - y0)) * ph; };
     sv("rect", { x: ox + L, y: oy + T, width: pw, height: ph, fill: "none", stroke: "#999" }, svg);
