@@ -18,6 +18,10 @@
   stored output) is on a page once, after the last explorer, and is the current one;
   an explorer's data larger than ``INLINE_DATA_BYTES`` moves to ``_explorers/<hash>.json``,
   which the explorer fetches when it comes near the screen.
+* A quiz's script is jupyterquiz's library with the quiz's questions (norms.quiz.rendering):
+  on a page with several quizzes the library comes once, with the first; the others keep
+  their questions and the call that shows them (the library's functions are global once
+  the first has run).
 * PNG figures are stored with a 256-colour palette (no dithering) when that is
   smaller: matplotlib's figures have few colours, the difference cannot be seen, and
   they shrink to about 40 %. Results are kept by content hash in
@@ -110,6 +114,34 @@ def external_explorer_data(body: str, write, url) -> str:
     return _EXPLORER_DATA.sub(move, body)
 
 
+QUIZ_MARK = "/* Scores for the book's quizzes"
+QUIZ_DATA = "\nvar questions"
+QUIZ_LIBRARY = "if (typeof Question === 'undefined') {"
+QUIZ_SHOW = "/*\n * Handle asynchrony issues"
+_QUIZ_SCRIPT = re.compile(r'(<script type="application/javascript">)(.*?)</script>', re.S)
+
+
+def one_quiz_library(body: str) -> str:
+    """The body with the score script and jupyterquiz's library only in its first quiz."""
+    first = True
+
+    def trim(m: re.Match) -> str:
+        nonlocal first
+        js = m[2]
+        if not js.lstrip().startswith(QUIZ_MARK):
+            return m[0]
+        if first:
+            first = False
+            return m[0]
+        data, library, show = (js.find(QUIZ_DATA), js.find(QUIZ_LIBRARY), js.find(QUIZ_SHOW))
+        if not 0 <= data < library < show:
+            return m[0]  # not the layout norms.quiz.rendering makes: left whole
+        # the library's block is kept open for the questions' own show function
+        return f"{m[1]}{js[data:library]}{{\n{js[show:]}</script>"
+
+    return _QUIZ_SCRIPT.sub(trim, body)
+
+
 def _page(app, pagename, templatename, context, doctree) -> None:
     body = context.get("body", "")
     if "script_files" in context:
@@ -121,7 +153,7 @@ def _page(app, pagename, templatename, context, doctree) -> None:
         context["script_files"] = scripts
     if body:
         body = _IMG.sub('<img loading="lazy" decoding="async"', body)
-        body = one_explorer_script(body)
+        body = one_quiz_library(one_explorer_script(body))
         folder = Path(app.outdir) / EXPLORER_DATA
 
         def write(name: str, text: str) -> None:

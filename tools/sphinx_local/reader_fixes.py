@@ -12,6 +12,9 @@
 * A figure's alternative text says what it shows: a figure made by ``norms.plots``
   carries its description in its PNG (``Description``, see norms/plots/style.py), which
   becomes the ``alt`` of the ``<img>`` (Sphinx gave it the file's path).
+* The search page fetches a result's page, for its snippet, only when the result comes
+  near the screen (Sphinx's search fetched every matching page at once: 5.8 MB for a
+  common word), and each page once.
 * Search result snippets without raw TeX. Sphinx's search (``searchtools.js``) builds a
   snippet from the text of the fetched page, where a formula is still its TeX source
   (MathJax typesets it in the browser), so snippets showed ``\\sigma^2_c + \\rho\\,\\frac``.
@@ -46,6 +49,31 @@ _IMAGE_REFERENCE = re.compile(
 )
 
 SCRIPT = r"""
+// The search page fetches a result's page (for its snippet) only when the result comes near
+// the screen, and each page once: searchtools.js fetched every matching page at once.
+if (/\/search\.html$/.test(location.pathname) && "IntersectionObserver" in window) {
+  const realFetch = window.fetch.bind(window);
+  const texts = new Map();
+  const text = (url) => {
+    const page = url.split("#")[0];
+    if (!texts.has(page)) texts.set(page, realFetch(page).then((r) => r.text()));
+    return texts.get(page).then((body) => new Response(body));
+  };
+  window.fetch = (url, options) => {
+    if (typeof url !== "string" || !/\.html(#.*)?$/.test(url)) return realFetch(url, options);
+    return new Promise((resolve, reject) => setTimeout(() => {
+      // searchtools.js appends the result's <li> right after asking for its page
+      const item = [...document.querySelectorAll("#search-results li")].pop();
+      if (!item) return text(url).then(resolve, reject);
+      const seen = new IntersectionObserver((entries) => {
+        if (!entries.some((e) => e.isIntersecting)) return;
+        seen.disconnect();
+        text(url).then(resolve, reject);
+      }, { rootMargin: "300px 0px" });
+      seen.observe(item);
+    }, 0));
+  };
+}
 document.addEventListener("DOMContentLoaded", () => {
   // The chapter list scrolls on its own (book.css): bring the current chapter into view.
   const current = [...document.querySelectorAll(".bd-docs-nav li.active > a")].pop();
