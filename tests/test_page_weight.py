@@ -83,3 +83,27 @@ def test_the_quiz_library_comes_once():
     second = out.split("<p>text</p>")[1]
     assert "var questions2=[];" in second and "show2();" in second
     assert second.count("{") == second.count("}"), "the second script's blocks are balanced"
+
+
+def test_the_icon_fonts_keep_what_the_stylesheets_draw():
+    css = (
+        '.fa-bell:before{content:"\\f0f3"}.fa-a:before,.fa-b:before{content:"\\f111"}'
+        ':root{--pst-icon-bell:"\uf0f3";--x:"\uf107"}.dropdown:after{content:"\\f303"}'
+    )
+    assert page_weight.stylesheet_icons(css) == {0xF0F3, 0xF107, 0xF303}
+
+
+def test_the_icon_fonts_are_cut_down(tmp_path):
+    import shutil
+
+    import pydata_sphinx_theme
+
+    theme = Path(pydata_sphinx_theme.__file__).parent / "theme/pydata_sphinx_theme/static"
+    fonts = tmp_path / page_weight.FONTS
+    fonts.mkdir(parents=True)
+    for name, _, _ in page_weight.FONT_FILES:
+        shutil.copy(theme / "vendor/fontawesome/webfonts" / f"{name}.ttf", fonts)
+    rules = page_weight.icon_fonts_css({0xF0F3, 0xF107}, tmp_path)
+    assert rules.count("@font-face") == 3 and '"Font Awesome 6 Free"' in rules
+    solid = tmp_path / "_static" / page_weight.ICONS / "fa-solid-900.woff"
+    assert solid.stat().st_size < 10_000 < (fonts / "fa-solid-900.ttf").stat().st_size

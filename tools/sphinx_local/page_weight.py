@@ -12,6 +12,10 @@
   ``<i class="fa-solid fa-sun">`` into an SVG in the browser. Here each icon a page uses
   becomes that same inline SVG when the page is written (the icons' shapes are read from
   the theme's own copy of the script), and the script is no longer loaded.
+* The theme's own stylesheets still draw a few icons with Font Awesome's fonts (an
+  admonition's bell, a dropdown's arrow): 156 kB for the solid font alone. Those fonts
+  are cut down to the icons the stylesheets use (``_static/icons/``, WOFF) and declared
+  after the theme's, so the full fonts are no longer loaded.
 * MathJax (its script and its configuration) only on a page with maths: myst-nb asks
   Sphinx to put it on every page.
 * An explorer's script (``norms/explore/web/explorer.js``, inlined in every explorer's
@@ -215,6 +219,68 @@ _FONTAWESOME_TAGS = re.compile(
 )
 
 
+#: the theme's Font Awesome fonts: (file, family, weight)
+FONT_FILES = (
+    ("fa-solid-900", "Font Awesome 6 Free", 900),
+    ("fa-regular-400", "Font Awesome 6 Free", 400),
+    ("fa-brands-400", "Font Awesome 6 Brands", 400),
+)
+FONTS = "_static/vendor/fontawesome/webfonts"
+ICONS = "icons"  # under _static
+_ICON_RULE = re.compile(
+    r"(?:\.fa-[a-z0-9-]+(?:::?(?:before|after))?,?)+\{[^}]*\}"
+)  # .fa-name:before{content:"\f..."}: for elements with that class, which the pages no longer have
+
+
+def stylesheet_icons(css: str) -> set[int]:
+    """The Font Awesome code points a stylesheet draws with, leaving out the rules of the
+    icon classes (``.fa-bell:before``)."""
+    css = _ICON_RULE.sub("", css)
+    points = {ord(c) for c in css if 0xE000 <= ord(c) <= 0xF8FF}
+    points |= {int(h, 16) for h in re.findall(r"\\((?:f|e)[0-9a-fA-F]{3})\b", css)}
+    return points
+
+
+def icon_fonts_css(points: set[int], out: Path) -> str | None:
+    """Write each Font Awesome font cut down to ``points`` (WOFF) under ``_static/icons`` and
+    return the @font-face rules that declare them; None when the fonts are not there."""
+    from fontTools import subset
+
+    fonts, folder = out / FONTS, out / "_static" / ICONS
+    rules = []
+    for name, family, weight in FONT_FILES:
+        source = fonts / f"{name}.ttf"
+        if not source.exists():
+            return None
+        font = subset.load_font(str(source), subset.Options())
+        options = subset.Options()
+        options.flavor = "woff"
+        subsetter = subset.Subsetter(options)
+        subsetter.populate(unicodes=sorted(points))
+        subsetter.subset(font)
+        folder.mkdir(parents=True, exist_ok=True)
+        subset.save_font(font, str(folder / f"{name}.woff"), options)
+        rules.append(
+            f'@font-face{{font-family:"{family}";font-style:normal;font-weight:{weight};'
+            f'font-display:block;src:url("{name}.woff") format("woff")}}'
+        )
+    return "\n".join(rules) + "\n"
+
+
+def _icon_fonts(app, exception) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    out = Path(app.outdir)
+    css = "".join(
+        f.read_text(encoding="utf-8", errors="ignore")
+        for f in (out / "_static").rglob("*.css")
+        if "vendor" not in f.parts and ICONS not in f.parts
+    )
+    rules = icon_fonts_css(stylesheet_icons(css), out)
+    if rules is not None:
+        (out / "_static" / ICONS / "icons.css").write_text(rules, encoding="utf-8")
+
+
 def _inline_icons_everywhere(app, exception) -> None:
     if exception is not None or app.builder.format != "html":
         return
@@ -268,4 +334,6 @@ def setup(app):
     app.connect("html-page-context", _page, priority=900)  # after myst-nb adds its scripts
     app.connect("build-finished", _compress_images)
     app.connect("build-finished", _inline_icons_everywhere)
+    app.connect("build-finished", _icon_fonts)
+    app.add_css_file(f"{ICONS}/icons.css", priority=900)  # after the theme's
     return {"parallel_read_safe": True, "parallel_write_safe": True}
