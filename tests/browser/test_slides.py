@@ -231,3 +231,24 @@ def test_a_phone_reader_steps_through_every_slide_in_order(browser, slides_url, 
         assert visited == list(range(total)), f"{how} visits slides {visited} of {total}"
     finally:
         context.close()
+
+
+def test_a_figure_on_a_phone_opens_at_the_size_it_was_drawn_for(browser, slides_url):
+    context, page = _open(browser, f"{slides_url}/batchnorm.html", NARROW, "light")
+    try:
+        n = page.evaluate("() => Reveal.getSlides().findIndex(s => s.querySelector('img'))")
+        page.evaluate(
+            "(n) => { const i = Reveal.getIndices(Reveal.getSlides()[n]); Reveal.slide(i.h, i.v) }",
+            n,
+        )
+        image = page.locator(".reveal .slides section.present img").first
+        shown = image.bounding_box()["width"]
+        image.click()
+        zoom = page.locator(".deck-zoom img")
+        zoom.wait_for(state="visible")
+        assert zoom.bounding_box()["width"] >= 1.6 * shown - 1
+        page.keyboard.press("Escape")
+        assert page.locator(".deck-zoom").count() == 0
+        assert page.evaluate("() => Reveal.getSlides().indexOf(Reveal.getCurrentSlide())") == n
+    finally:
+        context.close()
