@@ -149,3 +149,12 @@ def test_a_figure_that_sphinx_links_to_itself_zooms_too():
     assert '<a class="figure-zoom reference internal image-reference"' in out
     assert 'href="../_images/abc.png"' in out
     assert reader_fixes.link_figures(out) == out
+
+
+def test_a_figure_without_a_description_is_named_by_its_section():
+    body = (
+        '<h2>Depth<a class="headerlink" href="#d">#</a></h2><p>text</p>'
+        '<img alt="../_images/abc.png" src="../_images/abc.png">'
+    )
+    out = reader_fixes.describe_figures(body, lambda name: None)
+    assert 'alt="Figure of the section “Depth”"' in out

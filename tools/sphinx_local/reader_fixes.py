@@ -193,9 +193,22 @@ def png_description(data: bytes) -> str | None:
 _IMG_TAG = re.compile(r'<img\b[^>]*\bsrc="(?P<src>[^"]*_images/(?P<name>[^"/]+\.png))"[^>]*>')
 
 
+_HEADING = re.compile(r"<h[1-6]\b[^>]*>(.*?)</h[1-6]>", re.S)
+
+
+def _section_title(body: str, at: int) -> str | None:
+    """The text of the last heading before position ``at`` of ``body``."""
+    headings = [m for m in _HEADING.finditer(body, 0, at)]
+    if not headings:
+        return None
+    text = re.sub(r"<[^>]+>", "", headings[-1][1]).replace("#", "")
+    return html.unescape(" ".join(text.split())) or None
+
+
 def describe_figures(body: str, describe) -> str:
     """Give each figure ``<img>`` whose alt is missing, empty or a file path the alternative
-    text ``describe(file name)`` returns (None: left as it is)."""
+    text ``describe(file name)`` returns, or else (a figure that carries no description,
+    such as one drawn with pyplot) "Figure of the section "<its heading>"."."""
 
     def fix(m: re.Match) -> str:
         tag = m[0]
@@ -203,6 +216,9 @@ def describe_figures(body: str, describe) -> str:
         if alt and alt[1].strip() and not re.search(r"\.(png|svg|jpe?g|gif)$", alt[1]):
             return tag
         text = describe(m["name"])
+        if not text:
+            section = _section_title(body, m.start())
+            text = f"Figure of the section \u201c{section}\u201d" if section else None
         if not text:
             return tag
         text = html.escape(text, quote=True)
