@@ -160,3 +160,39 @@ def test_the_median_chapter_is_within_the_budget(browser, base_url):
     median = statistics.median(weights.values())
     print({k: round(v / 1e6, 2) for k, v in weights.items()}, f"median {median / 1e6:.2f} MB")
     assert median <= MEDIAN_CHAPTER_BYTES, f"the median chapter weighs {median / 1e6:.2f} MB"
+
+
+# Every quiz question's header and every verdict button: its text against its background.
+QUIZ_COLOURS = """() => [...document.querySelectorAll(
+    '.MultipleChoiceQn, .ManyChoiceQn, .NumericQn, .StringQn, .correctButton, .incorrectButton')]
+  .filter((el) => el.getClientRects().length)
+  .map((el) => { const s = getComputedStyle(el);
+    return { what: el.className, fg: s.color, bg: s.backgroundColor }; })"""
+
+
+def _contrast(fg: str, bg: str) -> float:
+    import re
+
+    def luminance(rgb: str) -> float:
+        values = [float(v) / 255 for v in re.findall(r"[\d.]+", rgb)[:3]]
+        lin = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in values]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    high, low = sorted((luminance(fg), luminance(bg)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_quiz_headers_meet_wcag_aa_contrast(browser, base_url):
+    """jupyterquiz's orange header (#f75c03 under white text) was 3.1:1; AA asks 4.5:1."""
+    colours = []
+    for path in ("book/groupnorm.html", "book/batchnorm.html", "book/training.html"):
+        context, page = _open(browser, base_url, path, WIDE)
+        try:
+            page.wait_for_selector(".MultipleChoiceQn, .ManyChoiceQn, .NumericQn")
+            colours += page.evaluate(QUIZ_COLOURS)
+        finally:
+            context.close()
+    kinds = {c["what"].split()[0] for c in colours}
+    assert "ManyChoiceQn" in kinds, kinds
+    low = [c for c in colours if _contrast(c["fg"], c["bg"]) < 4.5]
+    assert not low, low[:3]
