@@ -3,8 +3,9 @@
 The chapters' numbers in prose come from cells (``glue("bn-m", r.elements_per_statistic)``,
 WRITING.md). Those calls record a value for the text and compute nothing the reader needs,
 yet the pages showed them in the code as if they were part of it. When a page is read,
-every top-level ``glue(...)`` statement (and an import of nothing but ``glue``) leaves the
-code a cell shows; a cell whose code was only that shows its output alone. The notebooks
+every ``glue(...)`` statement (also inside a loop, an ``if`` or a ``with``; a loop of
+nothing but glue goes whole) and an import of nothing but ``glue`` leave the code a cell
+shows; a cell whose code was only that shows its output alone. The notebooks
 (Colab, Jupyter, the downloads) keep the calls, which run as before.
 """
 
@@ -32,17 +33,39 @@ def _is_glue_import(stmt: ast.stmt) -> bool:
     )
 
 
+_BLOCKS = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith)
+
+
+def _glue_only(stmt: ast.stmt) -> bool:
+    """A glue call, or a loop, ``if`` or ``with`` that does nothing but glue."""
+    if _is_glue_call(stmt) or _is_glue_import(stmt):
+        return True
+    if isinstance(stmt, _BLOCKS):
+        inner = stmt.body + getattr(stmt, "orelse", [])
+        return all(_glue_only(s) for s in inner)
+    return False
+
+
+def _glue_lines(body: list[ast.stmt]) -> set[int]:
+    """The lines of the glue-only statements of ``body``, at any depth of loops, ``if`` and
+    ``with`` (a function's body is left alone: it may be called for its other work)."""
+    lines: set[int] = set()
+    for stmt in body:
+        if _glue_only(stmt):
+            lines.update(range(stmt.lineno, stmt.end_lineno + 1))
+        elif isinstance(stmt, _BLOCKS):
+            lines |= _glue_lines(stmt.body) | _glue_lines(getattr(stmt, "orelse", []))
+    return lines
+
+
 def strip_glue(source: str) -> str:
-    """``source`` without its top-level glue calls and glue-only imports; unchanged when it
-    is not plain Python (a cell magic) or has none."""
+    """``source`` without its glue calls (and loops of nothing but glue) and glue-only
+    imports; unchanged when it is not plain Python (a cell magic) or has none."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return source
-    drop: set[int] = set()
-    for stmt in tree.body:
-        if _is_glue_call(stmt) or _is_glue_import(stmt):
-            drop.update(range(stmt.lineno, stmt.end_lineno + 1))
+    drop = _glue_lines(tree.body)
     if not drop:
         return source
     lines = [line for i, line in enumerate(source.splitlines(), start=1) if i not in drop]
