@@ -4,8 +4,10 @@ the resolution they are shown at, every text at least 9 CSS pixels where shown i
 
 from __future__ import annotations
 
+import base64
 import io
 
+import nbformat
 import pytest
 import torch
 from PIL import Image
@@ -86,3 +88,33 @@ def test_the_png_describes_the_figure_and_is_the_same_every_time():
     description = Image.open(io.BytesIO(first)).info["Description"]
     assert description.startswith("Figure with 5 panels: The same input (4, 6, 3, 3)")
     assert "GroupNorm(2, 6)" in description
+
+
+def test_pyplot_figures_in_ipython_are_shown_as_book_figures():
+    """A figure drawn with pyplot in a notebook (why-normalize, rmsnorm) gets the book's PNG,
+    also in the cell that starts pyplot's inline backend (which registers its own printer for
+    every Figure then)."""
+    import nbclient
+
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("import norms.plots.style"),
+            nbformat.v4.new_code_cell(
+                "import matplotlib.pyplot as plt\n"
+                "fig, ax = plt.subplots(figsize=(8, 3))\n"
+                "ax.plot([0, 1], label='a line')\n"
+                "ax.legend(fontsize=6)\n"
+                "plt.close(fig)\n"
+                "fig"
+            ),
+            nbformat.v4.new_code_cell("fig, ax = plt.subplots(figsize=(5, 2))"),
+        ]
+    )
+    nbclient.NotebookClient(nb, kernel_name="python3", timeout=120).execute()
+    outputs = [o for cell in nb.cells[1:] for o in cell.outputs if "image/png" in o.get("data", {})]
+    assert len(outputs) == 2
+    for output, width in zip(outputs, (800, 500), strict=True):
+        image = Image.open(io.BytesIO(base64.b64decode(output["data"]["image/png"])))
+        assert output["metadata"]["image/png"]["width"] == width
+        assert image.width == style.SCALE * width
+        assert image.info["Description"].startswith("Figure")

@@ -20,12 +20,16 @@ Every figure is shown the same way, on any screen:
   titles, axis labels and legend entries) as its ``Description``; the site's build
   (``tools/sphinx_local/figures.py``) makes it the ``alt`` of the ``<img>``.
 * **Reproducible.** Agg rasterises deterministically; the PNG's metadata holds no date.
+
+In IPython (Jupyter, Colab, nbclient) a figure drawn with pyplot is shown the same way:
+once this module is imported, pyplot's new figures are BookFigures (``figure.hooks``).
 """
 
 from __future__ import annotations
 
 import io
 import math
+import re
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -42,6 +46,7 @@ __all__ = [
     "SCALE",
     "axes_grid",
     "axes_row",
+    "book_png",
     "describe",
     "make_legible",
     "min_fontsize",
@@ -163,6 +168,7 @@ def describe(fig: Figure) -> str:
     count = len(panels)
     head = "Figure" if count <= 1 else f"Figure with {count} panels"
     text = ". ".join(parts)
+    text = re.sub(r"\\([A-Za-z]+)", r"\1", text).replace("$", "")  # "$\\epsilon$": "epsilon"
     return f"{head}: {text}" if text else head
 
 
@@ -179,9 +185,7 @@ class BookFigure(Figure):
 
     def _repr_png_(self) -> tuple[bytes, dict]:
         """PNG bytes at ``SCALE`` times the shown size, and the width to show them at."""
-        make_legible(self)
-        data = png_bytes(self, dpi=DPI * SCALE, description=describe(self))
-        return data, {"width": round(self.get_figwidth() * DPI)}
+        return book_png(self)
 
     def __repr__(self) -> str:
         return f"<Figure size {self.get_figwidth():g}x{self.get_figheight():g} in>"
@@ -227,10 +231,29 @@ def axes_row(axes, count: int, figsize: tuple[float, float]):
     return fig, used
 
 
+def book_png(fig: Figure) -> tuple[bytes, dict]:
+    """Any figure as :class:`BookFigure` shows itself: legible, at twice its resolution, with
+    the width to show it at and its description."""
+    make_legible(fig)
+    data = png_bytes(fig, dpi=DPI * SCALE, description=describe(fig))
+    return data, {"width": round(fig.get_figwidth() * DPI)}
+
+
+def as_book_figure(fig: Figure) -> None:
+    """A ``figure.hooks`` entry: a figure pyplot makes becomes a :class:`BookFigure` (the same
+    figure; the class adds only how it is shown)."""
+    if type(fig) is Figure:
+        fig.__class__ = BookFigure
+
+
+_HOOK = f"{__name__}:as_book_figure"
+
+
 def _ipython_setup() -> None:
-    """In IPython: a :class:`BookFigure` shows through its own ``_repr_png_`` even after
-    pyplot's inline backend registered its printer for every ``Figure``, and pyplot's own
-    figures are stored at twice their resolution too (the inline backend's "retina")."""
+    """In IPython, every figure shows as :func:`book_png` makes it, pyplot's too: the printer
+    is registered for :class:`BookFigure` (pyplot's inline backend registers its own for
+    ``Figure`` only, and a subclass's printer comes first), and pyplot's new figures become
+    BookFigures (matplotlib's ``figure.hooks``)."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -238,12 +261,11 @@ def _ipython_setup() -> None:
     shell = get_ipython()
     if shell is None:
         return
-    shell.display_formatter.formatters["image/png"].for_type(BookFigure, BookFigure._repr_png_)
-    try:
-        from matplotlib_inline.config import InlineBackend
-    except ImportError:
-        return
-    InlineBackend.instance(parent=shell).figure_formats = {"retina"}
+    shell.display_formatter.formatters["image/png"].for_type(BookFigure, book_png)
+    import matplotlib
+
+    if _HOOK not in matplotlib.rcParams["figure.hooks"]:
+        matplotlib.rcParams["figure.hooks"] = [*matplotlib.rcParams["figure.hooks"], _HOOK]
 
 
 _ipython_setup()
