@@ -196,3 +196,33 @@ def test_quiz_headers_meet_wcag_aa_contrast(browser, base_url):
     assert "ManyChoiceQn" in kinds, kinds
     low = [c for c in colours if _contrast(c["fg"], c["bg"]) < 4.5]
     assert not low, low[:3]
+
+
+# The smallest text of every explorer drawing as shown: its font size, scaled as its SVG is.
+EXPLORER_TEXT = """() => [...document.querySelectorAll('.norms-explorer svg')].map((svg) => {
+  const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+  const sizes = [...svg.querySelectorAll('text')].map((t) => parseFloat(getComputedStyle(t).fontSize));
+  return { smallest: Math.min(...sizes) * scale, right: svg.getBoundingClientRect().right };
+})"""  # noqa: E501 - JavaScript
+
+
+@pytest.mark.parametrize("width", [NARROW, WIDE])
+@pytest.mark.parametrize("path", ["book/batchnorm.html", "book/groupnorm.html"])
+def test_explorer_drawings_are_readable(browser, base_url, path, width):
+    """Their chart text was 8-9 px and the reduction drawing did not shrink at 420 px."""
+    context, page = _open(browser, base_url, path, width)
+    try:
+        scroll_through(page)
+        for i in range(page.locator(".norms-explorer").count()):
+            page.locator(".norms-explorer").nth(i).scroll_into_view_if_needed()
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.norms-explorer')]"
+            ".every(e => e.querySelector('svg'))"
+        )
+        drawings = page.evaluate(EXPLORER_TEXT)
+        assert drawings
+        for d in drawings:
+            assert d["smallest"] >= style.MIN_TEXT_PX, f"{path} at {width} px: {d}"
+            assert d["right"] <= page.evaluate("() => document.documentElement.clientWidth")
+    finally:
+        context.close()
