@@ -107,3 +107,12 @@ def test_the_icon_fonts_are_cut_down(tmp_path):
     assert rules.count("@font-face") == 3 and '"Font Awesome 6 Free"' in rules
     solid = tmp_path / "_static" / page_weight.ICONS / "fa-solid-900.woff"
     assert solid.stat().st_size < 10_000 < (fonts / "fa-solid-900.ttf").stat().st_size
+
+
+def test_the_search_index_is_left_to_the_search_page():
+    tools = '<script src="../_static/searchtools.js"></script>'
+    head = tools + '\n<script src="../searchindex.js"></script>'
+    assert (
+        page_weight._SEARCH_INDEX.sub("", head)
+        == '<script src="../_static/searchtools.js"></script>'
+    )

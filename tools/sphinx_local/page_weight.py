@@ -16,6 +16,9 @@
   admonition's bell, a dropdown's arrow): 156 kB for the solid font alone. Those fonts
   are cut down to the icons the stylesheets use (``_static/icons/``, WOFF) and declared
   after the theme's, so the full fonts are no longer loaded.
+* The search index (``searchindex.js``, 35 kB compressed) only on the search page: the
+  theme loads it on every page for a search-as-you-type that the book switches off
+  (the search box sends the reader to the search page).
 * MathJax (its script and its configuration) only on a page with maths: myst-nb asks
   Sphinx to put it on every page.
 * An explorer's script (``norms/explore/web/explorer.js``, inlined in every explorer's
@@ -281,6 +284,9 @@ def _icon_fonts(app, exception) -> None:
         (out / "_static" / ICONS / "icons.css").write_text(rules, encoding="utf-8")
 
 
+_SEARCH_INDEX = re.compile(r'\s*<script src="[^"]*searchindex\.js"></script>')
+
+
 def _inline_icons_everywhere(app, exception) -> None:
     if exception is not None or app.builder.format != "html":
         return
@@ -294,6 +300,8 @@ def _inline_icons_everywhere(app, exception) -> None:
             continue
         text = page.read_text(encoding="utf-8")
         new = _FONTAWESOME_TAGS.sub("", inline_icons(text, shapes))
+        if page.name != "search.html":
+            new = _SEARCH_INDEX.sub("", new)
         if new != text:
             page.write_text(new, encoding="utf-8")
 
