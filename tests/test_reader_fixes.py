@@ -93,3 +93,68 @@ def test_every_page_loads_searchtools():
         pytest.skip("no built site (make book builds it before make test runs this)")
     text = page.read_text()
     assert "searchtools.js" in text and "highlightSearchWords" in text
+
+
+def _book_text() -> dict[str, str]:
+    """The text of every page of the book as stored: markdown and notebooks (prose and outputs,
+    with the JSON string escapes of a notebook undone as far as quotes go)."""
+    texts = {p.name: p.read_text() for p in (ROOT / "book").glob("*.md")}
+    for path in (ROOT / "book").glob("*.ipynb"):
+        texts[path.name] = path.read_text().replace('\\\\"', '"').replace('\\"', '"')
+    return texts
+
+
+def test_the_student_edition_never_sends_the_reader_to_the_launch_button():
+    """It has no launch button (tools/student.py): "the rocket icon" must become the download."""
+    left = {name: text.count("rocket") for name, text in _book_text().items()}
+    assert sum(left.values()) > 0, "nothing to check: the book no longer names the rocket icon"
+    after = {name: reader_fixes.student_wording(text) for name, text in _book_text().items()}
+    assert {n: t.count("rocket") for n, t in after.items() if "rocket" in t} == {}
+    assert (
+        "Download the notebook (the button at the top of the page) and run it"
+        in after["batchnorm.ipynb"]
+    )
+
+
+def test_a_figure_gets_its_description_as_alternative_text():
+    body = (
+        '<img alt="../_images/abc.png" src="../_images/abc.png" width="700">'
+        '<img alt="A hand-written alt" src="../_images/def.png">'
+    )
+    out = reader_fixes.describe_figures(body, {"abc.png": "Figure: a & b", "def.png": "x"}.get)
+    assert '<img alt="Figure: a &amp; b" src="../_images/abc.png" width="700">' in out
+    assert 'alt="A hand-written alt"' in out
+
+
+def test_the_description_is_read_from_the_png():
+    import io
+
+    from norms.plots.style import BookFigure
+
+    fig = BookFigure(figsize=(3, 2))
+    fig.subplots().set_title("a title")
+    data, _ = fig._repr_png_()
+    assert reader_fixes.png_description(data) == "Figure: a title"
+    assert reader_fixes.png_description(io.BytesIO(b"not a png").getvalue()) is None
+
+
+def test_a_figure_that_sphinx_links_to_itself_zooms_too():
+    """Sphinx links an image with a width to itself; that link becomes the zoom link."""
+    body = (
+        '<a class="reference internal image-reference" href="../_images/abc.png">'
+        '<img alt="x" src="../_images/abc.png" style="width: 700px;" /></a>'
+    )
+    out = reader_fixes.link_figures(body)
+    assert out.count("figure-zoom") == 1
+    assert '<a class="figure-zoom reference internal image-reference"' in out
+    assert 'href="../_images/abc.png"' in out
+    assert reader_fixes.link_figures(out) == out
+
+
+def test_a_figure_without_a_description_is_named_by_its_section():
+    body = (
+        '<h2>Depth<a class="headerlink" href="#d">#</a></h2><p>text</p>'
+        '<img alt="../_images/abc.png" src="../_images/abc.png">'
+    )
+    out = reader_fixes.describe_figures(body, lambda name: None)
+    assert 'alt="Figure of the section “Depth”"' in out

@@ -52,9 +52,13 @@ class Ex:
 
     def __init__(self, page, index: int):
         self.page, self.root = page, page.locator(".norms-explorer").nth(index)
-        self.payload = json.loads(
-            self.root.locator("script[type='application/json']").text_content()
+        # a large payload is fetched once the explorer comes near the screen (page_weight.py)
+        self.root.scroll_into_view_if_needed()
+        self.root.evaluate(
+            "el => new Promise(done => { const t = setInterval(() => "
+            "{ if (el.explorer) { clearInterval(t); done(); } }, 50); })"
         )
+        self.payload = self.root.evaluate("el => el.explorer.payload")
         self.kind = self.payload["kind"]
         self.specs = {c["name"]: c for c in self.payload["controls"]}
 

@@ -174,7 +174,9 @@ def _alpha(rgb: str) -> float:
 
 def test_dark_mode_styles_outputs_explorers_and_quizzes(open_page):
     page = open_page("book/batchnorm.html", WIDE, "dark")
-    page.wait_for_selector(".norms-explorer svg")
+    # the chart explorer's data loads when it comes near the screen
+    page.locator(".norms-explorer").last.scroll_into_view_if_needed()
+    page.wait_for_selector(".norms-explorer svg .ne-tick")
     page.wait_for_selector(".Quiz code")
     style = page.evaluate("""() => {
       const get = (sel, prop) => getComputedStyle(document.querySelector(sel))[prop];

@@ -201,3 +201,54 @@ def _open_index(browser, url: str):
     page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
     page.goto(f"{url}/index.html", wait_until="networkidle")
     return context, page
+
+
+# Where the deck is, as one number: slides counted in reading order (vertical ones included).
+LINEAR_INDEX = "() => Reveal.getSlides().indexOf(Reveal.getCurrentSlide())"
+
+
+@pytest.mark.parametrize("how", ["ArrowRight", "Space", "control"])
+def test_a_phone_reader_steps_through_every_slide_in_order(browser, slides_url, how):
+    """At 420 px, → (and space, and the on-screen → control) visit every slide one after
+    the other: reveal's default sent → from section title to section title, skipping the
+    slides stacked under each (1 → 2 → 8 → 10 ...), which only ↓ reached."""
+    chapter = "batchnorm"
+    context, page = _open(browser, f"{slides_url}/{chapter}.html", NARROW, "light")
+    try:
+        total = page.evaluate("() => Reveal.getTotalSlides()")
+        page.evaluate("() => Reveal.slide(0, 0, -1)")
+        visited = [page.evaluate(LINEAR_INDEX)]
+        for _ in range(MAX_STEPS):
+            if page.evaluate("() => Reveal.isLastSlide()"):
+                break
+            if how == "control":
+                page.locator(".reveal .controls .navigate-right").click()
+            else:
+                page.keyboard.press(how)
+            now = page.evaluate(LINEAR_INDEX)
+            if now != visited[-1]:  # a fragment step stays on the slide
+                visited.append(now)
+        assert visited == list(range(total)), f"{how} visits slides {visited} of {total}"
+    finally:
+        context.close()
+
+
+def test_a_figure_on_a_phone_opens_at_the_size_it_was_drawn_for(browser, slides_url):
+    context, page = _open(browser, f"{slides_url}/batchnorm.html", NARROW, "light")
+    try:
+        n = page.evaluate("() => Reveal.getSlides().findIndex(s => s.querySelector('img'))")
+        page.evaluate(
+            "(n) => { const i = Reveal.getIndices(Reveal.getSlides()[n]); Reveal.slide(i.h, i.v) }",
+            n,
+        )
+        image = page.locator(".reveal .slides section.present img").first
+        shown = image.bounding_box()["width"]
+        image.click()
+        zoom = page.locator(".deck-zoom img")
+        zoom.wait_for(state="visible")
+        assert zoom.bounding_box()["width"] >= 1.6 * shown - 1
+        page.keyboard.press("Escape")
+        assert page.locator(".deck-zoom").count() == 0
+        assert page.evaluate("() => Reveal.getSlides().indexOf(Reveal.getCurrentSlide())") == n
+    finally:
+        context.close()

@@ -176,33 +176,37 @@
 
   function drawReduction(box, d, st, view, highlight, title) {
     var g = view.grid, a = g[0], b = g[1], c = g[2];
+    // the panels wrap onto rows to fit the column (a phone's too), the legend onto two lines
+    var room = Math.max(300, Math.min(640, (box.clientWidth || 640) - 4));
     var cell = Math.max(9, Math.min(28, Math.floor(300 / Math.max(c, b * 0.8)), Math.floor(640 / (a * c + 1))));
-    var gap = 18, left = view.labels[1] ? 26 : 8, top = 40, pw = c * cell, ph = b * cell;
-    var cols = Math.max(1, Math.min(a, Math.floor(640 / (pw + gap))));
-    var rows = Math.ceil(a / cols);
-    var width = Math.max(left + cols * (pw + gap), 480), height = top + rows * (ph + 30) + 30;
+    var gap = 18, left = view.labels[1] ? 30 : 8, top = 40, pw = c * cell, ph = b * cell;
+    var cols = Math.max(1, Math.min(a, Math.floor((room - left) / (pw + gap))));
+    var rows = Math.ceil(a / cols), twoLines = room < 480;
+    var width = Math.max(left + cols * (pw + gap), twoLines ? 300 : 480);
+    var height = top + rows * (ph + 44) - 12 + (twoLines ? 46 : 30);
     var svg = sv("svg", { viewBox: "0 0 " + width + " " + height, width: width, role: "img", class: "norms-reduction",
-      "aria-label": title }, box);
+      style: "max-width:100%;height:auto", "aria-label": title }, box);
     sv("text", { x: 4, y: 14, class: "ne-title" }, svg, title);
     var tints = tintIndices(st.ids, g, st.count, d.tints.length);
     for (var p = 0; p < a; p++) {
-      var ox = left + (p % cols) * (pw + gap), oy = top + Math.floor(p / cols) * (ph + 30);
-      if (view.labels[0]) sv("text", { x: ox, y: oy - 6, class: "ne-label" }, svg, view.labels[0] + " = " + p);
+      var ox = left + (p % cols) * (pw + gap), oy = top + Math.floor(p / cols) * (ph + 44);
+      if (view.labels[0]) sv("text", { x: ox, y: oy - 7, class: "ne-label" }, svg, view.labels[0] + " = " + p);
       for (var y = 0; y < b; y++) for (var x = 0; x < c; x++) {
         var sid = st.ids[(p * b + y) * c + x];
         sv("rect", { x: ox + x * cell, y: oy + y * cell, width: cell, height: cell, "data-stat": sid,
           fill: sid === highlight ? d.highlight_color : d.tints[tints[sid]],
           stroke: sid === highlight ? d.highlight_edge : "#404040", "stroke-width": sid === highlight ? 1.6 : 0.6 }, svg);
       }
-      if (view.labels[2]) sv("text", { x: ox + pw / 2, y: oy + ph + 14, class: "ne-label", "text-anchor": "middle" }, svg,
+      if (view.labels[2]) sv("text", { x: ox + pw / 2, y: oy + ph + 16, class: "ne-label", "text-anchor": "middle" }, svg,
         view.labels[2] + " →");
       if (view.labels[1] && p % cols === 0) sv("text", { x: ox - 6, y: oy + ph / 2, class: "ne-label", "text-anchor": "end",
         "dominant-baseline": "middle" }, svg, view.labels[1] + " ↓");
     }
-    var ly = height - 8;
-    sv("rect", { x: 4, y: ly - 10, width: 12, height: 12, fill: d.highlight_color, stroke: d.highlight_edge }, svg);
-    sv("text", { x: 20, y: ly, class: "ne-label" }, svg, "statistic " + highlight + " (highlighted)");
-    sv("text", { x: 190, y: ly, class: "ne-label" }, svg, "same colour block = elements sharing one statistic");
+    var ly = height - (twoLines ? 24 : 8);
+    sv("rect", { x: 4, y: ly - 11, width: 13, height: 13, fill: d.highlight_color, stroke: d.highlight_edge }, svg);
+    sv("text", { x: 22, y: ly, class: "ne-label" }, svg, "statistic " + highlight + " (highlighted)");
+    sv("text", { x: twoLines ? 4 : 200, y: twoLines ? ly + 18 : ly, class: "ne-label" }, svg,
+      "same colour block = elements sharing one statistic");
   }
 
   function renderReduction(ex) {
@@ -243,7 +247,14 @@
     return ticks;
   }
 
-  function drawPanel(svg, panel, ox, oy, w, h) {
+  var ENTRY = 128;  // the width of one legend entry (units)
+  function legendRowsOf(panel, w) {
+    var perRow = Math.max(1, Math.floor((w - 16) / ENTRY));
+    return Math.ceil(panel.series.filter(function (s) { return s.label; }).length / perRow);
+  }
+
+  // legendRows: the same for every panel of a chart, so that their plots are the same height
+  function drawPanel(svg, panel, ox, oy, w, h, legendRows) {
     var xs = [], ys = [];
     panel.series.forEach(function (s) {
       if (s.y) ys = ys.concat(s.y);
@@ -261,17 +272,17 @@
     if (dots && !panel.xlim) { var xpad = (x1 - x0) * 0.06; x0 -= xpad; x1 += xpad; }
     // the legend sits under the panel, in rows, never over the data
     var labelled = panel.series.filter(function (s) { return s.label; });
-    var perRow = Math.max(1, Math.floor((w - 16) / 105)), legendRows = Math.ceil(labelled.length / perRow);
-    var L = 42, B = 36 + 13 * legendRows, T = 18, R = 8, pw = w - L - R, ph = h - B - T;
+    var perRow = Math.max(1, Math.floor((w - 16) / ENTRY));
+    var L = 48, B = 42 + 15 * legendRows, T = 20, R = 14, pw = w - L - R, ph = h - B - T;
     var X = function (x) { return ox + L + (fx(x) - x0) / (x1 - x0) * pw; };
     var Y = function (y) { return oy + T + (1 - (y - y0) / (y1 - y0)) * ph; };
     sv("rect", { x: ox + L, y: oy + T, width: pw, height: ph, fill: "none", stroke: "#999" }, svg);
     var clipId = "ne-clip-" + (++clipCount), clip = sv("clipPath", { id: clipId }, sv("defs", {}, svg));
     sv("rect", { x: ox + L, y: oy + T, width: pw, height: ph }, clip);
     var data = sv("g", { "clip-path": "url(#" + clipId + ")" }, svg);
-    sv("text", { x: ox + L + pw / 2, y: oy + 12, class: "ne-label", "text-anchor": "middle" }, svg, panel.title || "");
+    sv("text", { x: ox + L + pw / 2, y: oy + 13, class: "ne-label", "text-anchor": "middle" }, svg, panel.title || "");
     niceTicks(y0, y1, 5).forEach(function (t) {
-      sv("text", { x: ox + L - 4, y: Y(t) + 3, class: "ne-tick", "text-anchor": "end" }, svg, String(t));
+      sv("text", { x: ox + L - 4, y: Y(t) + 4, class: "ne-tick", "text-anchor": "end" }, svg, String(t));
       sv("line", { x1: ox + L - 3, x2: ox + L, y1: Y(t), y2: Y(t), stroke: "#999" }, svg);
     });
     var xt = panel.xticks ? panel.xticks.map(function (t, i) { return [t, panel.xticklabels ? panel.xticklabels[i] : String(t)]; })
@@ -279,12 +290,12 @@
     xt.forEach(function (t) {
       var lines = String(t[1]).split("\n");
       lines.forEach(function (line, i) {
-        sv("text", { x: X(t[0]), y: oy + T + ph + 12 + 10 * i, class: "ne-tick", "text-anchor": "middle" }, svg, line);
+        sv("text", { x: X(t[0]), y: oy + T + ph + 14 + 12 * i, class: "ne-tick", "text-anchor": "middle" }, svg, line);
       });
     });
-    if (panel.xlabel) sv("text", { x: ox + L + pw / 2, y: oy + T + ph + 30, class: "ne-tick", "text-anchor": "middle" }, svg, panel.xlabel);
-    if (panel.ylabel) sv("text", { x: ox + 9, y: oy + T + ph / 2, class: "ne-tick", "text-anchor": "middle",
-      transform: "rotate(-90 " + (ox + 9) + " " + (oy + T + ph / 2) + ")" }, svg, panel.ylabel);
+    if (panel.xlabel) sv("text", { x: ox + L + pw / 2, y: oy + T + ph + 34, class: "ne-tick", "text-anchor": "middle" }, svg, panel.xlabel);
+    if (panel.ylabel) sv("text", { x: ox + 11, y: oy + T + ph / 2, class: "ne-tick", "text-anchor": "middle",
+      transform: "rotate(-90 " + (ox + 11) + " " + (oy + T + ph / 2) + ")" }, svg, panel.ylabel);
     var entry = 0;
     panel.series.forEach(function (s) {
       var dash = s.dash ? { "stroke-dasharray": s.dash } : {};
@@ -300,7 +311,7 @@
         });
       }
       if (s.label) {
-        var lx = ox + 8 + (entry % perRow) * 105, ly = oy + T + ph + 46 + 13 * Math.floor(entry / perRow);
+        var lx = ox + 8 + (entry % perRow) * ENTRY, ly = oy + T + ph + 52 + 15 * Math.floor(entry / perRow);
         sv("line", Object.assign({ x1: lx, x2: lx + 14, y1: ly - 3, y2: ly - 3, stroke: s.color, "stroke-width": 1.5 }, dash), svg);
         sv("text", { x: lx + 18, y: ly, class: "ne-tick" }, svg, s.label);
         entry += 1;
@@ -312,23 +323,27 @@
 
   function drawChart(box, chart) {
     // panels side by side, or stacked where the column is narrow (a phone: one column)
-    var n = chart.panels.length, w = 230, h = 210;
-    var cols = Math.max(1, Math.min(n, Math.floor((box.clientWidth || 700) / 200)));
+    var n = chart.panels.length, w = 270;
+    var cols = Math.max(1, Math.min(n, Math.floor((box.clientWidth || 700) / 240)));
+    var legendRows = Math.max.apply(null, chart.panels.map(function (p) { return legendRowsOf(p, w); }));
+    var h = 200 + 15 * legendRows;
     // the title wraps between words where it is wider than the drawing (about 7 units a character)
-    var lines = [], most = Math.floor(cols * w / 7);
+    var lines = [], most = Math.floor(cols * w / 8);
     (chart.title ? chart.title.split(" ") : []).forEach(function (word) {
       if (lines.length && (lines[lines.length - 1] + " " + word).length <= most) lines[lines.length - 1] += " " + word;
       else lines.push(word);
     });
-    var top = lines.length ? 6 + 14 * lines.length : 0;
+    var top = lines.length ? 8 + 16 * lines.length : 0;
     var rows = Math.ceil(n / cols), width = cols * w, height = top + rows * h;
     var svg = sv("svg", { viewBox: "0 0 " + width + " " + height, width: "100%", role: "img", class: "norms-chart",
       style: "max-width:" + Math.round(width * 1.25) + "px",
       "aria-label": chart.title || "figure" }, box);
     lines.forEach(function (line, i) {
-      sv("text", { x: width / 2, y: 13 + 14 * i, class: "ne-title", "text-anchor": "middle" }, svg, line);
+      sv("text", { x: width / 2, y: 15 + 16 * i, class: "ne-title", "text-anchor": "middle" }, svg, line);
     });
-    chart.panels.forEach(function (p, i) { drawPanel(svg, p, (i % cols) * w, top + Math.floor(i / cols) * h, w, h); });
+    chart.panels.forEach(function (p, i) {
+      drawPanel(svg, p, (i % cols) * w, top + Math.floor(i / cols) * h, w, h, legendRows);
+    });
   }
 
   function fill2(template, vals) {
@@ -455,9 +470,9 @@
    * The explorer: controls, numbers, error line, figure                 *
    * ------------------------------------------------------------------ */
 
-  function Explorer(root) {
+  function Explorer(root, payload) {
     this.root = root;
-    this.payload = JSON.parse(root.querySelector("script[type='application/json']").textContent);
+    this.payload = payload;
     this.controls = {};
     var self = this, bar = el("div", { class: "ne-controls" }, root);
     this.payload.controls.forEach(function (c) { self.controls[c.name] = self.makeControl(bar, c); });
@@ -563,10 +578,30 @@
   }
 
   window.NormsExplorer = {
+    // The payload is inline, or (a large one, moved out of the page by the site's build:
+    // tools/sphinx_local/page_weight.py) a file named by data-src, fetched once the explorer
+    // comes near the screen.
     mount: function (root) {
       if (root.dataset.mounted) return;
       root.dataset.mounted = "1";
-      root.explorer = new Explorer(root);
+      var data = root.querySelector("script[type='application/json']");
+      var src = data.getAttribute("data-src");
+      if (!src) { root.explorer = new Explorer(root, JSON.parse(data.textContent)); return; }
+      var status = el("div", { class: "ne-info" }, root, "Loading the explorer\u2026");
+      var load = function () {
+        fetch(src).then(function (r) {
+          if (!r.ok) throw new Error(r.status + " " + r.statusText);
+          return r.json();
+        }).then(function (payload) {
+          root.removeChild(status);
+          root.explorer = new Explorer(root, payload);
+        }, function (err) { status.textContent = "The explorer could not load its data (" + err.message + ")."; });
+      };
+      if (!("IntersectionObserver" in window)) { load(); return; }
+      var seen = new IntersectionObserver(function (entries) {
+        if (entries.some(function (e) { return e.isIntersecting; })) { seen.disconnect(); load(); }
+      }, { rootMargin: "600px 0px" });
+      seen.observe(root);
     },
     mountAll: function () {
       document.querySelectorAll(".norms-explorer").forEach(function (root) { window.NormsExplorer.mount(root); });

@@ -23,9 +23,9 @@ _STYLE = """<style>
 .norms-explorer .ne-outside{color:#8a4b00}
 .norms-explorer .ne-figure svg{max-width:100%;height:auto;display:block}
 .norms-explorer .ne-figure img{max-width:100%;height:auto}
-.norms-explorer .ne-title{font:600 12px sans-serif;fill:#222}
-.norms-explorer .ne-label{font:11px sans-serif;fill:#333}
-.norms-explorer .ne-tick{font:9px sans-serif;fill:#444}
+.norms-explorer .ne-title{font:600 14px sans-serif;fill:#222}
+.norms-explorer .ne-label{font:12.5px sans-serif;fill:#333}
+.norms-explorer .ne-tick{font:11.5px sans-serif;fill:#444}
 .norms-explorer .ne-note{color:#555;font-size:.9em;margin-top:.3em}
 </style>"""  # noqa: E501 - CSS; a line break would change the string
 
