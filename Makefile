@@ -119,6 +119,7 @@ book: stored-outputs slides ## build the site into _build/html (warnings are err
 	@$(BIN)/jupyter-book build . --warningiserror --keep-going --quiet
 	@$(PY) tools/i18n.py html _build/html/zh   # the Chinese edition, from locales/ (its own URLs under zh/)
 	@cp -r _build/slides _build/html/slides   # linked from the instructors' page
+	@rm -rf _build/html/slides/zh && cp -r _build/slides/zh _build/html/zh/slides   # and from its Chinese twin
 	@echo "make: site built: _build/html/index.html (make serve to read it)"
 
 test: lint book slides student assignments $(CHROME_STAMP) colab-venv ## lint, build, then every test: norms, notebooks (nbval in the Colab-like kernel), browser, courses
@@ -158,6 +159,7 @@ bench-book: setup ## run every notebook and report wall time per notebook and pe
 
 slides: setup ## one reveal.js deck per chapter, offline, from its notebook: _build/slides/index.html
 	@$(PY) tools/slides.py
+	@$(PY) tools/slides.py --zh   # the Chinese edition's decks, from zh/book/: _build/slides/zh
 
 # Built next to the book (its own Sphinx build in _build/student-build), not after it.
 translations: setup ## after an English edit: update the Chinese catalogs (locales/) and notebooks (zh/); then translate the new and fuzzy entries

@@ -481,8 +481,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path, help="default: every chapter")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--zh", action="store_true", help="the Chinese edition's decks (zh/book/) into OUT/zh"
+    )
     args = parser.parse_args(argv)
     paths = [p.resolve() for p in args.notebooks] or chapters()
+    if args.zh:  # the Chinese notebooks: the same code and outputs, the catalogs' markdown
+        paths = [ROOT / "zh" / p.relative_to(ROOT) for p in paths]
+        args.out = args.out / "zh"
     if not args.notebooks:  # no deck of an earlier build may stay beside the new ones
         for old in args.out.glob("*.html"):
             old.unlink()

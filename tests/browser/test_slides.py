@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import re
 import sys
 import threading
 from pathlib import Path
@@ -250,5 +251,26 @@ def test_a_figure_on_a_phone_opens_at_the_size_it_was_drawn_for(browser, slides_
         page.keyboard.press("Escape")
         assert page.locator(".deck-zoom").count() == 0
         assert page.evaluate("() => Reveal.getSlides().indexOf(Reveal.getCurrentSlide())") == n
+    finally:
+        context.close()
+
+
+def test_the_chinese_decks_step_through_in_chinese(browser, slides_url):
+    """make slides also builds every deck from the Chinese notebook (zh/book/): the same
+    slides, the headings and notes in Chinese."""
+    built = {d["chapter"]: d for d in json.loads((SLIDES / "zh" / "decks.json").read_text())}
+    english = {d["chapter"]: d for d in json.loads((SLIDES / "decks.json").read_text())}
+    assert set(built) == set(english)
+    assert all(built[c]["slides"] == english[c]["slides"] for c in built), built
+    context, page = _open(browser, f"{slides_url}/zh/batchnorm.html", NARROW, "light")
+    try:
+        total = page.evaluate("() => Reveal.getTotalSlides()")
+        seen, outside = _step_through(page, lambda p: p.evaluate(OUTSIDE))
+        assert seen == total and not outside, outside[:5]
+        headings = page.evaluate(
+            "() => [...document.querySelectorAll('.slides h1, .slides h2')].map(h => h.textContent)"
+        )
+        assert headings and all(re.search("[\u4e00-\u9fff]", h) for h in headings[:3]), headings
+        assert not _requests_problems(page, slides_url), _requests_problems(page, slides_url)
     finally:
         context.close()
