@@ -155,3 +155,6 @@ def test_the_english_check_can_fail():
     )
     assert not i18n.english_left("用 `torch.testing.assert_close` 检查 $\\mu_c = \\frac{1}{m}$。")
     assert not i18n.english_left(":::{admonition} Learning objectives and more words here ok")
+    assert not i18n.english_left(
+        "用法：\n```bash\nmake book   # the site, and the notebooks it caches\n```"
+    )

@@ -255,16 +255,22 @@ def chinese_notebook(path: Path) -> dict:
 _ENGLISH_RUN = re.compile(r"[A-Za-z][a-z']+(?:[ ,;:]+[A-Za-z][a-z']+){5,}")
 _DIRECTIVE_LINE = re.compile(r"^\s*(?::::*|```+|:[a-z-]+:)")
 _LINK_TARGET = re.compile(r"\]\([^)]*\)")
+_QUOTED = re.compile(r"“[^”]*”")
 
 
 def english_left(markdown: str) -> list[str]:
-    """Runs of six or more English words in a Chinese markdown text, outside code, maths,
-    roles, link targets and directive lines: a paragraph the catalogs did not translate."""
-    found = []
+    """Runs of six or more English words in a Chinese markdown text, outside code (inline
+    and fenced), maths, roles, link targets, directive lines and “quoted” messages (shown as
+    the program prints them): a paragraph the catalogs did not translate."""
+    found, fenced = [], False
     for line in markdown.splitlines():
-        if _DIRECTIVE_LINE.match(line):
+        if line.lstrip().startswith("```") and not line.lstrip().startswith("```{"):
+            fenced = not fenced
+            continue
+        if fenced or _DIRECTIVE_LINE.match(line):
             continue
         text = _LINK_TARGET.sub("]", _MATH.sub(" ", _CODE.sub(" ", _ROLE.sub(" ", line))))
+        text = _QUOTED.sub(" ", text)  # a message quoted as the reader sees it, in English
         found += _ENGLISH_RUN.findall(text)
     return found
 
