@@ -27,7 +27,7 @@ import json
 import os
 from typing import Any
 
-__all__ = ["check_claims", "glue"]
+__all__ = ["check_claims", "glue", "stored_text"]
 
 _GLUE_PREFIX = "application/papermill.record/"  # myst_nb.ext.glue.GLUE_PREFIX
 _CLAIM_SUFFIX = ".claim"  # the key of the claim glued with a value
@@ -147,20 +147,27 @@ def glue(
         show({_GLUE_PREFIX + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)
 
 
-def _stored_values(notebook: dict) -> dict[str, Any]:
-    """Every glued value of an executed notebook (a dict as in the .ipynb), by key."""
-    values = {}
+def stored_text(notebook: dict) -> dict[str, str]:
+    """The text/plain of every value an executed notebook (a dict as in the .ipynb) glued,
+    by key, as myst-nb stores it (the Chinese edition pastes these into its text)."""
+    texts = {}
     for cell in notebook.get("cells", []):
         for output in cell.get("outputs", []):
             name = output.get("metadata", {}).get("scrapbook", {}).get("name")
             text = output.get("data", {}).get(_GLUE_PREFIX + "text/plain")
-            if name is None or text is None:
-                continue
-            text = "".join(text) if isinstance(text, list) else text
-            try:
-                values[name] = ast.literal_eval(text)
-            except (ValueError, SyntaxError):
-                values[name] = text  # a figure or an object: not a number
+            if name is not None and text is not None:
+                texts[name] = "".join(text) if isinstance(text, list) else text
+    return texts
+
+
+def _stored_values(notebook: dict) -> dict[str, Any]:
+    """Every glued value of an executed notebook, by key (a figure or an object as its text)."""
+    values = {}
+    for name, text in stored_text(notebook).items():
+        try:
+            values[name] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            values[name] = text  # a figure or an object: not a number
     return values
 
 

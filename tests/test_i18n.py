@@ -158,3 +158,18 @@ def test_the_english_check_can_fail():
     assert not i18n.english_left(
         "用法：\n```bash\nmake book   # the site, and the notebooks it caches\n```"
     )
+
+
+def test_glued_values_are_pasted_into_the_chinese_text_as_myst_nb_formats_them():
+    values = {"m": "0.123456", "v": "'5 个随机种子中有 5 个更高'"}
+    text = "均值为 {glue:text}`m:.2f`；{glue:text}`v`。"
+    assert i18n.paste_glue(text, values, "page") == "均值为 0.12；5 个随机种子中有 5 个更高。"
+    with pytest.raises(SystemExit, match="no glued value 'w'"):
+        i18n.paste_glue("{glue:text}`w:.1f`", values, "page")
+
+
+def test_every_glue_key_of_the_catalogs_is_stored_in_its_notebook(tmp_path):
+    """The Chinese site's catalogs, with every glued value pasted in: a catalog that names a
+    key its notebook does not glue fails here (and would fail the Chinese build)."""
+    pasted = i18n.pasted_catalogs(tmp_path)
+    assert not [p for p in pasted.rglob("*.po") if "{glue:text}" in p.read_text()]

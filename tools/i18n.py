@@ -295,6 +295,54 @@ def write_notebooks(out: Path = NOTEBOOKS) -> list[Path]:
     return written
 
 
+_GLUE_TEXT = re.compile(r"\{glue:text\}`([^`]+)`")
+
+
+def glued_text(notebook: Path) -> dict[str, str]:
+    """The text/plain of every value a notebook glued, by key (as myst-nb stores it)."""
+    import nbformat
+
+    from norms.glue import stored_text
+
+    return stored_text(nbformat.read(notebook, as_version=4))
+
+
+def paste_glue(msgstr: str, values: dict[str, str], where: str) -> str:
+    """``msgstr`` with each ``{glue:text}`key:fmt``` replaced by the value it shows.
+
+    Sphinx parses a translation as a document of its own, after the page was read, where
+    myst-nb's glue roles find no notebook; so the Chinese site is built from catalogs whose
+    glued values are pasted in, formatted as myst-nb formats them."""
+    from myst_nb.core.variables import format_plain_text
+
+    def one(m: re.Match) -> str:
+        key, fmt = m[1].rsplit(":", 1) if ":" in m[1] else (m[1], "")
+        if key not in values:
+            raise SystemExit(f"{where}: no glued value {key!r} for {m[0]}")
+        return format_plain_text(values[key], fmt)
+
+    return _GLUE_TEXT.sub(one, msgstr)
+
+
+def pasted_catalogs(out: Path) -> Path:
+    """A copy of the catalogs with the glued values pasted in (:func:`paste_glue`)."""
+    import polib
+
+    shutil.rmtree(out, ignore_errors=True)
+    for po_path in CATALOGS.rglob("*.po"):
+        rel = po_path.relative_to(CATALOGS)
+        notebook = ROOT / rel.with_suffix(".ipynb")
+        values = glued_text(notebook) if notebook.exists() else {}
+        po = polib.pofile(str(po_path), wrapwidth=0)
+        for entry in po:
+            if "{glue:text}" in entry.msgstr:
+                entry.msgstr = paste_glue(entry.msgstr, values, f"{po_path}: {entry.msgid[:40]!r}")
+        target = out / LANGUAGE / "LC_MESSAGES" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        po.save(str(target))
+    return out
+
+
 def build_html(out: Path) -> None:
     """The Chinese site into ``out`` (built beside, then moved: nothing of an earlier build
     stays)."""
@@ -309,7 +357,7 @@ def build_html(out: Path) -> None:
         work / "html",
         {
             "language": LANGUAGE,
-            "locale_dirs": [str(LOCALES)],
+            "locale_dirs": [str(pasted_catalogs(work / "locales"))],
             "gettext_compact": False,
             "html_theme_options": options,
         },
