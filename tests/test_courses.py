@@ -150,3 +150,27 @@ def test_instructors_page_is_executed_on_every_build():
     page's own code, would serve stale ones."""
     nb = read(ROOT / "book" / "instructors.ipynb")
     assert nb.metadata.get("mystnb", {}).get("execution_mode") == "force"
+
+
+@pytest.mark.parametrize(
+    "cells",
+    [
+        [NEW_EXERCISE, ":::{solution} ex-t-1\nA.\n:::\n\n## Quiz"],
+        [
+            NEW_EXERCISE + "\n\nResults, then the solution:\n\n:::{solution-start} ex-t-1\n:::",
+            ("code", "x = 1", {}),
+            ":::{solution-end}\n:::",
+        ],
+        [
+            NEW_EXERCISE,
+            ":::{solution-start} ex-t-1\n:::",
+            ("code", "x = 1", {}),
+            ":::{solution-end}\n:::\n\n:::{exercise}\n:label: ex-t-2\n:::",
+        ],
+    ],
+)
+def test_a_solution_directive_shares_its_cell_with_nothing(cells):
+    """The student edition drops a solution's cells whole: text in the same cell (a result,
+    the next exercise, a heading) would vanish from it."""
+    with pytest.raises(exercises.ExerciseError, match="must be alone in its markdown cell"):
+        exercises.exercises(make(cells), "book/t.ipynb")

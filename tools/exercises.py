@@ -92,6 +92,22 @@ def _markdown(cell) -> str:
     return cell.source if cell.cell_type == "markdown" else ""
 
 
+_SOLUTION_DIRECTIVES = ("solution", "solution-start", "solution-end")
+
+
+def _solution_cell_alone(items, text: str, path, i: int) -> None:
+    """A cell with a solution, solution-start or solution-end holds nothing else: the student
+    edition drops that whole cell (tools/student.py), text around the directive included."""
+    if not any(d.name in _SOLUTION_DIRECTIVES for d in items):
+        return
+    body = text.strip()
+    if len(items) > 1 or not (body.startswith(":::") and body.endswith(":::")):
+        raise ExerciseError(
+            f"{_where(path, i)}: a {'/'.join(_SOLUTION_DIRECTIVES)} directive must be alone in "
+            "its markdown cell (the student edition drops the whole cell): split the cell"
+        )
+
+
 def exercises(nb, path="notebook") -> list[Exercise]:
     """Every exercise of a notebook with its solution; raises ExerciseError when the markup
     is broken: an exercise without a label or a solution, a solution for no exercise, a
@@ -106,6 +122,7 @@ def exercises(nb, path="notebook") -> list[Exercise]:
             raise ExerciseError(f"{_where(path, i)}: {exc}") from None
         if open_gate is not None and cell.cell_type == "code":
             found[open_gate[1]].solution_cells.append(i)
+        _solution_cell_alone(items, _markdown(cell), path, i)
         for d in items:
             if d.name == "exercise":
                 label = d.options.get("label")
