@@ -263,3 +263,16 @@ def test_agc_clips_unit_by_unit():
     torch.testing.assert_close(p.grad, torch.tensor([[0.03, 0.04], [0.0, 0.001]]))
     with pytest.raises(ValueError, match="clip_factor must be non-negative, got -0.1"):
         norms.adaptive_clip_grad_(p, clip_factor=-0.1)
+
+
+def test_scaled_std_conv_reset_parameters_resets_the_gain_too():
+    """As timm's ScaledStdConv2d: reset_parameters() re-draws the weight and sets the gain to 1."""
+    from norms.modules import std_conv
+
+    conv = norms.ScaledStdConv2d(3, 4, 3)
+    with torch.no_grad():
+        conv.gain.mul_(5.0)
+        conv.weight.zero_()
+    conv.reset_parameters()
+    assert torch.equal(conv.gain, torch.ones(4, 1, 1, 1)) and conv.weight.abs().sum() > 0
+    assert "ScaledStdConv2d" in std_conv.__all__

@@ -18,7 +18,6 @@ of threads; every run is seeded.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
 
 import torch
@@ -298,11 +297,6 @@ class ResidualCNN(nn.Module):
 def residual_cnn(kind: str, seed: int = 0, dtype: torch.dtype = torch.float64, **kw) -> ResidualCNN:
     """:class:`ResidualCNN` in ``dtype``."""
     return ResidualCNN(kind, seed=seed, **kw).to(dtype)
-
-
-def copy_model(model: nn.Module) -> nn.Module:
-    """A deep copy (for runs that start from the same trained weights)."""
-    return copy.deepcopy(model)
 
 
 @torch.no_grad()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["StdConv2d", "standardize_weight"]
+__all__ = ["ScaledStdConv2d", "StdConv2d", "standardize_weight"]
 
 
 def standardize_weight(weight: Tensor, eps: float = 1e-6) -> Tensor:
@@ -133,6 +133,14 @@ class ScaledStdConv2d(StdConv2d):
             torch.ones(self.out_channels, 1, 1, 1, device=self.weight.device,
                        dtype=self.weight.dtype)
         )  # fmt: skip
+
+    def reset_parameters(self) -> None:
+        """The convolution's weight and bias as ``nn.Conv2d`` draws them, and the gain back to 1
+        (as timm's ``ScaledStdConv2d``; ``nn.Conv2d.__init__`` calls this before the gain
+        exists)."""
+        super().reset_parameters()
+        if hasattr(self, "gain"):
+            nn.init.ones_(self.gain)
 
     def forward(self, input: Tensor) -> Tensor:
         fan_in = self.weight[0].numel()
