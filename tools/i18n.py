@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 LANGUAGE = "zh_CN"
 LOCALES = ROOT / "locales"
 CATALOGS = LOCALES / LANGUAGE / "LC_MESSAGES"
-TEMPLATES = ROOT / "_build" / "gettext"
+TEMPLATES = ROOT / "_build" / "gettext-build" / "gettext"  # its own doctrees, beside
 #: where the Chinese site goes inside the English one: its pages keep the English URLs
 #: under this prefix (book/batchnorm.html -> zh/book/batchnorm.html)
 PREFIX = "zh"
