@@ -81,7 +81,8 @@ def off_site(url: str) -> bool:
 
 
 def is_chapter(path: str) -> bool:
-    return path.startswith("book/")
+    """A chapter page, of either edition (the Chinese one under zh/)."""
+    return path.startswith(("book/", "zh/book/"))
 
 
 def scroll_through(page) -> None:
