@@ -296,6 +296,10 @@ def write_notebooks(out: Path = NOTEBOOKS) -> list[Path]:
 
 
 _GLUE_TEXT = re.compile(r"\{glue:text\}`([^`]+)`")
+# A translation is parsed on its own, and Sphinx keeps it only if it parses as a paragraph: a
+# heading such as "1. BatchNorm after dropout" would parse as a list and stay English, so its
+# marker is escaped ("1\. …") in the catalogs the site is built from.
+_LIST_MARKER = re.compile(r"^(\d+)([.)] )")
 
 
 def glued_text(notebook: Path) -> dict[str, str]:
@@ -337,6 +341,7 @@ def pasted_catalogs(out: Path) -> Path:
         for entry in po:
             if "{glue:text}" in entry.msgstr:
                 entry.msgstr = paste_glue(entry.msgstr, values, f"{po_path}: {entry.msgid[:40]!r}")
+            entry.msgstr = _LIST_MARKER.sub(r"\1\\\2", entry.msgstr)
         target = out / LANGUAGE / "LC_MESSAGES" / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         po.save(str(target))
@@ -351,7 +356,10 @@ def build_html(out: Path) -> None:
     work = ROOT / "_build" / "zh-build"
     shutil.rmtree(work / "html", ignore_errors=True)
     # the Colab and repository links open the Chinese notebooks (zh/book/NAME.ipynb)
-    options = site_theme_options() | {"path_to_docs": NOTEBOOKS.relative_to(ROOT).as_posix()}
+    options = site_theme_options() | {
+        "path_to_docs": NOTEBOOKS.relative_to(ROOT).as_posix(),
+        "search_bar_text": "搜索本书……",  # sphinx-book-theme's own text has no translation
+    }
     _build(
         "html",
         work / "html",
