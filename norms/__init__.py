@@ -28,7 +28,8 @@ training runs), :mod:`norms.plots` (figures), :mod:`norms.explore` (explorers),
 
 import importlib
 
-from . import autograd, axes, functional, modules
+from . import autograd, axes, functional, i18n, modules
+from .i18n import get_language, set_language
 from .modules import (
     MLP,
     BatchNorm1d,
@@ -64,7 +65,10 @@ __all__ = [
     "autograd",
     "axes",
     "functional",
+    "i18n",
     "modules",
+    "get_language",
+    "set_language",
     *_LAZY,
     "BatchNorm1d",
     "BatchNorm2d",

@@ -11,40 +11,47 @@ from __future__ import annotations
 #: part of norms/ -> (what it is for, the parts it may import). Listed bottom-up: a part
 #: imports only parts listed above it.
 PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "axes": ("which axes each norm reduces over; the list of the norms", ()),
-    "functional": ("the forward passes and the one backward formula", ("axes",)),
-    "autograd": ("hand-derived backward passes (autograd.Function)", ("axes", "functional")),
+    "i18n": ("the reader's language (set_language) and the text norms computes (tr)", ()),
+    "axes": ("which axes each norm reduces over; the list of the norms", ("i18n",)),
+    "functional": ("the forward passes and the one backward formula", ("i18n", "axes")),
+    "autograd": (
+        "hand-derived backward passes (autograd.Function)",
+        ("i18n", "axes", "functional"),
+    ),
     "modules": (
         "every layer: the five families, SyncBatchNorm, transformer, LLaMA block ...",
-        ("axes", "functional", "autograd"),
+        ("i18n", "axes", "functional", "autograd"),
     ),
-    "glue": ("numbers from a cell into the prose (myst-nb glue)", ()),
+    "glue": ("numbers from a cell into the prose (myst-nb glue)", ("i18n",)),
     "fast": (
         "torch.compile'd layers, C++ kernels and their loader, passes, make bench",
-        ("axes", "functional", "autograd", "modules"),
+        ("i18n", "axes", "functional", "autograd", "modules"),
     ),
     "distributed": (
         "several processes: launcher, recorders, the chapter's workers",
-        ("axes", "functional", "modules"),
+        ("i18n", "axes", "functional", "modules"),
     ),
     "lab": (
         "data, models, training loops, simulations, the seeds' rule",
-        ("axes", "functional", "modules", "glue"),
+        ("i18n", "axes", "functional", "modules", "glue"),
     ),
-    "plots": ("one module per figure family, one style", ("axes", "functional", "modules", "lab")),
+    "plots": (
+        "one module per figure family, one style",
+        ("i18n", "axes", "functional", "modules", "lab"),
+    ),
     "explore": (
         "explorers: state, ipywidgets front end, website front end",
-        ("axes", "functional", "modules", "lab", "plots"),
+        ("i18n", "axes", "functional", "modules", "lab", "plots"),
     ),
-    "check": ("the grader for a reader's own layer", ("axes", "functional", "modules")),
+    "check": ("the grader for a reader's own layer", ("i18n", "axes", "functional", "modules")),
     "quiz": (
         "quizzes whose answers norms computes",
-        ("axes", "functional", "autograd", "modules", "fast", "distributed", "lab"),
+        ("i18n", "axes", "functional", "autograd", "modules", "fast", "distributed", "lab"),
     ),
 }
 
 #: What ``import norms`` loads; the other parts load on first use.
-EAGER = ("axes", "functional", "autograd", "modules")
+EAGER = ("i18n", "axes", "functional", "autograd", "modules")
 
 
 def diagram() -> str:
@@ -54,7 +61,7 @@ def diagram() -> str:
     for name, (what, imports) in PARTS.items():
         kind = "" if name in EAGER else " (lazy)"
         path = f"norms/{name}" + (
-            "/" if name not in ("axes", "functional", "autograd", "glue") else ".py"
+            "/" if name not in ("i18n", "axes", "functional", "autograd", "glue") else ".py"
         )
         lines.append(f"{path:<{width + 4}}{what}{kind}")
         lines.append(f"{'':<{width + 4}}  imports: {', '.join(imports) or 'no other part'}")

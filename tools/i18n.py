@@ -42,6 +42,8 @@ TEMPLATES = ROOT / "_build" / "gettext-build" / "gettext"  # its own doctrees, b
 PREFIX = "zh"
 #: the Chinese notebooks, as the repository holds them (zh/book/NAME.ipynb)
 NOTEBOOKS = ROOT / "zh"
+#: the catalog of the text norms computes (quizzes, explorers, the grader: norms.i18n.tr)
+NORMS_CATALOG = ROOT / "norms" / "locale" / LANGUAGE / "LC_MESSAGES" / "norms.po"
 
 # Markup a translation must carry over unchanged: roles and their targets, inline code,
 # inline maths, glued values, substitutions.
@@ -114,7 +116,88 @@ def update() -> list[str]:
         if po.relative_to(CATALOGS) not in keep:
             po.unlink()
     fill_untranslatable()
+    update_norms_catalog()
     return sorted(str(p.relative_to(ROOT)) for p in CATALOGS.rglob("*.po"))
+
+
+def norms_messages(package: Path = ROOT / "norms") -> tuple[dict[str, list[str]], list[str]]:
+    """Every template norms passes to ``tr`` (``{msgid: [file:line, ...]}``), read from the
+    source, and the calls whose template is not a string literal (``tr(f"...")``, a
+    variable): those cannot be extracted, so they are errors."""
+    import ast
+
+    found: dict[str, list[str]] = {}
+    bad: list[str] = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            if name != "tr" or not node.args:
+                continue
+            first = node.args[0]
+            where = f"{rel}:{node.lineno}"
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                found.setdefault(first.value, []).append(where)
+            else:
+                bad.append(
+                    f"{where}: tr() needs a string literal template, got {ast.unparse(first)[:60]}"
+                )
+    return found, bad
+
+
+def update_norms_catalog(path: Path = NORMS_CATALOG) -> int:
+    """Merge norms' templates into its catalog (new: untranslated; changed: fuzzy, with the
+    old translation as a hint; gone: dropped). Returns the number of entries."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import read_po, write_po
+
+    messages, _ = norms_messages()
+    template = Catalog(project="norms", fuzzy=False)
+    for msgid, places in messages.items():
+        flags = ("python-brace-format",) if re.search(r"\{[a-z_]", msgid) else ()
+        template.add(msgid, locations=[tuple(p.rsplit(":", 1)) for p in places], flags=flags)
+    if path.exists():
+        with path.open("rb") as f:
+            catalog = read_po(f, locale=LANGUAGE)
+    else:
+        catalog = Catalog(locale=LANGUAGE, project="norms", fuzzy=False)
+    catalog.update(template, update_header_comment=False)
+    catalog.obsolete.clear()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as f:
+        write_po(f, catalog, width=0, omit_header=False, sort_output=False, ignore_obsolete=True)
+    return len(catalog)
+
+
+FIELD = re.compile(r"(?<!\{)\{([^{}]*)\}(?!\})")
+
+
+def norms_problems(path: Path = NORMS_CATALOG) -> list[str]:
+    """norms' catalog: a template without its translation (or fuzzy), a translation whose
+    ``{fields}`` differ from the template's, a ``tr`` call that cannot be extracted, a
+    template missing from the catalog (``make translations`` not run)."""
+    import polib
+
+    messages, found = norms_messages()
+    rel = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    entries = (
+        {e.msgid: e for e in polib.pofile(str(path)) if not e.obsolete} if path.exists() else {}
+    )
+    for msgid in messages:
+        if msgid not in entries:
+            found.append(f"{rel}: not in the catalog (run make translations): {msgid[:70]!r}")
+    for msgid, entry in entries.items():
+        if entry.fuzzy or not entry.msgstr.strip():
+            what = "fuzzy" if entry.fuzzy else "untranslated"
+            found.append(f"{rel}:{entry.linenum}: {what}: {msgid[:70]!r}")
+        elif sorted(FIELD.findall(msgid)) != sorted(FIELD.findall(entry.msgstr)):
+            found.append(
+                f"{rel}:{entry.linenum}: fields differ: {sorted(FIELD.findall(msgid))} "
+                f"vs {sorted(FIELD.findall(entry.msgstr))}: {msgid[:70]!r}"
+            )
+    return found
 
 
 def untranslatable(msgid: str) -> bool:
@@ -198,6 +281,8 @@ def problems(catalogs: Path = CATALOGS) -> list[str]:
                 continue
             for problem in entry_problems(entry.msgid, entry.msgstr, entry.fuzzy):
                 found.append(f"{rel}:{entry.linenum}: {problem}: {entry.msgid[:70]!r}")
+    if catalogs == CATALOGS:
+        found += norms_problems()
     return found
 
 
@@ -248,8 +333,32 @@ def chinese_notebook(path: Path) -> dict:
         if cell.cell_type == "markdown":
             source = translate_markdown(cell.source, table)
             cell.source = re.sub(r"\]\((?!https?:|#)(images/)", r"](../../book/\1", source)
+        elif cell.source.startswith(SETUP_START):
+            cell.source += SETUP_LANGUAGE
+        for output in cell.get("outputs", []):
+            localize_output(output)
     nb.metadata["language_info"] = nb.metadata.get("language_info", {})
     return nb
+
+
+#: how a chapter's setup cell starts (it installs norms on Colab); the Chinese notebook's
+#: also sets norms' language, so what norms computes when the reader runs a cell is Chinese
+SETUP_START = "# Setup:"
+SETUP_LANGUAGE = (
+    '\n\nimport os\n\nos.environ["NORMS_LANG"] = "zh"  # norms 的测验和评分建议用中文\n'
+)
+
+
+def localize_output(output: dict, language: str = "zh") -> None:
+    """An output of the English notebook as the Chinese one stores it (in place): norms'
+    bilingual text keeps its Chinese half, scripts show Chinese (``norms.i18n.for_notebook``)."""
+    from norms.i18n import for_notebook
+
+    if "text" in output:
+        output["text"] = for_notebook(output["text"], language)
+    for mime, value in output.get("data", {}).items():
+        if isinstance(value, str) and (mime.startswith("text/") or "javascript" in mime):
+            output["data"][mime] = for_notebook(value, language)
 
 
 _ENGLISH_RUN = re.compile(r"[A-Za-z][a-z']+(?:[ ,;:]+[A-Za-z][a-z']+){5,}")
