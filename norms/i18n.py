@@ -5,7 +5,7 @@ English is the source. A message is a template with named fields, written once::
 
     tr("Measured on a {width}-wide network: {rate:.3f} per layer.", width=256, rate=r)
 
-and the Chinese catalog (``norms/locale/zh_CN/LC_MESSAGES/norms.po``, kept by
+and the Chinese catalog (``norms/locale/zh_CN/LC_MESSAGES/``, one ``.po`` per module, kept by
 ``make translations`` like the book's catalogs) holds each template's translation, with the
 same fields. :func:`tr` returns a :class:`Text`: a ``str`` in the current language (so
 ``print`` and string operations work as before) that also carries every language's
@@ -103,9 +103,10 @@ def explicit_language() -> str | None:
 # -- catalogs -------------------------------------------------------------------------
 
 
-def catalog_path(language: str) -> Path:
-    """The ``.po`` file of ``language``'s translations."""
-    return LOCALE / _CATALOG_LANG[language] / "LC_MESSAGES" / "norms.po"
+def catalog_dir(language: str) -> Path:
+    """The folder of ``language``'s catalogs: one ``.po`` file per module of norms
+    (``norms.quiz.why.po``)."""
+    return LOCALE / _CATALOG_LANG[language] / "LC_MESSAGES"
 
 
 _PO_LINE = re.compile(r'^(msgctxt|msgid|msgid_plural|msgstr(?:\[\d+\])?)\s+(".*")\s*$')
@@ -149,8 +150,10 @@ def catalog(language: str) -> dict[str, str]:
     """``language``'s translations ``{English template: translation}`` (empty for English)."""
     if language == "en":
         return {}
-    path = catalog_path(language)
-    return read_po(path) if path.exists() else {}
+    table: dict[str, str] = {}
+    for path in sorted(catalog_dir(language).glob("*.po")):
+        table |= read_po(path)
+    return table
 
 
 # -- messages -------------------------------------------------------------------------

@@ -136,17 +136,43 @@ def test_the_catalog_check_finds_what_is_wrong(tmp_path, monkeypatch):
     messages, bad = tools_i18n.norms_messages(src)
     assert set(messages) == {"ok {n}", "new", "fields {x}", "fuzzy one"}
     assert len(bad) == 1 and "string literal" in bad[0]
-    po = tmp_path / "norms.po"
+    catalogs = tmp_path / "LC_MESSAGES"
+    catalogs.mkdir()
+    po = catalogs / "norms.m.po"
     po.write_text(
         'msgid "ok {n}"\nmsgstr "好 {n}"\n\nmsgid "fields {x}"\nmsgstr "字段 {y}"\n\n'
         '#, fuzzy\nmsgid "fuzzy one"\nmsgstr "模糊"\n',
         encoding="utf-8",
     )
     monkeypatch.setattr(tools_i18n, "norms_messages", lambda: (messages, list(bad)))
-    found = "\n".join(tools_i18n.norms_problems(po))
+    found = "\n".join(tools_i18n.norms_problems(catalogs))
     assert "not in the catalog" in found and "'new'" in found
     assert "fields differ" in found and "fuzzy" in found and "string literal" in found
     assert "'ok {n}'" not in found
+
+
+def test_update_writes_one_catalog_per_module_and_carries_translations(tmp_path, monkeypatch):
+    catalogs = tmp_path / "LC_MESSAGES"
+    messages = {"kept {n}": ["norms/quiz/why.py:3"], "moved": ["norms/check/grader.py:9"]}
+    monkeypatch.setattr(tools_i18n, "norms_messages", lambda: (messages, []))
+    catalogs.mkdir()
+    (catalogs / "norms.quiz.why.po").write_text(
+        'msgid "kept {n}"\nmsgstr "保留 {n}"\n\nmsgid "moved"\nmsgstr "移动"\n\n'
+        'msgid "gone"\nmsgstr "删除"\n',
+        encoding="utf-8",
+    )
+    (catalogs / "norms.old.po").write_text('msgid "x"\nmsgstr "叉"\n', encoding="utf-8")
+    assert tools_i18n.update_norms_catalog(catalogs) == 2
+    assert sorted(p.name for p in catalogs.glob("*.po")) == [
+        "norms.check.grader.po",
+        "norms.quiz.why.po",
+    ]
+    assert i18n.read_po(catalogs / "norms.quiz.why.po") == {"kept {n}": "保留 {n}"}
+    assert i18n.read_po(catalogs / "norms.check.grader.po") == {"moved": "移动"}
+    messages["kept {n} now"] = messages.pop("kept {n}")  # an English edit: fuzzy
+    tools_i18n.update_norms_catalog(catalogs)
+    problems = "\n".join(tools_i18n.norms_problems(catalogs))
+    assert "fuzzy: 'kept {n} now'" in problems
 
 
 def test_norms_catalog_is_complete():

@@ -42,8 +42,9 @@ TEMPLATES = ROOT / "_build" / "gettext-build" / "gettext"  # its own doctrees, b
 PREFIX = "zh"
 #: the Chinese notebooks, as the repository holds them (zh/book/NAME.ipynb)
 NOTEBOOKS = ROOT / "zh"
-#: the catalog of the text norms computes (quizzes, explorers, the grader: norms.i18n.tr)
-NORMS_CATALOG = ROOT / "norms" / "locale" / LANGUAGE / "LC_MESSAGES" / "norms.po"
+#: the catalogs of the text norms computes (quizzes, explorers, the grader: norms.i18n.tr),
+#: one per module of norms
+NORMS_CATALOGS = ROOT / "norms" / "locale" / LANGUAGE / "LC_MESSAGES"
 
 # Markup a translation must carry over unchanged: roles and their targets, inline code,
 # inline maths, glued values, substitutions.
@@ -121,21 +122,17 @@ def update() -> list[str]:
 
 
 def norms_messages(package: Path = ROOT / "norms") -> tuple[dict[str, list[str]], list[str]]:
-    """Every template norms passes to ``tr`` (``{msgid: [file:line, ...]}``), read from the
-    source, and the calls whose template is not a string literal (``tr(f"...")``, a
-    variable): those cannot be extracted, so they are errors."""
+    """Every template norms passes to ``tr`` (``{msgid: [file:line, ...]}``, in source
+    order), read from the source, and the calls whose template is not a string literal
+    (``tr(f"...")``, a variable): those cannot be extracted, so they are errors."""
     import ast
 
     found: dict[str, list[str]] = {}
     bad: list[str] = []
     for path in sorted(package.rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(node, ast.Call):
-                continue
-            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
-            if name != "tr" or not node.args:
-                continue
+        calls = [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if _is_tr(n)]
+        for node in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
             first = node.args[0]
             where = f"{rel}:{node.lineno}"
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
@@ -147,48 +144,90 @@ def norms_messages(package: Path = ROOT / "norms") -> tuple[dict[str, list[str]]
     return found, bad
 
 
-def update_norms_catalog(path: Path = NORMS_CATALOG) -> int:
-    """Merge norms' templates into its catalog (new: untranslated; changed: fuzzy, with the
-    old translation as a hint; gone: dropped). Returns the number of entries."""
+def _is_tr(node) -> bool:
+    import ast
+
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    return (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) == "tr"
+
+
+def norms_catalog_of(place: str, catalogs: Path = NORMS_CATALOGS) -> Path:
+    """The catalog a template belongs to: the one of the module that first uses it
+    (``norms/quiz/why.py:12`` -> ``norms.quiz.why.po``); one catalog per module keeps
+    merges and reviews per module, as the book keeps one per page."""
+    return catalogs / (place.rsplit(":", 1)[0].removesuffix(".py").replace("/", ".") + ".po")
+
+
+def update_norms_catalog(catalogs: Path = NORMS_CATALOGS) -> int:
+    """Merge norms' templates into its catalogs (new: untranslated; changed: fuzzy, with
+    the old translation as a hint; moved to another module: its translation moves along;
+    gone: dropped). Returns the number of entries."""
     from babel.messages.catalog import Catalog
     from babel.messages.pofile import read_po, write_po
 
     messages, _ = norms_messages()
-    template = Catalog(project="norms", fuzzy=False)
+    by_file: dict[Path, dict[str, list[str]]] = {}
     for msgid, places in messages.items():
-        flags = ("python-brace-format",) if re.search(r"\{[a-z_]", msgid) else ()
-        template.add(msgid, locations=[tuple(p.rsplit(":", 1)) for p in places], flags=flags)
-    if path.exists():
-        with path.open("rb") as f:
-            catalog = read_po(f, locale=LANGUAGE)
-    else:
-        catalog = Catalog(locale=LANGUAGE, project="norms", fuzzy=False)
-    catalog.update(template, update_header_comment=False)
-    catalog.obsolete.clear()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as f:
-        write_po(f, catalog, width=0, omit_header=False, sort_output=False, ignore_obsolete=True)
-    return len(catalog)
+        by_file.setdefault(norms_catalog_of(places[0], catalogs), {})[msgid] = places
+    known: dict[str, str] = {}
+    for path in sorted(catalogs.glob("*.po")) if catalogs.exists() else []:
+        known |= {k: v for k, v in read_po_file(path).items() if k not in known}
+        if path not in by_file:
+            path.unlink()
+    catalogs.mkdir(parents=True, exist_ok=True)
+    for path, msgs in by_file.items():
+        template = Catalog(project="norms", fuzzy=False)
+        for msgid, places in msgs.items():
+            flags = ("python-brace-format",) if FIELD.search(msgid) else ()
+            template.add(
+                msgid,
+                locations=[(p.rsplit(":", 1)[0], int(p.rsplit(":", 1)[1])) for p in places],
+                flags=flags,
+            )
+        if path.exists():
+            with path.open("rb") as f:
+                catalog = read_po(f, locale=LANGUAGE)
+        else:
+            catalog = Catalog(locale=LANGUAGE, project="norms", fuzzy=False)
+        catalog.update(template, update_header_comment=False)
+        catalog.obsolete.clear()
+        for message in catalog:
+            if message.id and not message.string and message.id in known:
+                message.string = known[message.id]
+                message.flags.discard("fuzzy")
+        with path.open("wb") as f:
+            write_po(f, catalog, width=0, sort_output=False, ignore_obsolete=True)
+    return len(messages)
+
+
+def read_po_file(path: Path) -> dict[str, str]:
+    """The translated, non-fuzzy entries of one catalog (norms' own reader)."""
+    from norms.i18n import read_po
+
+    return read_po(path)
 
 
 FIELD = re.compile(r"(?<!\{)\{([^{}]*)\}(?!\})")
 
 
-def norms_problems(path: Path = NORMS_CATALOG) -> list[str]:
-    """norms' catalog: a template without its translation (or fuzzy), a translation whose
+def norms_problems(catalogs: Path = NORMS_CATALOGS) -> list[str]:
+    """norms' catalogs: a template without its translation (or fuzzy), a translation whose
     ``{fields}`` differ from the template's, a ``tr`` call that cannot be extracted, a
-    template missing from the catalog (``make translations`` not run)."""
+    template missing from the catalogs (``make translations`` not run)."""
     import polib
 
     messages, found = norms_messages()
-    rel = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-    entries = (
-        {e.msgid: e for e in polib.pofile(str(path)) if not e.obsolete} if path.exists() else {}
-    )
+    entries = {}
+    for path in sorted(catalogs.glob("*.po")) if catalogs.exists() else []:
+        rel = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        for e in polib.pofile(str(path)):
+            if not e.obsolete:
+                entries.setdefault(e.msgid, (rel, e))
     for msgid in messages:
         if msgid not in entries:
-            found.append(f"{rel}: not in the catalog (run make translations): {msgid[:70]!r}")
-    for msgid, entry in entries.items():
+            found.append(f"norms: not in the catalog (run make translations): {msgid[:70]!r}")
+    for msgid, (rel, entry) in entries.items():
         if entry.fuzzy or not entry.msgstr.strip():
             what = "fuzzy" if entry.fuzzy else "untranslated"
             found.append(f"{rel}:{entry.linenum}: {what}: {msgid[:70]!r}")
