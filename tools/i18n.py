@@ -26,6 +26,7 @@ them and fails when the committed ones differ (an English or catalog edit withou
 from __future__ import annotations
 
 import argparse
+import datetime
 import re
 import shutil
 import sys
@@ -42,6 +43,9 @@ TEMPLATES = ROOT / "_build" / "gettext-build" / "gettext"  # its own doctrees, b
 PREFIX = "zh"
 #: the Chinese notebooks, as the repository holds them (zh/book/NAME.ipynb)
 NOTEBOOKS = ROOT / "zh"
+#: the catalogs of the sentences the chapters print (their stored outputs), one per page;
+#: outside LC_MESSAGES, so Sphinx does not take them for page catalogs
+OUTPUTS = LOCALES / LANGUAGE / "outputs"
 #: the catalogs of the text norms computes (quizzes, explorers, the grader: norms.i18n.tr),
 #: one per module of norms
 NORMS_CATALOGS = ROOT / "norms" / "locale" / LANGUAGE / "LC_MESSAGES"
@@ -118,6 +122,7 @@ def update() -> list[str]:
             po.unlink()
     fill_untranslatable()
     update_norms_catalog()
+    update_outputs()
     return sorted(str(p.relative_to(ROOT)) for p in CATALOGS.rglob("*.po"))
 
 
@@ -144,6 +149,159 @@ def norms_messages(package: Path = ROOT / "norms") -> tuple[dict[str, list[str]]
     return found, bad
 
 
+# A printed line with a sentence in it: three English words in a row. Lines of code (a
+# listing of generated C++, a shell command) are not sentences.
+_SENTENCE = re.compile(r"[A-Za-z][a-z']+(?:[ ,;:()-]+[A-Za-z][a-z']+){2,}")
+_CODE_LINE = re.compile(
+    r"(;\s*(//.*)?$|//|#pragma|#include|^\s*[{}]|^\s*[A-Za-z_][\w.]*\s*[-+*]?=\s|\bconst \w|::"
+    r"|\bint64_t\b|\w\* )"
+)
+_NOT_WORDS = re.compile(r"\b(inf|nan|tensor|True|False|dtype|torch\.\w+)\b")
+
+
+def is_sentence(line: str) -> bool:
+    """Whether a printed line holds a sentence to translate (not code, not a tensor)."""
+    return bool(_SENTENCE.search(_NOT_WORDS.sub(" ", line))) and not _CODE_LINE.search(line)
+
+
+#: pages whose printed output is norms' own bilingual text, not printed lines
+OWN_OUTPUTS = {"book/grade-your-own"}
+
+
+def printed_lines(nb) -> list[str]:
+    """The printed lines of a notebook's stored outputs that hold a sentence, each once, in
+    order, as templates (:func:`printed_template`): the messages of the page's output
+    catalog."""
+    seen: dict[str, None] = {}
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") != "stream":
+                continue
+            for line in output["text"].splitlines():
+                if is_sentence(line):
+                    seen.setdefault(printed_template(line.strip())[0], None)
+    return list(seen)
+
+
+# a number that stands alone (not the 2 of BatchNorm2d, not a version's parts)
+_LONE_NUMBER = re.compile(r"(?<![\w.])[-−]?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?(?![\w])")
+
+
+def printed_template(line: str) -> tuple[str, list[str]]:
+    """A printed line as a message whose numbers are fields ``{0}``, ``{1}``, ... (a timing
+    that differs on the next run keeps its translation), and the numbers."""
+    numbers: list[str] = []
+
+    def field(m: re.Match) -> str:
+        numbers.append(m[0])
+        return "{" + str(len(numbers) - 1) + "}"
+
+    escaped = line.replace("{", "{{").replace("}", "}}")
+    return _LONE_NUMBER.sub(field, escaped), numbers
+
+
+def merge_catalog(path: Path, messages: dict[str, list[tuple[str, int]]], known=None) -> None:
+    """Merge ``messages`` (msgid -> locations) into the catalog at ``path``: new entries
+    untranslated, changed ones fuzzy (the old translation kept as a hint), gone ones
+    dropped; an untranslated entry takes its translation from ``known`` if it has one."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import read_po, write_po
+
+    fixed = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)  # no churn in diffs
+    template = Catalog(project="norms", fuzzy=False, creation_date=fixed, revision_date=fixed)
+    for msgid, places in messages.items():
+        flags = (
+            ("python-brace-format",)
+            if FIELD.search(msgid) and path.parent == NORMS_CATALOGS
+            else ()
+        )
+        template.add(msgid, locations=places, flags=flags)
+    if path.exists():
+        with path.open("rb") as f:
+            catalog = read_po(f, locale=LANGUAGE)
+    else:
+        catalog = Catalog(locale=LANGUAGE, project="norms", fuzzy=False, revision_date=fixed)
+    catalog.update(template, update_header_comment=False)
+    catalog.obsolete.clear()
+    for message in catalog:
+        if message.id and not message.string and known and message.id in known:
+            message.string = known[message.id]
+            message.flags.discard("fuzzy")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as f:
+        write_po(f, catalog, width=0, sort_output=False, ignore_obsolete=True)
+
+
+def update_outputs(out: Path = OUTPUTS) -> int:
+    """The output catalogs: the printed lines of every page (:func:`printed_lines`)."""
+    import nbformat
+
+    n = 0
+    for path in book_notebooks():
+        page = path.relative_to(ROOT).with_suffix("").as_posix()
+        catalog = out / f"{page}.po"
+        if page in OWN_OUTPUTS:
+            catalog.unlink(missing_ok=True)
+            continue
+        lines = printed_lines(nbformat.read(path, as_version=4))
+        if not lines:
+            catalog.unlink(missing_ok=True)
+            continue
+        merge_catalog(catalog, {line: [(path.name, 0)] for line in lines})
+        n += len(lines)
+    return n
+
+
+def output_translations(page: str, out: Path = OUTPUTS) -> dict[str, str]:
+    """printed line -> its translation, for a page (``book/batchnorm``)."""
+    path = out / f"{page}.po"
+    return read_po_file(path) if path.exists() else {}
+
+
+def translate_printed(text: str, table: dict[str, str]) -> str:
+    """A stored output's text with each printed line the catalog has translated (its
+    indentation kept)."""
+    if not table:
+        return text
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        template, numbers = printed_template(line.strip())
+        if template in table:
+            indent = line[: len(line) - len(line.lstrip())]
+            lines[i] = indent + table[template].format(*numbers)
+    return "\n".join(lines)
+
+
+def output_problems(out: Path = OUTPUTS) -> list[str]:
+    """The output catalogs: untranslated or fuzzy entries, a translation that lost or
+    changed a number of the printed line, a page whose catalog is stale."""
+    import nbformat
+    import polib
+
+    found = []
+    for path in book_notebooks():
+        page = path.relative_to(ROOT).with_suffix("").as_posix()
+        po_path = out / f"{page}.po"
+        lines = [] if page in OWN_OUTPUTS else printed_lines(nbformat.read(path, as_version=4))
+        entries = {e.msgid: e for e in polib.pofile(str(po_path))} if po_path.exists() else {}
+        rel = po_path.relative_to(ROOT) if po_path.is_relative_to(ROOT) else po_path
+        for line in lines:
+            if line not in entries:
+                found.append(
+                    f"{rel}: printed line not in the catalog (make translations): {line[:70]!r}"
+                )
+        for msgid, e in entries.items():
+            if e.obsolete:
+                continue
+            if e.fuzzy or not e.msgstr.strip():
+                found.append(
+                    f"{rel}:{e.linenum}: {'fuzzy' if e.fuzzy else 'untranslated'}: {msgid[:70]!r}"
+                )
+            elif sorted(FIELD.findall(msgid)) != sorted(FIELD.findall(e.msgstr)):
+                found.append(f"{rel}:{e.linenum}: number fields differ: {msgid[:70]!r}")
+    return found
+
+
 def _is_tr(node) -> bool:
     import ast
 
@@ -163,9 +321,6 @@ def update_norms_catalog(catalogs: Path = NORMS_CATALOGS) -> int:
     """Merge norms' templates into its catalogs (new: untranslated; changed: fuzzy, with
     the old translation as a hint; moved to another module: its translation moves along;
     gone: dropped). Returns the number of entries."""
-    from babel.messages.catalog import Catalog
-    from babel.messages.pofile import read_po, write_po
-
     messages, _ = norms_messages()
     by_file: dict[Path, dict[str, list[str]]] = {}
     for msgid, places in messages.items():
@@ -175,29 +330,12 @@ def update_norms_catalog(catalogs: Path = NORMS_CATALOGS) -> int:
         known |= {k: v for k, v in read_po_file(path).items() if k not in known}
         if path not in by_file:
             path.unlink()
-    catalogs.mkdir(parents=True, exist_ok=True)
     for path, msgs in by_file.items():
-        template = Catalog(project="norms", fuzzy=False)
-        for msgid, places in msgs.items():
-            flags = ("python-brace-format",) if FIELD.search(msgid) else ()
-            template.add(
-                msgid,
-                locations=[(p.rsplit(":", 1)[0], int(p.rsplit(":", 1)[1])) for p in places],
-                flags=flags,
-            )
-        if path.exists():
-            with path.open("rb") as f:
-                catalog = read_po(f, locale=LANGUAGE)
-        else:
-            catalog = Catalog(locale=LANGUAGE, project="norms", fuzzy=False)
-        catalog.update(template, update_header_comment=False)
-        catalog.obsolete.clear()
-        for message in catalog:
-            if message.id and not message.string and message.id in known:
-                message.string = known[message.id]
-                message.flags.discard("fuzzy")
-        with path.open("wb") as f:
-            write_po(f, catalog, width=0, sort_output=False, ignore_obsolete=True)
+        locations = {
+            m: [(p.rsplit(":", 1)[0], int(p.rsplit(":", 1)[1])) for p in places]
+            for m, places in msgs.items()
+        }
+        merge_catalog(path, locations, known)
     return len(messages)
 
 
@@ -321,7 +459,7 @@ def problems(catalogs: Path = CATALOGS) -> list[str]:
             for problem in entry_problems(entry.msgid, entry.msgstr, entry.fuzzy):
                 found.append(f"{rel}:{entry.linenum}: {problem}: {entry.msgid[:70]!r}")
     if catalogs == CATALOGS:
-        found += norms_problems()
+        found += norms_problems() + output_problems()
     return found
 
 
@@ -368,6 +506,7 @@ def chinese_notebook(path: Path) -> dict:
     nb = nbformat.read(path, as_version=4)
     page = path.relative_to(ROOT).with_suffix("").as_posix()
     table = translations(page)
+    printed = output_translations(page)
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             source = translate_markdown(cell.source, table)
@@ -376,6 +515,8 @@ def chinese_notebook(path: Path) -> dict:
             cell.source += SETUP_LANGUAGE
         for output in cell.get("outputs", []):
             localize_output(output)
+            if output.get("output_type") == "stream":
+                output["text"] = translate_printed(output["text"], printed)
     nb.metadata["language_info"] = nb.metadata.get("language_info", {})
     return nb
 
