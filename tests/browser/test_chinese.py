@@ -59,7 +59,7 @@ def test_every_page_links_to_its_twin_and_back(open_page, path):  # noqa: F811
     assert english_runs == [], f"{ZH}{path}: English left: {english_runs[:3]}"
 
 
-PRINTED = "() => [...document.querySelectorAll('.cell_output .output.stream pre')].map(p => p.textContent)"
+PRINTED = "() => [...document.querySelectorAll('.cell_output .output.stream pre')].map(p => p.textContent)"  # noqa: E501
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,6 @@ from __future__ import annotations
 from docutils import nodes
 from sphinx.transforms import SphinxTransform
 
-
 TITLE = "norms_title_message"
 
 
