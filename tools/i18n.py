@@ -637,6 +637,10 @@ def pasted_catalogs(out: Path) -> Path:
     return out
 
 
+#: theme options whose text the theme does not translate itself
+THEME_TEXT = {"search_bar_text": "搜索本书……"}
+
+
 def build_html(out: Path) -> None:
     """The Chinese site into ``out`` (built beside, then moved: nothing of an earlier build
     stays)."""
@@ -645,10 +649,13 @@ def build_html(out: Path) -> None:
     work = ROOT / "_build" / "zh-build"
     shutil.rmtree(work / "html", ignore_errors=True)
     # the Colab and repository links open the Chinese notebooks (zh/book/NAME.ipynb)
-    options = site_theme_options() | {
-        "path_to_docs": NOTEBOOKS.relative_to(ROOT).as_posix(),
-        "search_bar_text": "搜索本书……",  # sphinx-book-theme's own text has no translation
-    }
+    options = (
+        site_theme_options()
+        | THEME_TEXT
+        | {
+            "path_to_docs": NOTEBOOKS.relative_to(ROOT).as_posix(),
+        }
+    )
     _build(
         "html",
         work / "html",
