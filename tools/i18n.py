@@ -123,6 +123,7 @@ def update() -> list[str]:
     fill_untranslatable()
     update_norms_catalog()
     update_outputs()
+    update_assignments()
     return sorted(str(p.relative_to(ROOT)) for p in CATALOGS.rglob("*.po"))
 
 
@@ -459,7 +460,7 @@ def problems(catalogs: Path = CATALOGS) -> list[str]:
             for problem in entry_problems(entry.msgid, entry.msgstr, entry.fuzzy):
                 found.append(f"{rel}:{entry.linenum}: {problem}: {entry.msgid[:70]!r}")
     if catalogs == CATALOGS:
-        found += norms_problems() + output_problems()
+        found += norms_problems() + output_problems() + assignment_problems()
     return found
 
 
@@ -496,6 +497,103 @@ def translate_markdown(text: str, table: dict[str, str]) -> str:
                 pos = m.end()
         text = "".join(out) + text[pos:]
     return text
+
+
+#: the catalogs of the assignments' text (assignments/NAME.ipynb), one per assignment
+ASSIGNMENTS = LOCALES / LANGUAGE / "assignments"
+_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_HEADING = re.compile(r"^#{1,6}\s+")
+
+
+def markdown_messages(text: str) -> list[str]:
+    """The messages of a markdown text as Sphinx would cut it: each paragraph, heading and
+    list item, its lines joined by spaces."""
+    found = []
+    text = re.sub(r"^```.*?^```[^\n]*$", "", text, flags=re.S | re.M)  # code is not translated
+    for block in re.split(r"\n\s*\n", text):
+        items: list[list[str]] = []
+        for line in block.strip().splitlines():
+            if _HEADING.match(line):
+                items.append([_HEADING.sub("", line)])
+                items.append([])
+            elif _ITEM.match(line) or not items:
+                items.append([_ITEM.sub("", line)])
+            else:
+                items[-1].append(line.strip())
+        found += [" ".join(i).strip() for i in items if " ".join(i).strip()]
+    return found
+
+
+def assignment_messages(nb) -> list[str]:
+    """The messages of an assignment's master notebook (its markdown cells)."""
+    seen: dict[str, None] = {}
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for message in markdown_messages(cell.source):
+                if not untranslatable(message):
+                    seen.setdefault(message, None)
+    return list(seen)
+
+
+def update_assignments(masters: Path = ROOT / "assignments", out: Path = ASSIGNMENTS) -> int:
+    """The assignments' catalogs: one per master notebook."""
+    import nbformat
+
+    n = 0
+    paths = sorted(masters.glob("*.ipynb"))
+    for stale in set(out.glob("*.po")) - {out / f"{p.stem}.po" for p in paths}:
+        stale.unlink()
+    for path in paths:
+        messages = assignment_messages(nbformat.read(path, as_version=4))
+        merge_catalog(out / f"{path.stem}.po", {m: [(path.name, 0)] for m in messages})
+        n += len(messages)
+    return n
+
+
+# the points tools/assignments.py adds to a question's title
+_POINTS = re.compile(
+    r"\*(?P<total>[\d.]+) points? \((?P<q>[\w-]+)\): (?P<public>[\d.]+) from the public tests "
+    r"that `(?P<call>[^`]+)` runs, (?P<hidden>[\d.]+) from hidden tests run after you submit\.\*"
+)
+_POINTS_ZH = (
+    "*{total} 分（{q}）：其中 {public} 分来自 `{call}` 运行的公开测试，"
+    "{hidden} 分来自提交后运行的隐藏测试。*"
+)
+
+
+def chinese_assignment(student: Path, name: str) -> dict:
+    """The Chinese student notebook of an assignment: its markdown translated from the
+    assignment's catalog, its code (and so its grading) the same."""
+    import nbformat
+
+    nb = nbformat.read(student, as_version=4)
+    path = ASSIGNMENTS / f"{name}.po"
+    table = read_po_file(path) if path.exists() else {}
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            source = _POINTS.sub(lambda m: _POINTS_ZH.format(**m.groupdict()), cell.source)
+            cell.source = translate_markdown(source, table)
+    return nb
+
+
+def assignment_problems(out: Path = ASSIGNMENTS) -> list[str]:
+    """The assignments' catalogs: untranslated or fuzzy entries, broken markup, a master
+    whose messages are not all in its catalog."""
+    import nbformat
+    import polib
+
+    found = []
+    for master in sorted((ROOT / "assignments").glob("*.ipynb")):
+        po_path = out / f"{master.stem}.po"
+        rel = po_path.relative_to(ROOT) if po_path.is_relative_to(ROOT) else po_path
+        entries = {e.msgid: e for e in polib.pofile(str(po_path))} if po_path.exists() else {}
+        for message in assignment_messages(nbformat.read(master, as_version=4)):
+            if message not in entries:
+                found.append(f"{rel}: not in the catalog (make translations): {message[:70]!r}")
+        for e in entries.values():
+            for problem in entry_problems(e.msgid, e.msgstr, e.fuzzy):
+                found.append(f"{rel}:{e.linenum}: {problem}: {e.msgid[:70]!r}")
+    return found
 
 
 def chinese_notebook(path: Path) -> dict:
