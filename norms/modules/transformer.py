@@ -3,19 +3,21 @@
 Drop-in for :class:`torch.nn.TransformerEncoderLayer` and
 :class:`torch.nn.TransformerDecoderLayer`: the same constructor arguments and
 defaults, the same forward arguments, the same submodule, parameter and
-``state_dict`` names, and the same numbers. The feed-forward part is a module of
-its own, :class:`MLP`. Attention is :class:`torch.nn.MultiheadAttention`, as in
-torch; this module is about where the norms sit.
+``state_dict`` names, and the same numbers. As in torch, a layer holds the parts of
+its feed-forward block (``linear1``, ``dropout``, ``linear2``, ``activation``) itself and
+runs them in its method ``_ff_block``; the same block on its own is :class:`MLP`, and
+:func:`feed_forward` is the computation both run. Attention is
+:class:`torch.nn.MultiheadAttention`, as in torch; this module is about where the norms sit.
 
 Post-LN (``norm_first=False``, the 2017 transformer)::
 
-    x = norm1(x + dropout1(self_attn(x)))
-    x = norm2(x + dropout2(mlp(x)))
+    x = norm1(x + _sa_block(x))  # _sa_block(x) = dropout1(self_attn(x))
+    x = norm2(x + _ff_block(x))  # _ff_block(x) = dropout2(linear2(dropout(activation(linear1(x)))))
 
 Pre-LN (``norm_first=True``)::
 
-    x = x + dropout1(self_attn(norm1(x)))
-    x = x + dropout2(mlp(norm2(x)))
+    x = x + _sa_block(norm1(x))
+    x = x + _ff_block(norm2(x))
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from torch.nn import Dropout, Linear, Module, MultiheadAttention
 
 from .layernorm import LayerNorm
 
-__all__ = ["MLP", "TransformerEncoderLayer", "TransformerDecoderLayer"]
+__all__ = ["MLP", "TransformerEncoderLayer", "TransformerDecoderLayer", "feed_forward"]
 
 _Activation = str | Callable[[Tensor], Tensor]
 
@@ -127,6 +129,14 @@ def _check_masks(
             )
 
 
+def feed_forward(block: Module, x: Tensor) -> Tensor:
+    r"""The feed-forward computation :math:`W_2\, \mathrm{dropout}(\phi(W_1 x + b_1)) + b_2` of a
+    module that holds torch's parts ``linear1``, ``activation``, ``dropout`` and ``linear2``:
+    :class:`MLP`, and the ``_ff_block`` of :class:`TransformerEncoderLayer` and
+    :class:`TransformerDecoderLayer` (which add their residual dropout)."""
+    return block.linear2(block.dropout(block.activation(block.linear1(x))))
+
+
 class MLP(Module):
     r"""The position-wise feed-forward block of a transformer layer.
 
@@ -179,69 +189,13 @@ class MLP(Module):
         self.activation = _get_activation_fn(activation)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.linear2(self.dropout(self.activation(self.linear1(x))))  # (*, d_model)
+        return feed_forward(self, x)  # (*, d_model)
 
     def extra_repr(self) -> str:
         return f"activation={getattr(self.activation, '__name__', self.activation)}"
 
 
-_MLP_PARTS = ("linear1", "dropout", "linear2", "activation")
-
-
-def _mlp_keys_to_torch(module: Module, state_dict: dict, prefix: str, local_metadata) -> None:
-    """``mlp.linear1.weight`` -> ``linear1.weight``: torch's keys, in torch's order."""
-    inner = prefix + "mlp."
-    items = [
-        (prefix + key[len(inner) :] if key.startswith(inner) else key, value)
-        for key, value in state_dict.items()
-    ]
-    state_dict.clear()
-    state_dict.update(items)
-
-
-def _mlp_keys_from_torch(
-    module, state_dict, prefix, local_metadata, strict, missing, unexpected, errors
-):
-    """``linear1.weight`` -> ``mlp.linear1.weight`` before loading torch's (or our) keys."""
-    for key in list(state_dict):
-        rest = key[len(prefix) :]
-        if key.startswith(prefix) and rest.split(".", 1)[0] in ("linear1", "linear2"):
-            state_dict[prefix + "mlp." + rest] = state_dict.pop(key)
-
-
-class _HasMLP(Module):
-    """A layer whose feed-forward block is the registered submodule :attr:`mlp` (an :class:`MLP`).
-
-    torch's layers hold the block's parts directly, as ``linear1``, ``dropout``,
-    ``linear2`` and ``activation``. Here they are attributes of :attr:`mlp`, readable
-    and settable under torch's names on the layer, and the ``state_dict`` keys are
-    torch's (``linear1.weight``, not ``mlp.linear1.weight``): a state-dict hook renames
-    them on the way out and in, so state dicts load both ways with ``strict=True``.
-    """
-
-    def _register_mlp(self, mlp: MLP) -> None:
-        self.mlp = mlp
-        self.register_state_dict_post_hook(_mlp_keys_to_torch)
-        self.register_load_state_dict_pre_hook(_mlp_keys_from_torch)
-
-    def __setattr__(self, name: str, value) -> None:
-        if name in _MLP_PARTS and "mlp" in self.__dict__.get("_modules", {}):
-            setattr(self._modules["mlp"], name, value)
-        else:
-            super().__setattr__(name, value)
-
-    linear1 = property(lambda self: self.mlp.linear1, doc="The MLP's first ``Linear``.")
-    dropout = property(lambda self: self.mlp.dropout, doc="The MLP's dropout after the activation.")
-    linear2 = property(lambda self: self.mlp.linear2, doc="The MLP's second ``Linear``.")
-    activation = property(lambda self: self.mlp.activation, doc="The MLP's activation.")
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        if "activation" not in self.mlp.__dict__ and "activation" not in self.mlp._modules:
-            self.mlp.activation = F.relu
-
-
-class TransformerEncoderLayer(_HasMLP):
+class TransformerEncoderLayer(Module):
     r"""Self-attention and an MLP, each wrapped in a residual connection and a LayerNorm.
 
     Drop-in for :class:`torch.nn.TransformerEncoderLayer`, with :class:`norms.LayerNorm` norms.
@@ -319,9 +273,10 @@ class TransformerEncoderLayer(_HasMLP):
         self.self_attn = MultiheadAttention(
             d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **factory_kwargs
         )
-        self._register_mlp(
-            MLP(d_model, dim_feedforward, dropout, activation, bias, **factory_kwargs)
-        )
+        # the feed-forward block's parts, under torch's names (the same as norms.MLP's)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **factory_kwargs)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **factory_kwargs)
         self.norm_first = norm_first
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory_kwargs)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory_kwargs)
@@ -334,6 +289,12 @@ class TransformerEncoderLayer(_HasMLP):
             self.activation_relu_or_gelu = 2
         else:
             self.activation_relu_or_gelu = 0
+        self.activation = activation  # last, as in torch (a module activation is its last child)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if not hasattr(self, "activation"):  # pickled by a torch without the attribute
+            self.activation = F.relu
 
     def forward(
         self,
@@ -399,10 +360,11 @@ class TransformerEncoderLayer(_HasMLP):
         return self.dropout1(x)
 
     def _ff_block(self, x: Tensor) -> Tensor:
-        return self.dropout2(self.mlp(x))
+        """The feed-forward block and its residual dropout: ``dropout2(MLP(x))``."""
+        return self.dropout2(feed_forward(self, x))
 
 
-class TransformerDecoderLayer(_HasMLP):
+class TransformerDecoderLayer(Module):
     r"""Causal self-attention, cross-attention to the encoder's output and an MLP, each wrapped in
     a residual connection and a LayerNorm (three norms).
 
@@ -469,9 +431,10 @@ class TransformerDecoderLayer(_HasMLP):
         self.multihead_attn = MultiheadAttention(
             d_model, nhead, dropout=dropout, batch_first=batch_first, bias=bias, **factory_kwargs
         )
-        self._register_mlp(
-            MLP(d_model, dim_feedforward, dropout, activation, bias, **factory_kwargs)
-        )
+        # the feed-forward block's parts, under torch's names (the same as norms.MLP's)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **factory_kwargs)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **factory_kwargs)
         self.norm_first = norm_first
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory_kwargs)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory_kwargs)
@@ -479,6 +442,12 @@ class TransformerDecoderLayer(_HasMLP):
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
         self.dropout3 = Dropout(dropout)
+        self.activation = activation  # last, as in torch (a module activation is its last child)
+
+    def __setstate__(self, state):
+        if "activation" not in state:  # pickled by a torch without the attribute
+            state["activation"] = F.relu
+        super().__setstate__(state)
 
     def forward(
         self,
@@ -551,4 +520,5 @@ class TransformerDecoderLayer(_HasMLP):
         return self.dropout2(x)
 
     def _ff_block(self, x: Tensor) -> Tensor:
-        return self.dropout3(self.mlp(x))
+        """The feed-forward block and its residual dropout: ``dropout3(MLP(x))``."""
+        return self.dropout3(feed_forward(self, x))
