@@ -11,6 +11,7 @@ from __future__ import annotations
 #: part of norms/ -> (what it is for, the parts it may import). Listed bottom-up: a part
 #: imports only parts listed above it.
 PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "lazy": ("the packages' submodules that load on first use (their __getattr__)", ()),
     "axes": ("which axes each norm reduces over; the list of the norms", ()),
     "functional": ("the forward passes and the one backward formula", ("axes",)),
     "autograd": ("hand-derived backward passes (autograd.Function)", ("axes", "functional")),
@@ -21,20 +22,23 @@ PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "glue": ("numbers from a cell into the prose (myst-nb glue)", ()),
     "fast": (
         "torch.compile'd layers, C++ kernels and their loader, passes, make bench",
-        ("axes", "functional", "autograd", "modules"),
+        ("lazy", "axes", "functional", "autograd", "modules"),
     ),
     "distributed": (
         "several processes: launcher, recorders, the chapter's workers",
-        ("axes", "functional", "modules"),
+        ("lazy", "axes", "functional", "modules"),
     ),
     "lab": (
         "data, models, training loops, simulations, the seeds' rule",
-        ("axes", "functional", "modules", "glue"),
+        ("lazy", "axes", "functional", "modules", "glue"),
     ),
-    "plots": ("one module per figure family, one style", ("axes", "functional", "modules", "lab")),
+    "plots": (
+        "one module per figure family, one style",
+        ("lazy", "axes", "functional", "modules", "lab"),
+    ),
     "explore": (
         "explorers: state, ipywidgets front end, website front end",
-        ("axes", "functional", "modules", "lab", "plots"),
+        ("lazy", "axes", "functional", "modules", "lab", "plots"),
     ),
     "check": ("the grader for a reader's own layer", ("axes", "functional", "modules")),
     "quiz": (
@@ -44,7 +48,7 @@ PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 #: What ``import norms`` loads; the other parts load on first use.
-EAGER = ("axes", "functional", "autograd", "modules")
+EAGER = ("lazy", "axes", "functional", "autograd", "modules")
 
 
 def diagram() -> str:
@@ -54,7 +58,7 @@ def diagram() -> str:
     for name, (what, imports) in PARTS.items():
         kind = "" if name in EAGER else " (lazy)"
         path = f"norms/{name}" + (
-            "/" if name not in ("axes", "functional", "autograd", "glue") else ".py"
+            "/" if name not in ("lazy", "axes", "functional", "autograd", "glue") else ".py"
         )
         lines.append(f"{path:<{width + 4}}{what}{kind}")
         lines.append(f"{'':<{width + 4}}  imports: {', '.join(imports) or 'no other part'}")

@@ -14,6 +14,8 @@ Nothing here is imported by ``import norms``: ``norms.fast.fused`` loads on firs
 
 import os
 
+from ..lazy import lazy_submodules
+
 
 def _inductor_cache_per_capability() -> None:
     """Give a process that sets ``ATEN_CPU_CAPABILITY`` an Inductor cache folder of its own.
@@ -41,13 +43,5 @@ def _inductor_cache_per_capability() -> None:
 _inductor_cache_per_capability()
 
 
-def __getattr__(name: str):
-    """A submodule loads on first use: ``norms.fast.x`` works after ``import norms``."""
-    import importlib
-
-    try:
-        return importlib.import_module(f"{__name__}.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__name__}.{name}":
-            raise
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+# a submodule loads on first use: ``norms.fast.x`` works after ``import norms``
+__getattr__ = lazy_submodules(__name__)
