@@ -11,27 +11,35 @@ from __future__ import annotations
 #: part of norms/ -> (what it is for, the parts it may import). Listed bottom-up: a part
 #: imports only parts listed above it.
 PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "compat": ("every private torch API norms uses, each with a fallback", ()),
     "axes": ("which axes each norm reduces over; the list of the norms", ()),
-    "functional": ("the forward passes and the one backward formula", ("axes",)),
-    "autograd": ("hand-derived backward passes (autograd.Function)", ("axes", "functional")),
+    "stats": ("batch statistics: mean, variance, running averages, Chan", ("axes", "compat")),
+    "functional": ("the forward passes and the one backward formula", ("axes", "stats", "compat")),
+    "autograd": (
+        "hand-derived backward passes (autograd.Function)",
+        ("axes", "stats", "functional"),
+    ),
     "modules": (
         "every layer: the five families, SyncBatchNorm, transformer, LLaMA block ...",
-        ("axes", "functional", "autograd"),
+        ("axes", "stats", "compat", "functional", "autograd"),
     ),
     "glue": ("numbers from a cell into the prose (myst-nb glue)", ()),
     "fast": (
         "torch.compile'd layers, C++ kernels and their loader, passes, make bench",
-        ("axes", "functional", "autograd", "modules"),
+        ("axes", "stats", "compat", "functional", "autograd", "modules"),
     ),
     "distributed": (
         "several processes: launcher, recorders, the chapter's workers",
-        ("axes", "functional", "modules"),
+        ("axes", "stats", "compat", "functional", "modules"),
     ),
     "lab": (
         "data, models, training loops, simulations, the seeds' rule",
-        ("axes", "functional", "modules", "glue"),
+        ("axes", "stats", "functional", "modules", "glue"),
     ),
-    "plots": ("one module per figure family, one style", ("axes", "functional", "modules", "lab")),
+    "plots": (
+        "one module per figure family, one style",
+        ("axes", "stats", "functional", "modules", "lab"),
+    ),
     "explore": (
         "explorers: state, ipywidgets front end, website front end",
         ("axes", "functional", "modules", "lab", "plots"),
@@ -44,7 +52,7 @@ PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 #: What ``import norms`` loads; the other parts load on first use.
-EAGER = ("axes", "functional", "autograd", "modules")
+EAGER = ("compat", "axes", "stats", "functional", "autograd", "modules")
 
 
 def diagram() -> str:
@@ -54,7 +62,9 @@ def diagram() -> str:
     for name, (what, imports) in PARTS.items():
         kind = "" if name in EAGER else " (lazy)"
         path = f"norms/{name}" + (
-            "/" if name not in ("axes", "functional", "autograd", "glue") else ".py"
+            "/"
+            if name not in ("compat", "axes", "stats", "functional", "autograd", "glue")
+            else ".py"
         )
         lines.append(f"{path:<{width + 4}}{what}{kind}")
         lines.append(f"{'':<{width + 4}}  imports: {', '.join(imports) or 'no other part'}")
