@@ -12,29 +12,34 @@ from __future__ import annotations
 #: imports only parts listed above it.
 PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "lazy": ("the packages' submodules that load on first use (their __getattr__)", ()),
+    "compat": ("every private torch API norms uses, each with a fallback", ()),
     "axes": ("which axes each norm reduces over; the list of the norms", ()),
-    "functional": ("the forward passes and the one backward formula", ("axes",)),
-    "autograd": ("hand-derived backward passes (autograd.Function)", ("axes", "functional")),
+    "stats": ("batch statistics: mean, variance, running averages, Chan", ("axes", "compat")),
+    "functional": ("the forward passes and the one backward formula", ("axes", "stats", "compat")),
+    "autograd": (
+        "hand-derived backward passes (autograd.Function)",
+        ("axes", "stats", "functional"),
+    ),
     "modules": (
         "every layer: the five families, SyncBatchNorm, transformer, LLaMA block ...",
-        ("axes", "functional", "autograd"),
+        ("axes", "stats", "compat", "functional", "autograd"),
     ),
     "glue": ("numbers from a cell into the prose (myst-nb glue)", ()),
     "fast": (
         "torch.compile'd layers, C++ kernels and their loader, passes, make bench",
-        ("lazy", "axes", "functional", "autograd", "modules"),
+        ("lazy", "axes", "stats", "compat", "functional", "autograd", "modules"),
     ),
     "distributed": (
         "several processes: launcher, recorders, the chapter's workers",
-        ("lazy", "axes", "functional", "modules"),
+        ("lazy", "axes", "stats", "compat", "functional", "modules"),
     ),
     "lab": (
         "data, models, training loops, simulations, the seeds' rule",
-        ("lazy", "axes", "functional", "modules", "glue"),
+        ("lazy", "axes", "stats", "functional", "modules", "glue"),
     ),
     "plots": (
         "one module per figure family, one style",
-        ("lazy", "axes", "functional", "modules", "lab"),
+        ("lazy", "axes", "stats", "functional", "modules", "lab"),
     ),
     "explore": (
         "explorers: state, ipywidgets front end, website front end",
@@ -48,7 +53,7 @@ PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 #: What ``import norms`` loads; the other parts load on first use.
-EAGER = ("lazy", "axes", "functional", "autograd", "modules")
+EAGER = ("lazy", "compat", "axes", "stats", "functional", "autograd", "modules")
 
 
 def diagram() -> str:
@@ -58,7 +63,9 @@ def diagram() -> str:
     for name, (what, imports) in PARTS.items():
         kind = "" if name in EAGER else " (lazy)"
         path = f"norms/{name}" + (
-            "/" if name not in ("lazy", "axes", "functional", "autograd", "glue") else ".py"
+            "/"
+            if name not in ("lazy", "compat", "axes", "stats", "functional", "autograd", "glue")
+            else ".py"
         )
         lines.append(f"{path:<{width + 4}}{what}{kind}")
         lines.append(f"{'':<{width + 4}}  imports: {', '.join(imports) or 'no other part'}")
