@@ -19,7 +19,9 @@ removes each private name and checks the fallback.
 * :func:`inductor_cache_dir`: ``torch._inductor.runtime.cache_dir_utils.default_cache_dir``;
   fallback ``<temp dir>/torchinductor_<user>``;
 * :func:`run_and_get_code`: ``torch._inductor.utils.run_and_get_code``; fallback an error
-  that names it.
+  that names it;
+* :func:`canonical_mask`: ``torch.nn.functional._canonical_mask``; fallback the same rule
+  written here.
 
 Example::
 
@@ -36,6 +38,7 @@ import importlib
 import os
 import shutil
 import tempfile
+import warnings
 
 import torch
 from torch import Tensor
@@ -48,6 +51,7 @@ __all__ = [
     "find_cpp_compiler",
     "inductor_cache_dir",
     "run_and_get_code",
+    "canonical_mask",
 ]
 
 
@@ -183,3 +187,49 @@ def run_and_get_code(fn, *args, **kwargs):
             "writes cannot be collected (set TORCH_LOGS=output_code to print it instead)"
         )
     return run(fn, *args, **kwargs)
+
+
+# --------------------------------------------------------------------------
+# attention masks (torch.nn.functional)
+# --------------------------------------------------------------------------
+
+
+def canonical_mask(
+    mask: Tensor | None,
+    mask_name: str,
+    other_type: torch.dtype | None,
+    other_name: str,
+    target_type: torch.dtype,
+    check_other: bool = True,
+) -> Tensor | None:
+    """An attention mask as torch's transformer layers take it: a bool mask (``True`` = may not
+    attend) becomes an additive float mask of ``target_type`` (``-inf`` where ``True``, else 0),
+    a float mask stays as it is, any other dtype is an ``AssertionError``; a dtype other than
+    ``other_type`` (the other mask's) is a deprecation warning, as in torch.
+
+    Private API: ``torch.nn.functional._canonical_mask``. Fallback: the same rule, written here.
+    """
+    torch_fn = _private(torch.nn.functional, "_canonical_mask")
+    if torch_fn is not None:
+        return torch_fn(
+            mask=mask,
+            mask_name=mask_name,
+            other_type=other_type,
+            other_name=other_name,
+            target_type=target_type,
+            check_other=check_other,
+        )
+    if mask is None:
+        return None
+    is_float = torch.is_floating_point(mask)
+    if mask.dtype != torch.bool and not is_float:
+        raise AssertionError(f"only bool and floating types of {mask_name} are supported")
+    if check_other and other_type is not None and mask.dtype != other_type:
+        warnings.warn(
+            f"Support for mismatched {mask_name} and {other_name} is deprecated. Use same type "
+            "for both instead.",
+            stacklevel=2,
+        )
+    if is_float:
+        return mask
+    return torch.zeros_like(mask, dtype=target_type).masked_fill_(mask, float("-inf"))

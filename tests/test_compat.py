@@ -117,13 +117,58 @@ def test_run_and_get_code_gone_is_a_clear_error(monkeypatch):
 
 
 # --------------------------------------------------------------------------
+# attention masks
+# --------------------------------------------------------------------------
+
+
+def _masks():
+    bool_mask = torch.tensor([[False, True, True], [False, False, True], [False, False, False]])
+    return [
+        (bool_mask, None, True),
+        (bool_mask, torch.float32, True),  # another dtype than the other mask: a warning
+        (bool_mask, torch.float32, False),  # not checked
+        (torch.zeros(3, 3, dtype=torch.float64).masked_fill(bool_mask, -1e9), None, True),
+        (None, torch.bool, True),
+    ]
+
+
+def _canonical(mask, other, check):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = compat.canonical_mask(mask, "src_mask", other, "other_mask", torch.float32, check)
+    return out, [str(w.message) for w in caught]
+
+
+def test_canonical_mask_fallback_is_torch_s_rule(monkeypatch):
+    today = [_canonical(*case) for case in _masks()]
+    assert today[0][0].dtype == torch.float32 and today[0][0][0, 1] == float("-inf")
+    assert today[1][1] and not today[2][1]  # the mismatch warning
+    with pytest.raises(AssertionError, match="only bool and floating types of src_mask"):
+        compat.canonical_mask(torch.ones(2, dtype=torch.long), "src_mask", None, "", torch.float32)
+    monkeypatch.delattr(torch.nn.functional, "_canonical_mask")
+    for case, (want, want_warnings) in zip(_masks(), today, strict=True):
+        got, got_warnings = _canonical(*case)
+        assert got_warnings == want_warnings
+        if want is None:
+            assert got is None
+        else:
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+    with pytest.raises(AssertionError, match="only bool and floating types of src_mask"):
+        compat.canonical_mask(torch.ones(2, dtype=torch.long), "src_mask", None, "", torch.float32)
+    # (the layers are not run here without the name: torch's own MultiheadAttention calls it,
+    # so deleting it breaks torch, not norms)
+
+
+# --------------------------------------------------------------------------
 # nowhere else
 # --------------------------------------------------------------------------
 
 #: the private torch names that compat.py holds; no other module of norms/ may name them
 PRIVATE = re.compile(
     r"_TorchDispatchModeKey|_get_dispatch_mode|_len_torch_dispatch_stack"
-    r"|is_functorch_wrapped_tensor|torch\._inductor"
+    r"|is_functorch_wrapped_tensor|torch\._inductor|_canonical_mask|_none_or_dtype"
 )
 
 

@@ -12,8 +12,8 @@ position embeddings are left out: they do not touch the norms.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.functional import silu
 
 from .rmsnorm import RMSNorm
 from .transformer import check_heads
@@ -107,7 +107,7 @@ class SwiGLU(nn.Module):
         self.w3 = nn.Linear(d_model, hidden, bias=False)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return self.w2(silu(self.w1(x)) * self.w3(x))
 
 
 class LlamaBlock(nn.Module):

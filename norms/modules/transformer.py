@@ -25,10 +25,11 @@ from __future__ import annotations
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Dropout, Linear, Module, MultiheadAttention
+from torch.nn.functional import gelu, relu
 
+from ..compat import canonical_mask
 from .layernorm import LayerNorm
 
 __all__ = ["MLP", "TransformerEncoderLayer", "TransformerDecoderLayer", "feed_forward"]
@@ -41,9 +42,9 @@ def _get_activation_fn(activation: _Activation) -> Callable[[Tensor], Tensor]:
     if not isinstance(activation, str):
         return activation
     if activation == "relu":
-        return F.relu
+        return relu
     if activation == "gelu":
-        return F.gelu
+        return gelu
     raise RuntimeError(f"activation should be relu/gelu, not {activation}")
 
 
@@ -176,7 +177,7 @@ class MLP(Module):
         d_model: int,
         dim_feedforward: int = 2048,
         dropout: float = 0.1,
-        activation: _Activation = F.relu,
+        activation: _Activation = relu,
         bias: bool = True,
         device=None,
         dtype=None,
@@ -258,7 +259,7 @@ class TransformerEncoderLayer(Module):
         nhead: int,
         dim_feedforward: int = 2048,
         dropout: float = 0.1,
-        activation: _Activation = F.relu,
+        activation: _Activation = relu,
         layer_norm_eps: float = 1e-5,
         batch_first: bool = False,
         norm_first: bool = False,
@@ -283,9 +284,9 @@ class TransformerEncoderLayer(Module):
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
         # torch keeps this flag for its fast path; kept so that code reading it works
-        if activation is F.relu or isinstance(activation, torch.nn.ReLU):
+        if activation is relu or isinstance(activation, torch.nn.ReLU):
             self.activation_relu_or_gelu = 1
-        elif activation is F.gelu or isinstance(activation, torch.nn.GELU):
+        elif activation is gelu or isinstance(activation, torch.nn.GELU):
             self.activation_relu_or_gelu = 2
         else:
             self.activation_relu_or_gelu = 0
@@ -294,7 +295,7 @@ class TransformerEncoderLayer(Module):
     def __setstate__(self, state):
         super().__setstate__(state)
         if not hasattr(self, "activation"):  # pickled by a torch without the attribute
-            self.activation = F.relu
+            self.activation = relu
 
     def forward(
         self,
@@ -304,14 +305,14 @@ class TransformerEncoderLayer(Module):
         is_causal: bool = False,
     ) -> Tensor:
         _check_not_nested(src)
-        src_key_padding_mask = F._canonical_mask(
+        src_key_padding_mask = canonical_mask(
             mask=src_key_padding_mask,
             mask_name="src_key_padding_mask",
-            other_type=F._none_or_dtype(src_mask),
+            other_type=None if src_mask is None else src_mask.dtype,
             other_name="src_mask",
             target_type=src.dtype,
         )
-        src_mask = F._canonical_mask(
+        src_mask = canonical_mask(
             mask=src_mask,
             mask_name="src_mask",
             other_type=None,
@@ -413,7 +414,7 @@ class TransformerDecoderLayer(Module):
         nhead: int,
         dim_feedforward: int = 2048,
         dropout: float = 0.1,
-        activation: _Activation = F.relu,
+        activation: _Activation = relu,
         layer_norm_eps: float = 1e-5,
         batch_first: bool = False,
         norm_first: bool = False,
@@ -446,7 +447,7 @@ class TransformerDecoderLayer(Module):
 
     def __setstate__(self, state):
         if "activation" not in state:  # pickled by a torch without the attribute
-            state["activation"] = F.relu
+            state["activation"] = relu
         super().__setstate__(state)
 
     def forward(
