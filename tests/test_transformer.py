@@ -524,3 +524,13 @@ def test_feed_forward_parts_are_the_layer_s_own_children(decoder):
     torch.testing.assert_close(ours.linear1.weight, theirs.linear1.weight)
     gelu = tnn.GELU()
     assert dict(Ours(8, 2, 16, activation=gelu).named_children())["activation"] is gelu
+
+
+@pytest.mark.parametrize("decoder", [False, True])
+def test_unpickled_without_activation_gets_relu_as_in_torch(decoder):
+    Ours = norms.TransformerDecoderLayer if decoder else norms.TransformerEncoderLayer
+    state = Ours(8, 2, 16, activation="gelu").__getstate__()
+    del state["activation"]
+    layer = Ours.__new__(Ours)
+    layer.__setstate__(state)
+    assert layer.activation is F.relu

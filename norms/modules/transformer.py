@@ -294,7 +294,7 @@ class TransformerEncoderLayer(Module):
 
     def __setstate__(self, state):
         super().__setstate__(state)
-        if not hasattr(self, "activation"):  # pickled by a torch without the attribute
+        if not hasattr(self, "activation"):  # as torch: pickled without one, it gets relu
             self.activation = relu
 
     def forward(
@@ -446,7 +446,7 @@ class TransformerDecoderLayer(Module):
         self.activation = activation  # last, as in torch (a module activation is its last child)
 
     def __setstate__(self, state):
-        if "activation" not in state:  # pickled by a torch without the attribute
+        if "activation" not in state:  # as torch: pickled without one, it gets relu
             state["activation"] = relu
         super().__setstate__(state)
 
