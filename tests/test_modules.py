@@ -428,28 +428,7 @@ def test_instance_norm_rejects_prehistoric_running_stats():
 # ---------------------------------------------------------------- docstrings
 
 
-@pytest.mark.parametrize(
-    "modname",
-    [
-        "axes",
-        "functional",
-        "modules.batchnorm",
-        "modules.instancenorm",
-        "modules.layernorm",
-        "modules.rmsnorm",
-        "modules.groupnorm",
-        "fast.passes",
-    ],
-)
-def test_docstring_examples_run(modname):
-    import doctest
-    import importlib
-
-    mod = importlib.import_module(f"norms.{modname}")
-    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0
-    if modname != "functional":
-        assert result.attempted > 0
+# (every docstring example of norms/ runs in tests/test_doctests.py)
 
 
 @pytest.mark.parametrize("name", CLASSES)

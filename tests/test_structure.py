@@ -182,3 +182,31 @@ def test_parts_are_listed_bottom_up():
     for name, (_, imports) in architecture.PARTS.items():
         assert set(imports) <= seen, f"{name} imports a part listed after it"
         seen.add(name)
+
+
+LAZY_PACKAGES = (
+    "norms",
+    "norms.distributed",
+    "norms.explore",
+    "norms.fast",
+    "norms.lab",
+    "norms.plots",
+)
+
+
+def test_one_lazy_getattr():
+    """Issue 39, item 8: the packages that load submodules on first use share one helper,
+    ``norms.lazy.lazy_submodules``, instead of a copy of ``__getattr__`` each."""
+    import importlib
+
+    copies = [
+        name
+        for name, path in MODULES.items()
+        if name != "norms.lazy" and "\ndef __getattr__(" in path.read_text()
+    ]
+    assert not copies, f"a module __getattr__ of its own in {copies}: use norms.lazy"
+    for name in LAZY_PACKAGES:
+        package = importlib.import_module(name)
+        assert package.__getattr__.__module__ == "norms.lazy", name
+        with pytest.raises(AttributeError, match=f"module '{name}' has no attribute 'nonsense'"):
+            package.nonsense  # noqa: B018

@@ -9,6 +9,7 @@
 The layer itself is :class:`norms.SyncBatchNorm` (:mod:`norms.modules.syncbatchnorm`).
 """
 
+from ..lazy import lazy_submodules
 from .launch import WorkerError, launch, loopback_interface
 from .recorders import record_collectives
 from .workers import (
@@ -36,13 +37,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    """A submodule loads on first use: ``norms.distributed.x`` works after ``import norms``."""
-    import importlib
-
-    try:
-        return importlib.import_module(f"{__name__}.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__name__}.{name}":
-            raise
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+# a submodule loads on first use: ``norms.distributed.x`` works after ``import norms``
+__getattr__ = lazy_submodules(__name__)

@@ -29,6 +29,18 @@ class FrozenBatchNorm(nn.Module):
 
     Shape:
         input ``(N, C)`` or ``(N, C, *)``; output the same shape.
+
+    Example::
+
+        >>> import torch, norms
+        >>> bn = norms.BatchNorm2d(3)
+        >>> _ = bn(torch.randn(8, 3, 4, 4) * 2 + 1)  # one step of running statistics
+        >>> frozen = norms.FrozenBatchNorm.from_batchnorm(bn)
+        >>> x = torch.randn(2, 3, 4, 4)
+        >>> torch.allclose(frozen.train()(x), bn.eval()(x))  # train() changes nothing
+        True
+        >>> list(frozen.parameters()), sorted(dict(frozen.named_buffers()))
+        ([], ['bias', 'running_mean', 'running_var', 'weight'])
     """
 
     def __init__(self, num_features: int, eps: float = 1e-5, device=None, dtype=None) -> None:

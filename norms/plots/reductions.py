@@ -659,6 +659,7 @@ def plot_reduction(
             large to draw.
 
     Example:
+        >>> import norms
         >>> fig = plot_reduction(norms.GroupNorm(2, 6), (4, 6, 2, 2))
         >>> sorted(highlighted_cells(fig))[:3]
         [(0, 0, 0), (0, 0, 1), (0, 0, 2)]
@@ -739,6 +740,7 @@ def drawn_cells(fig_or_ax: Figure | Axes) -> dict[tuple[int, int, int], tuple[fl
         ``(n, c, s)`` with ``s`` the folded spatial index, panels ``(panel, row, col)``.
 
     Example:
+        >>> import norms
         >>> cells = drawn_cells(plot_reduction(norms.LayerNorm(8), (2, 4, 8)))
         >>> len(cells)
         64
@@ -762,6 +764,7 @@ def highlighted_cells(fig_or_ax: Figure | Axes) -> set[tuple[int, int, int]]:
         the set of ``(a, b, c)`` folded coordinates (see :func:`drawn_cells`).
 
     Example:
+        >>> import norms
         >>> fig = plot_reduction(norms.BatchNorm2d(3), (2, 3, 2, 2))
         >>> sorted(highlighted_cells(fig))
         [(0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 0, 3), (1, 0, 0), (1, 0, 1), (1, 0, 2), (1, 0, 3)]
