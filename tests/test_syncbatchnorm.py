@@ -31,7 +31,8 @@ from torch.testing import assert_close
 
 import norms
 from norms import distributed
-from norms.modules.syncbatchnorm import combine_stats
+from norms.lab import sync as sync_runs
+from norms.modules.syncbatchnorm import combine_stats, local_stats
 
 from . import _sbn_workers as W
 
@@ -239,7 +240,7 @@ def test_combine_stats_survives_a_large_mean_where_one_pass_fails():
     x = distributed.global_batch(3, sizes, 4, (6, 5), mean=3000.0)  # float32
     truth = x.double().var((0, 2, 3), correction=0)
     parts = torch.split(x, sizes)
-    stats = [norms.modules.syncbatchnorm._local_stats(p) for p in parts]
+    stats = [local_stats(p) for p in parts]
     counts = torch.tensor([p.numel() // 4 for p in parts], dtype=torch.float32)
     n, _, m2 = combine_stats(
         counts, torch.stack([s[0] for s in stats]), torch.stack([s[1] for s in stats])
@@ -450,7 +451,7 @@ def test_matches_one_batchnorm_on_the_whole_batch(run, case):
     sizes, channels, spatial, mean, kwargs = W.CASES[case]
     sizes = sizes[world]
     mine = [r[case] for r in results]
-    ref = distributed.reference_batchnorm(
+    ref = sync_runs.reference_batchnorm(
         SEED, sizes, channels, spatial, steps=3, mean=mean, layer_kwargs=kwargs
     )
     tol = {"atol": 2e-5, "rtol": 1e-5} if mean == 0 else {"atol": 2e-3, "rtol": 1e-4}
@@ -490,10 +491,10 @@ def test_large_mean_is_as_accurate_as_single_process_batchnorm(run):
     world, results = run
     sizes, channels, spatial, mean, kwargs = W.CASES["mean-3000"]
     sizes = sizes[world]
-    exact = distributed.reference_batchnorm(
+    exact = sync_runs.reference_batchnorm(
         SEED, sizes, channels, spatial, steps=3, mean=mean, dtype=torch.float64
     )
-    single = distributed.reference_batchnorm(SEED, sizes, channels, spatial, steps=3, mean=mean)
+    single = sync_runs.reference_batchnorm(SEED, sizes, channels, spatial, steps=3, mean=mean)
     ours = _concat([r["mean-3000"] for r in results], "y").double()
     err_ours = (ours - exact["y"]).abs().max().item()
     err_single = (single["y"].double() - exact["y"]).abs().max().item()

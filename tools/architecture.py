@@ -18,22 +18,22 @@ PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
         "hand-derived backward passes (autograd.Function)",
         ("i18n", "axes", "functional"),
     ),
+    "distributed": (
+        "several processes: SyncBatchNorm's packet and checks, launcher, recorders",
+        ("i18n",),
+    ),
     "modules": (
         "every layer: the five families, SyncBatchNorm, transformer, LLaMA block ...",
-        ("i18n", "axes", "functional", "autograd"),
+        ("i18n", "axes", "functional", "autograd", "distributed"),
     ),
     "glue": ("numbers from a cell into the prose (myst-nb glue)", ("i18n",)),
     "fast": (
         "torch.compile'd layers, C++ kernels and their loader, passes, make bench",
         ("i18n", "axes", "functional", "autograd", "modules"),
     ),
-    "distributed": (
-        "several processes: launcher, recorders, the chapter's workers",
-        ("i18n", "axes", "functional", "modules"),
-    ),
     "lab": (
         "data, models, training loops, simulations, the seeds' rule",
-        ("i18n", "axes", "functional", "modules", "glue"),
+        ("i18n", "axes", "functional", "modules", "distributed", "glue"),
     ),
     "plots": (
         "one module per figure family, one style",
@@ -51,7 +51,7 @@ PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 #: What ``import norms`` loads; the other parts load on first use.
-EAGER = ("i18n", "axes", "functional", "autograd", "modules")
+EAGER = ("i18n", "axes", "functional", "autograd", "distributed", "modules")
 
 
 def diagram() -> str:

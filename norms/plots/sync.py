@@ -131,7 +131,7 @@ def plot_slice_spread(
 def plot_sync_cost(timings: dict[int, dict[str, float]], ax: Axes | None = None):
     """Median time of one training step (forward and backward) per number of processes.
 
-    ``timings`` is what :func:`norms.distributed.time_sync_step` returns:
+    ``timings`` is what :func:`norms.lab.sync.time_sync_step` returns:
     ``{processes: {"plain": s, "sync": s, "all_reduce": s}}``.
     """
     ax = _new_axes(ax, (6.4, 3.4))
