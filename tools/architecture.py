@@ -12,32 +12,40 @@ from __future__ import annotations
 #: imports only parts listed above it.
 PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "i18n": ("the reader's language (set_language) and the text norms computes (tr)", ()),
+    "compat": ("every private torch API norms uses, each with a fallback", ("i18n",)),
     "axes": ("which axes each norm reduces over; the list of the norms", ("i18n",)),
-    "functional": ("the forward passes and the one backward formula", ("i18n", "axes")),
+    "stats": (
+        "batch statistics: mean, variance, running averages, Chan",
+        ("i18n", "axes", "compat"),
+    ),
+    "functional": (
+        "the forward passes and the one backward formula",
+        ("i18n", "axes", "stats", "compat"),
+    ),
     "autograd": (
         "hand-derived backward passes (autograd.Function)",
-        ("i18n", "axes", "functional"),
+        ("i18n", "axes", "stats", "functional"),
     ),
     "distributed": (
         "several processes: SyncBatchNorm's packet and checks, launcher, recorders",
-        ("i18n",),
+        ("i18n", "compat"),
     ),
     "modules": (
         "every layer: the five families, SyncBatchNorm, transformer, LLaMA block ...",
-        ("i18n", "axes", "functional", "autograd", "distributed"),
+        ("i18n", "axes", "stats", "compat", "functional", "autograd", "distributed"),
     ),
     "glue": ("numbers from a cell into the prose (myst-nb glue)", ("i18n",)),
     "fast": (
         "torch.compile'd layers, C++ kernels and their loader, passes, make bench",
-        ("i18n", "axes", "functional", "autograd", "modules"),
+        ("i18n", "axes", "stats", "compat", "functional", "autograd", "modules"),
     ),
     "lab": (
         "data, models, training loops, simulations, the seeds' rule",
-        ("i18n", "axes", "functional", "modules", "distributed", "glue"),
+        ("i18n", "axes", "stats", "functional", "modules", "distributed", "glue"),
     ),
     "plots": (
         "one module per figure family, one style",
-        ("i18n", "axes", "functional", "modules", "lab"),
+        ("i18n", "axes", "stats", "functional", "modules", "lab"),
     ),
     "explore": (
         "explorers: state, ipywidgets front end, website front end",
@@ -51,7 +59,10 @@ PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 #: What ``import norms`` loads; the other parts load on first use.
-EAGER = ("i18n", "axes", "functional", "autograd", "distributed", "modules")
+EAGER = ("i18n", "compat", "axes", "stats", "functional", "autograd", "distributed", "modules")
+
+#: The parts that are one file (``norms/<part>.py``); the others are folders.
+FILES = ("i18n", "compat", "axes", "stats", "functional", "autograd", "glue")
 
 
 def diagram() -> str:
@@ -60,9 +71,7 @@ def diagram() -> str:
     lines = []
     for name, (what, imports) in PARTS.items():
         kind = "" if name in EAGER else " (lazy)"
-        path = f"norms/{name}" + (
-            "/" if name not in ("i18n", "axes", "functional", "autograd", "glue") else ".py"
-        )
+        path = f"norms/{name}" + (".py" if name in FILES else "/")
         lines.append(f"{path:<{width + 4}}{what}{kind}")
         lines.append(f"{'':<{width + 4}}  imports: {', '.join(imports) or 'no other part'}")
     return "\n".join(lines)

@@ -30,7 +30,7 @@ def _inductor_cache_per_capability() -> None:
     capability = os.environ.get("ATEN_CPU_CAPABILITY")
     if not capability:
         return
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    from ..compat import inductor_cache_dir as default_cache_dir
 
     # Inductor writes the default folder into the variable on first use, so a parent process
     # that compiled something passes it on: that one counts as unset too.

@@ -1,0 +1,185 @@
+r"""Every private torch API that :mod:`norms` uses, each in one place, with a fallback.
+
+torch's names that start with an underscore may move or go in any release. Each one
+``norms`` needs is looked up here, *when it is called* (not when this module loads), and
+each lookup has a fallback for a torch where the name is gone: the same behaviour where a
+public API gives it, otherwise the cautious choice (e.g. "the values may be symbolic", which
+only costs a few extra ops) or an error that names what moved. ``tests/test_compat.py``
+removes each private name and checks the fallback.
+
+* :func:`dispatch_mode_active`: ``torch._C._TorchDispatchModeKey`` and
+  ``torch._C._get_dispatch_mode``; fallback ``torch._C._len_torch_dispatch_stack``, then
+  "a mode may be active";
+* :func:`dispatch_stack_depth`: ``torch._C._len_torch_dispatch_stack``; fallback ``None``;
+* :func:`functorch_wrapped`: ``torch._C._functorch.is_functorch_wrapped_tensor``; fallback
+  ``None`` (unknown);
+* :func:`values_known` (the three above): fallback ``False``;
+* :func:`find_cpp_compiler`: ``torch._inductor.cpp_builder.get_cpp_compiler``; fallback
+  ``$CXX`` or ``g++`` on the ``PATH``;
+* :func:`inductor_cache_dir`: ``torch._inductor.runtime.cache_dir_utils.default_cache_dir``;
+  fallback ``<temp dir>/torchinductor_<user>``;
+* :func:`run_and_get_code`: ``torch._inductor.utils.run_and_get_code``; fallback an error
+  that names it.
+
+Example::
+
+    >>> import torch
+    >>> from norms import compat
+    >>> compat.values_known(torch.ones(3)), compat.values_known(torch.ones(3, device="meta"))
+    (True, False)
+"""
+
+from __future__ import annotations
+
+import getpass
+import importlib
+import os
+import shutil
+import tempfile
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "dispatch_mode_active",
+    "dispatch_stack_depth",
+    "functorch_wrapped",
+    "values_known",
+    "find_cpp_compiler",
+    "inductor_cache_dir",
+    "run_and_get_code",
+]
+
+
+def _private(owner: object, *path: str):
+    """``owner.path[0].path[1]...``, or ``None`` when torch no longer has it."""
+    for name in path:
+        owner = getattr(owner, name, None)
+        if owner is None:
+            return None
+    return owner
+
+
+def _private_module(module: str, *path: str):
+    """An attribute of a private torch module, or ``None`` when the module or name is gone."""
+    try:
+        owner = importlib.import_module(module)
+    except ImportError:
+        return None
+    return _private(owner, *path)
+
+
+# --------------------------------------------------------------------------
+# dispatch modes and torch.func: may Python read a tensor's values?
+# --------------------------------------------------------------------------
+
+_MODE_KEYS: list = [None, ()]  # [the enum seen last, its members]
+
+
+def _mode_keys() -> tuple | None:
+    """The members of ``torch._C._TorchDispatchModeKey`` (the dispatch modes torch tracks by
+    key: fake tensors, proxies of ``make_fx``, functionalization), or ``None`` without it."""
+    enum = _private(torch._C, "_TorchDispatchModeKey")
+    if enum is None:
+        return None
+    if enum is not _MODE_KEYS[0]:
+        _MODE_KEYS[:] = [enum, tuple(enum.__members__.values())]
+    return _MODE_KEYS[1]
+
+
+def dispatch_stack_depth() -> int | None:
+    """How many Python dispatch modes (``TorchDispatchMode``) are active, ``None`` if unknown.
+
+    Private API: ``torch._C._len_torch_dispatch_stack``.
+    """
+    depth = _private(torch._C, "_len_torch_dispatch_stack")
+    return None if depth is None else depth()
+
+
+def dispatch_mode_active() -> bool:
+    """Whether a dispatch mode under which tensors hold no readable values may be active.
+
+    Private API: ``torch._C._TorchDispatchModeKey`` and ``torch._C._get_dispatch_mode`` (the
+    modes torch tracks by key). Fallback: any Python dispatch mode on the stack
+    (:func:`dispatch_stack_depth`); if that is gone too, ``True`` (the cautious answer).
+    """
+    keys, get_mode = _mode_keys(), _private(torch._C, "_get_dispatch_mode")
+    if keys is not None and get_mode is not None:
+        return any(get_mode(key) is not None for key in keys)
+    depth = dispatch_stack_depth()
+    return True if depth is None else depth > 0
+
+
+def functorch_wrapped(t: Tensor) -> bool | None:
+    """Whether ``t`` is wrapped by a ``torch.func`` transform (``vmap``, ``grad``), ``None``
+    if this torch cannot tell.
+
+    Private API: ``torch._C._functorch.is_functorch_wrapped_tensor``.
+    """
+    test = _private(torch._C, "_functorch", "is_functorch_wrapped_tensor")
+    return None if test is None else bool(test(t))
+
+
+def values_known(t: Tensor) -> bool:
+    """Whether Python can read ``t``'s values: False while ``torch.compile`` or ``export``
+    traces, under ``torch.func`` transforms (``vmap``, ``grad``), on the meta device, for a fake
+    tensor (or another tensor subclass) and under a tracing dispatch mode (``make_fx``).
+
+    Where this torch cannot tell (a private API gone), False: the caller then takes its
+    branch-free path, which gives the same numbers.
+    """
+    if torch.compiler.is_compiling() or t.is_meta or type(t) is not Tensor:
+        return False
+    wrapped = functorch_wrapped(t)
+    return wrapped is False and not dispatch_mode_active()
+
+
+# --------------------------------------------------------------------------
+# torch.compile's C++ back end (Inductor)
+# --------------------------------------------------------------------------
+
+
+def find_cpp_compiler() -> str:
+    """The C++ compiler ``torch.compile`` will use on a CPU; raises if there is none.
+
+    Private API: ``torch._inductor.cpp_builder.get_cpp_compiler`` (raises
+    ``InvalidCxxCompiler``). Fallback: ``$CXX`` or ``g++`` found on the ``PATH``
+    (``RuntimeError`` if neither is).
+    """
+    get = _private_module("torch._inductor.cpp_builder", "get_cpp_compiler")
+    if get is not None:
+        return get()
+    name = os.environ.get("CXX", "g++")
+    found = shutil.which(name)
+    if found is None:
+        raise RuntimeError(f"no C++ compiler: {name!r} ($CXX or g++) is not on the PATH")
+    return found
+
+
+def inductor_cache_dir() -> str:
+    """Inductor's default on-disk cache folder.
+
+    Private API: ``torch._inductor.runtime.cache_dir_utils.default_cache_dir``. Fallback:
+    ``<temp dir>/torchinductor_<user>``, the folder torch has used so far.
+    """
+    default = _private_module("torch._inductor.runtime.cache_dir_utils", "default_cache_dir")
+    if default is not None:
+        return default()
+    user = getpass.getuser().replace("\\", "_")
+    return os.path.join(tempfile.gettempdir(), f"torchinductor_{user}")
+
+
+def run_and_get_code(fn, *args, **kwargs):
+    """``(result, sources)``: ``fn(*args, **kwargs)`` and the source of every module Inductor
+    wrote while it ran.
+
+    Private API: ``torch._inductor.utils.run_and_get_code``. No public API gives the
+    generated code, so without it this raises a ``RuntimeError`` that says so.
+    """
+    run = _private_module("torch._inductor.utils", "run_and_get_code")
+    if run is None:
+        raise RuntimeError(
+            "this torch has no torch._inductor.utils.run_and_get_code: the code torch.compile "
+            "writes cannot be collected (set TORCH_LOGS=output_code to print it instead)"
+        )
+    return run(fn, *args, **kwargs)

@@ -1,0 +1,138 @@
+"""norms.compat: each private torch API works today, and its fallback works when torch drops it.
+
+Each test removes the private name (``monkeypatch``) and checks what the fallback gives;
+and a source scan checks that no other module of norms/ names one of them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import norms
+from norms import compat, stats
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _fake_dispatch_mode():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode()
+
+
+# --------------------------------------------------------------------------
+# dispatch modes, torch.func
+# --------------------------------------------------------------------------
+
+
+def test_values_known_today():
+    x = torch.ones(3)
+    assert compat.values_known(x)
+    assert not compat.values_known(torch.ones(3, device="meta"))
+    assert torch.vmap(lambda t: torch.tensor(compat.values_known(t)))(torch.ones(2, 3)).sum() == 0
+    with _fake_dispatch_mode():
+        assert compat.dispatch_mode_active()
+    assert not compat.dispatch_mode_active()
+
+
+class _Record(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def test_dispatch_mode_falls_back_to_the_stack_depth(monkeypatch):
+    monkeypatch.delattr(torch._C, "_TorchDispatchModeKey")
+    assert not compat.dispatch_mode_active()
+    with _Record():
+        assert compat.dispatch_mode_active()
+
+
+def test_dispatch_mode_without_any_private_api_is_cautious(monkeypatch):
+    monkeypatch.delattr(torch._C, "_TorchDispatchModeKey")
+    monkeypatch.delattr(torch._C, "_len_torch_dispatch_stack")
+    assert compat.dispatch_stack_depth() is None
+    assert compat.dispatch_mode_active()
+    assert not compat.values_known(torch.ones(3))
+
+
+def test_functorch_test_gone_means_values_unknown(monkeypatch):
+    monkeypatch.delattr(torch._C._functorch, "is_functorch_wrapped_tensor")
+    assert compat.functorch_wrapped(torch.ones(2)) is None
+    assert not compat.values_known(torch.ones(2))
+
+
+def test_layer_norm_gives_the_same_numbers_without_the_private_apis(monkeypatch):
+    # values unknown: the overflow-safe path runs with torch.where, the same numbers
+    x = torch.randn(4, 8, dtype=torch.float64)
+    x[0] *= 1e200  # a row whose variance overflows
+    want = norms.functional.layer_norm(x, [8])
+    monkeypatch.delattr(torch._C, "_TorchDispatchModeKey")
+    monkeypatch.delattr(torch._C, "_len_torch_dispatch_stack")
+    assert not stats.all_finite(torch.ones(1))
+    torch.testing.assert_close(norms.functional.layer_norm(x, [8]), want, rtol=0, atol=0)
+    scaled = x.clone()
+    scaled[0] /= 1e200
+    torch.testing.assert_close(want[0], torch.nn.functional.layer_norm(scaled, [8], eps=0.0)[0])
+    torch.testing.assert_close(want[1:], torch.nn.functional.layer_norm(x[1:], [8]))
+
+
+# --------------------------------------------------------------------------
+# Inductor
+# --------------------------------------------------------------------------
+
+
+def test_cpp_compiler_fallback(monkeypatch, tmp_path):
+    cpp_builder = importlib.import_module("torch._inductor.cpp_builder")
+    monkeypatch.delattr(cpp_builder, "get_cpp_compiler")
+    fake = tmp_path / "my-c++"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("CXX", "my-c++")
+    assert compat.find_cpp_compiler() == str(fake)
+    monkeypatch.setenv("CXX", "no-such-compiler")
+    with pytest.raises(RuntimeError, match="'no-such-compiler'"):
+        compat.find_cpp_compiler()
+
+
+def test_inductor_cache_dir_fallback(monkeypatch):
+    today = compat.inductor_cache_dir()
+    utils = importlib.import_module("torch._inductor.runtime.cache_dir_utils")
+    monkeypatch.delattr(utils, "default_cache_dir")
+    assert compat.inductor_cache_dir() == today
+
+
+def test_run_and_get_code_gone_is_a_clear_error(monkeypatch):
+    utils = importlib.import_module("torch._inductor.utils")
+    monkeypatch.delattr(utils, "run_and_get_code")
+    with pytest.raises(RuntimeError, match="run_and_get_code"):
+        compat.run_and_get_code(lambda: None)
+
+
+# --------------------------------------------------------------------------
+# nowhere else
+# --------------------------------------------------------------------------
+
+#: the private torch names that compat.py holds; no other module of norms/ may name them
+PRIVATE = re.compile(
+    r"_TorchDispatchModeKey|_get_dispatch_mode|_len_torch_dispatch_stack"
+    r"|is_functorch_wrapped_tensor|torch\._inductor"
+)
+
+
+def test_private_torch_apis_only_in_compat():
+    found = [
+        f"{p.relative_to(ROOT)}:{i}: {line.strip()}"
+        for p in sorted((ROOT / "norms").rglob("*.py"))
+        if p.name != "compat.py"
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if PRIVATE.search(line) and not line.lstrip().startswith("#")
+    ]
+    assert not found, "use norms.compat:\n" + "\n".join(found)
