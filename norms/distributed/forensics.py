@@ -15,6 +15,8 @@ import json
 
 import torch.distributed as dist
 
+from .. import compat
+
 __all__ = ["activity", "collective", "count", "peers_that_left", "publish_activity"]
 
 # What this process's SyncBatchNorm layers did, over every layer.
@@ -33,11 +35,6 @@ def activity() -> dict[str, int]:
     return dict(_ACTIVITY)
 
 
-def _default_store():
-    # private torch API: moves to norms.compat (issue 39)
-    return dist.distributed_c10d._get_default_store()
-
-
 def _key(rank: int) -> str:
     return f"norms-sbn-finished/{rank}"
 
@@ -47,7 +44,7 @@ def publish_activity(rank: int) -> None:
     in a collective names it in its error. Called by :func:`norms.distributed.launch` when the
     worker function of ``rank`` returned."""
     try:
-        _default_store().set(_key(rank), json.dumps(activity()))
+        compat.default_store().set(_key(rank), json.dumps(activity()))
     except Exception:  # noqa: BLE001, S110 - only a peer's message is at stake
         pass
 
@@ -83,7 +80,7 @@ def peers_that_left(group, what: str) -> str:
     """The activity of the peers that returned from their function (published in the store by
     :func:`publish_activity`), compared with this process's: empty if none did."""
     try:
-        store = _default_store()
+        store = compat.default_store()
         me = dist.get_rank()
         ranks = dist.get_process_group_ranks(group)
     except Exception:  # noqa: BLE001 - only a better message is at stake

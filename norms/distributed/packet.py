@@ -24,7 +24,6 @@ __all__ = [
     "HEADER",
     "all_gather",
     "comm_device",
-    "device_types",
     "layer_header",
     "with_input",
 ]
@@ -99,18 +98,9 @@ def with_input(
     return header, ok and c == header[NUM_FEATURES]
 
 
-def device_types(group) -> list[str]:
-    """The device types the group's backend reduces (``["cpu"]`` for gloo)."""
-    types = getattr(group, "_device_types", None)
-    if types:
-        return [torch.device(t).type for t in types]
-    backend = str(dist.get_backend(group))
-    return list(dist.Backend.backend_capability.get(backend, ["cpu"]))
-
-
 def comm_device(types: list[str], input: Tensor) -> torch.device:
-    """Where the packet lives: the input's device if the backend reduces it, else the
-    backend's own."""
+    """Where the packet lives: the input's device if the backend reduces it (``types``, from
+    :func:`norms.compat.group_device_types`), else the backend's own."""
     if input.device.type in types:
         return input.device
     kind = "cpu" if "cpu" in types else types[0]

@@ -30,55 +30,28 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from .. import axes, compat, stats
 from .. import functional as F
 from ..distributed import checks, forensics, packet
+from ..stats import combine as combine_stats
 from .batchnorm import _BatchNorm
 
-__all__ = ["SyncBatchNorm", "SyncBatchNormFunction", "combine_stats"]
+__all__ = ["SyncBatchNorm", "SyncBatchNormFunction", "combine_stats", "local_stats"]
 
 
 def local_stats(x: Tensor) -> tuple[Tensor, Tensor]:
-    r"""Mean and centred sum of squares :math:`M_2 = \sum (x-\bar x)^2` of each channel of ``x``.
-
-    ``x`` is ``(N, C, *S)``; both results are ``(C,)``. Two passes (mean, then squared
-    deviations), never ``E[x²] - E[x]²``. An empty slice gives 0 and 0.
+    r"""Mean and centred sum of squares :math:`M_2 = \sum (x-\bar x)^2` of each channel of a
+    slice ``x`` ``(N, C, *S)``: both ``(C,)``, what a process sends for
+    :func:`combine_stats` (:func:`norms.stats.batch_moments`, two passes, never
+    ``E[x²] - E[x]²``). An empty slice gives 0 and 0.
     """
     c = x.shape[1]
     if x.numel() == 0:
         zeros = torch.zeros(c, dtype=x.dtype, device=x.device)
         return zeros, zeros.clone()
-    dims = (0, *range(2, x.dim()))
-    mean = F._batch_mean(x, dims)  # (1, C, 1, ...)
-    xc = x - mean  # (N, C, *S)
-    m2 = F._batch_mean(xc * xc, dims) * (x.numel() // c)  # (1, C, 1, ...)
-    return mean.reshape(c), m2.reshape(c)
-
-
-def combine_stats(counts: Tensor, means: Tensor, m2s: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    r"""Combine per-slice statistics into those of the union (Chan, Golub & LeVeque).
-
-    ``counts`` is ``(P,)`` (elements per channel in each of ``P`` slices), ``means`` and
-    ``m2s`` are ``(P, C)``: each slice's mean and centred sum of squares. Returns the
-    union's ``(n, mean, m2)`` with ``n`` a 0-dim tensor and ``mean``, ``m2`` of shape ``(C,)``:
-
-    .. math::
-
-        n = \sum_p n_p, \qquad
-        \bar x = \sum_p \frac{n_p}{n}\,\bar x_p, \qquad
-        M_2 = \sum_p M_{2,p} + \sum_p n_p\,(\bar x_p - \bar x)^2 .
-
-    For two slices this is Chan et al.'s pairwise update
-    :math:`M_2 = M_{2,a} + M_{2,b} + \delta^2\,n_a n_b / n` with
-    :math:`\delta = \bar x_b - \bar x_a`. Only differences of means are squared, so a large
-    common offset cancels before it is squared: no catastrophic cancellation, unlike
-    :math:`\mathrm{E}[x^2]-\mathrm{E}[x]^2`. Slices with ``n_p = 0`` contribute nothing.
-    """
-    n = counts.sum()
-    w = (counts / n).unsqueeze(1)  # (P, 1)
-    mean = (w * means).sum(0)  # (C,)
-    delta = means - mean  # (P, C)
-    m2 = m2s.sum(0) + (counts.unsqueeze(1) * delta * delta).sum(0)  # (C,)
-    return n, mean, m2
+    mean, _, var = stats.batch_moments(x)  # (1, C, 1, ...) each
+    n = stats.count(x.shape, axes.batch_norm_dims(x.dim()))
+    return mean.reshape(c), var.reshape(c) * n
 
 
 class SyncBatchNormFunction(torch.autograd.Function):
@@ -128,7 +101,7 @@ class SyncBatchNormFunction(torch.autograd.Function):
         num_features,
         header,
     ):
-        types = packet.device_types(group)
+        types = compat.group_device_types(group)
         device = packet.comm_device(types, input)
         header, ok = packet.with_input(header, input, ctx.needs_input_grad[0], types)
         dtype = F.opmath(input.dtype) if input.dtype in packet.DTYPES else torch.float64
@@ -136,31 +109,30 @@ class SyncBatchNormFunction(torch.autograd.Function):
         # this process's slice: mean and M2 per channel (nothing to compute for a bad input:
         # the headers carry the problem to every process)
         x = input.to(dtype) if ok else None  # (N_p, C, *S)
-        stats_p = torch.stack(local_stats(x)) if ok else torch.zeros(2, num_features)
+        mine = torch.stack(local_stats(x)) if ok else torch.zeros(2, num_features)  # (2, C)
         forensics.count("training forwards")
-        heads, stats = packet.all_gather(
-            header, stats_p.to(device, torch.float64), device, group, world_size, "forward"
+        heads, parts = packet.all_gather(
+            header, mine.to(device, torch.float64), device, group, world_size, "forward"
         )  # (P, HEADER), (P, 2, C)
         step = int(header[packet.STEP])
         checks.check_forward(heads, step, num_features, input, group, world_size, types)
 
         # Chan et al., in float64: P * C numbers, and counts beyond 2**24 stay exact
         counts = heads[:, packet.COUNT]  # (P,)
-        stats = stats.to(input.device)
-        n, mean, m2 = combine_stats(counts.to(stats.device), stats[:, 0], stats[:, 1])
-        n_total = float(counts.sum())
-        mean, m2 = mean.to(dtype), m2.to(dtype)
-        invstd = torch.rsqrt(m2 / n_total + eps)  # (C,)
-        if running_mean is not None:
-            F._update_running(running_mean, mean, momentum)
-            F._update_running(running_var, m2 / (n_total - 1), momentum)
+        parts = parts.to(input.device)
+        _, mean, m2 = combine_stats(counts.to(parts.device), parts[:, 0], parts[:, 1])
+        n_total = int(counts.sum())
+        mean, var = mean.to(dtype), (m2 / n_total).to(dtype)  # (C,), biased
+        invstd = torch.rsqrt(var + eps)  # (C,)
+        if running_mean is not None:  # unbiased with the global count
+            stats.update_running_stats(running_mean, running_var, mean, var, n_total, momentum)
 
         ndim = input.dim()
-        scale = F._channel_view(invstd, ndim, dtype)  # (1, C, 1, ...)
+        scale = stats.channel_view(invstd, ndim, dtype)  # (1, C, 1, ...)
         if weight is not None:
-            scale = scale * F._channel_view(weight, ndim, dtype)
-        shift = None if bias is None else F._channel_view(bias, ndim, dtype)
-        y = F._affine(x - F._channel_view(mean, ndim, dtype), scale, shift)
+            scale = scale * stats.channel_view(weight, ndim, dtype)
+        shift = None if bias is None else stats.channel_view(bias, ndim, dtype)
+        y = F.affine(x - stats.channel_view(mean, ndim, dtype), scale, shift)
 
         ctx.save_for_backward(input, weight, mean, invstd)
         ctx.n_total = n_total
@@ -176,9 +148,9 @@ class SyncBatchNormFunction(torch.autograd.Function):
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         dtype = F.opmath(input.dtype)
         ndim = input.dim()
-        dims = (0, *range(2, ndim))
+        dims = axes.batch_norm_dims(ndim)  # (0, 2, 3, ...)
         dy = grad_output.to(dtype)  # (N_p, C, *S)
-        x_hat = (input.to(dtype) - F._channel_view(mean, ndim, dtype)) * F._channel_view(
+        x_hat = (input.to(dtype) - stats.channel_view(mean, ndim, dtype)) * stats.channel_view(
             invstd, ndim, dtype
         )  # (N_p, C, *S)
         # the two per-channel sums: this process's dβ and dγ
@@ -195,11 +167,11 @@ class SyncBatchNormFunction(torch.autograd.Function):
             # the means of g = dy * weight over the global batch: the summed sums / n
             w = torch.ones_like(invstd) if weight is None else weight.to(dtype)  # (C,)
             grad_input = F.normalization_backward(
-                dy * F._channel_view(w, ndim, dtype),
+                dy * stats.channel_view(w, ndim, dtype),
                 x_hat,
-                F._channel_view(invstd, ndim, dtype),
-                F._channel_view(sums[0] / ctx.n_total * w, ndim, dtype),
-                F._channel_view(sums[1] / ctx.n_total * w, ndim, dtype),
+                stats.channel_view(invstd, ndim, dtype),
+                stats.channel_view(sums[0] / ctx.n_total * w, ndim, dtype),
+                stats.channel_view(sums[1] / ctx.n_total * w, ndim, dtype),
             ).to(input.dtype)
         return grad_input, grad_weight, grad_bias, *([None] * 8)
 
@@ -376,11 +348,10 @@ class SyncBatchNorm(_BatchNorm):
 
         # No local raise from here on: a process that raised before a collective would
         # leave the others hanging. Every check is made on the gathered headers.
-        # momentum=None: cumulative average, factor 1/k at the k-th batch. The counter
-        # moves only once the step succeeded, the same on every process.
-        factor = 0.0 if self.momentum is None else self.momentum
-        if self.track_running_stats and self.momentum is None:
-            factor = 1.0 / (float(self.num_batches_tracked) + 1)
+        # The counter moves only once the step succeeded, the same on every process: this
+        # batch is its value plus one.
+        batches = int(self.num_batches_tracked) + 1 if self.track_running_stats else None
+        factor = stats.running_average_factor(self.momentum, batches)
         header = packet.layer_header(
             self._sync_steps,
             self._evals_since_sync,
@@ -438,7 +409,7 @@ class SyncBatchNorm(_BatchNorm):
             SyncBatchNorm(8, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)
         """  # noqa: E501 - doctest output, printed on one line
         module_output = module
-        if isinstance(module, (torch.nn.modules.batchnorm._BatchNorm, _BatchNorm)):
+        if isinstance(module, (*compat.torch_batchnorm_classes(), _BatchNorm)):
             module_output = cls(
                 module.num_features,
                 module.eps,
