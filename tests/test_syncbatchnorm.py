@@ -252,6 +252,62 @@ def test_combine_stats_survives_a_large_mean_where_one_pass_fails():
 
 
 # --------------------------------------------------------------------------
+# the packet's header and the checks on it (no processes: the headers are built here)
+# --------------------------------------------------------------------------
+
+
+def _header(x, eps=1e-5, momentum=0.1, step=0, evals=0, needs_grad=True, phase=None):
+    """The header a process with ``norms.SyncBatchNorm(3)`` and input ``x`` sends."""
+    from norms.distributed import packet
+
+    layer = norms.SyncBatchNorm(3, eps=eps, momentum=momentum)
+    header = packet.layer_header(
+        step, evals, eps, momentum, True, layer.weight, layer.bias, layer.num_features
+    )
+    header, _ = packet.with_input(header, x, needs_grad, ["cpu"])
+    if phase is not None:
+        header[packet.PHASE] = phase
+    return header
+
+
+def _heads(*headers):
+    """The headers as the all-gather returns them: float64, one row per rank."""
+    return torch.tensor(headers, dtype=torch.float64)
+
+
+def test_the_checks_read_every_process_header():
+    from norms.distributed import checks, packet
+
+    x = torch.randn(4, 3, 2)
+    same = _heads(_header(x), _header(x[:1]))
+    assert checks.order_problem(same, packet.FWD, 0) is None
+    assert checks.config_problem(same) is None
+    assert checks.input_problem(same, 3, None, ["cpu"]) is None
+    eps = _heads(_header(x), _header(x, eps=1e-3))
+    assert checks.config_problem(eps) == (
+        "the processes disagree on eps: rank 0: 1e-05, rank 1: 0.001"
+    )
+    momentum = _heads(_header(x), _header(x, momentum=None))
+    assert "momentum (-1: None): rank 0: 0.1, rank 1: -1.0" in checks.config_problem(momentum)
+    channels = _heads(_header(x), _header(torch.randn(4, 4, 2)))
+    assert "agree on the number of channels" in checks.input_problem(channels, 3, None, ["cpu"])
+    one_value = _heads(_header(x[:1, :, :1]), _header(x[:0]))
+    assert "more than 1 value per channel" in checks.input_problem(one_value, 3, None, ["cpu"])
+    integer = _heads(_header(x), _header(x.long()))
+    assert "floating point" in checks.input_problem(integer, 3, None, ["cpu"])
+    skipped = _heads(_header(x, phase=packet.BWD), _header(x, step=1))
+    problem = checks.order_problem(skipped, packet.BWD, 0)
+    assert problem.startswith("rank(s) [1] skipped backward of a training step that rank(s) [0]")
+    assert "rank 0: backward of training step 0; rank 1: forward of training step 1" in problem
+    evaluated = _heads(_header(x), _header(x, evals=1))
+    assert "rank(s) [1] ran this layer in eval mode" in checks.order_problem(
+        evaluated, packet.FWD, 0
+    )
+    with pytest.raises(RuntimeError, match=r"^SyncBatchNorm\(3\): rank\(s\) \[1\] skipped"):
+        checks.check_backward(skipped, 0, 3)
+
+
+# --------------------------------------------------------------------------
 # the launcher: time limit and errors
 # --------------------------------------------------------------------------
 
