@@ -223,7 +223,7 @@ class SyncBatchNorm(_BatchNorm):
     :func:`combine_stats`). The running variance is unbiased with the global
     count, so every process holds the same running statistics and
     ``num_batches_tracked``. In backward, the input gradient is BatchNorm's
-    over the global batch (two per-channel sums are all-reduced); the
+    over the global batch (two per-channel sums added up over the processes); the
     parameter gradients are the process's local part, whose sum over
     processes is the global gradient (DistributedDataParallel averages them).
 
