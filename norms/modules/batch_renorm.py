@@ -7,6 +7,7 @@ from torch import Tensor
 
 from .. import axes, stats
 from .. import functional as F
+from ..axes import NORMS
 from ._base import _NormBase
 
 __all__ = ["BatchRenorm2d"]
@@ -59,7 +60,7 @@ class BatchRenorm2d(_NormBase):
         True
     """
 
-    _allowed_dims = (4,)
+    _norm = NORMS["BatchNorm2d"]  # its inputs: (N, C, H, W)
 
     def __init__(
         self,

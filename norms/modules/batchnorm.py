@@ -5,6 +5,8 @@ from __future__ import annotations
 from torch import Tensor
 
 from .. import functional as F
+from .. import stats
+from ..axes import NORMS
 from ._base import _NormBase
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
@@ -68,18 +70,11 @@ class _BatchNorm(_NormBase):
         self._check_input_dim(input)
 
         # momentum=None: cumulative average, factor 1/k at the k-th batch.
-        if self.momentum is None:
-            exponential_average_factor = 0.0
-        else:
-            exponential_average_factor = self.momentum
-
-        if self.training and self.track_running_stats:
-            if self.num_batches_tracked is not None:
-                self.num_batches_tracked.add_(1)
-                if self.momentum is None:
-                    exponential_average_factor = 1.0 / float(self.num_batches_tracked)
-                else:
-                    exponential_average_factor = self.momentum
+        batches = None
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+            batches = self.num_batches_tracked
+        exponential_average_factor = stats.running_average_factor(self.momentum, batches)
 
         # Batch statistics in training, and in eval when there are no buffers.
         if self.training:
@@ -141,7 +136,7 @@ class BatchNorm1d(_BatchNorm):
     """  # noqa: E501 - doctest; a line break would change the string
     )
 
-    _allowed_dims = (2, 3)
+    _norm = NORMS["BatchNorm1d"]
 
 
 class BatchNorm2d(_BatchNorm):
@@ -183,7 +178,7 @@ class BatchNorm2d(_BatchNorm):
     """
     )
 
-    _allowed_dims = (4,)
+    _norm = NORMS["BatchNorm2d"]
 
 
 class BatchNorm3d(_BatchNorm):
@@ -218,4 +213,4 @@ class BatchNorm3d(_BatchNorm):
     """
     )
 
-    _allowed_dims = (5,)
+    _norm = NORMS["BatchNorm3d"]
