@@ -33,7 +33,6 @@ GRADER = (
 )
 QUIZ = "a quiz's answer computed independently of the code it asks about"
 SEEDS = "a summary over seeds or trials for a figure or a table, not a normalization statistic"
-SYNCBN = "SyncBatchNorm's files: helper i39-syncbn moves them onto norms.stats (remove then)"
 
 #: "path relative to norms/:qualified function" -> why its reductions are not statistics
 ALLOWED: dict[str, str] = {
@@ -44,8 +43,6 @@ ALLOWED: dict[str, str] = {
     "fast/fused.py:_GroupNormFunction.backward": GRADIENT,
     "fast/cpu_kernels.py:backward_in_ops.sum_rows": GRADIENT,
     "modules/syncbatchnorm.py:SyncBatchNormFunction.backward": GRADIENT,
-    "modules/syncbatchnorm.py:combine_stats": SYNCBN,
-    "plots/sync.py:slice_spread": SYNCBN,
     "explore/web/payloads.py:running_stats_payload": (
         "the running-statistics explorer's one batch statistic (a float64 mean and "
         "variance of 1-D data for the browser); to move onto norms.stats with that "

@@ -72,7 +72,8 @@ def slice_spread(x: torch.Tensor, sizes: Sequence[int]) -> dict[int, tuple[float
             x[: k * n].reshape(k, n, c, -1).transpose(1, 2).reshape(k, c, -1)
         )  # (slices, C, n * prod(S))
         slice_mean, slice_var = _mean_var(s, (-1,))  # (slices, C), (slices, C)
-        mean_spread = ((slice_mean - mean).pow(2).mean(0).sqrt() / var.sqrt()).mean().item()
+        deviation = stats.mean_square(slice_mean - mean, (0,)).sqrt()  # (1, C), RMS over slices
+        mean_spread = (deviation / var.sqrt()).mean().item()
         var_spread = (slice_var / var - 1).abs().mean().item()
         out[int(n)] = (mean_spread, var_spread)
     return out
