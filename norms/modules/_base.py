@@ -16,8 +16,8 @@ from torch.nn import Module, Parameter, init
 from ..axes import Norm, rank_error_message
 
 
-class _NormBase(Module):
-    """Common base of :class:`_BatchNorm` and :class:`_InstanceNorm`.
+class NormBase(Module):
+    """Common base of :class:`BatchNormBase` and :class:`InstanceNormBase`.
 
     Holds ``weight``/``bias`` (``(C,)``, when ``affine``) and the buffers
     ``running_mean`` (zeros), ``running_var`` (ones) and ``num_batches_tracked``

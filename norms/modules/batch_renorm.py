@@ -8,12 +8,12 @@ from torch import Tensor
 from .. import axes, stats
 from .. import functional as F
 from ..axes import NORMS
-from ._base import _NormBase
+from ._base import NormBase
 
 __all__ = ["BatchRenorm2d"]
 
 
-class BatchRenorm2d(_NormBase):
+class BatchRenorm2d(NormBase):
     r"""Batch Renormalization over a 4D ``(N, C, H, W)`` input.
 
     From `Batch Renormalization: Towards Reducing Minibatch Dependence in

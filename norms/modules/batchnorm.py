@@ -7,7 +7,7 @@ from torch import Tensor
 from .. import functional as F
 from .. import stats
 from ..axes import NORMS
-from ._base import _NormBase
+from ._base import NormBase
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
 
@@ -32,8 +32,8 @@ _ARGS_DOC = r"""
 """
 
 
-class _BatchNorm(_NormBase):
-    r"""Shared forward of BatchNorm1d/2d/3d.
+class BatchNormBase(NormBase):
+    r"""Shared forward of BatchNorm1d/2d/3d (torch's ``_BatchNorm``).
 
     Train/eval behaviour is decided by ``self.training`` alone:
 
@@ -97,7 +97,12 @@ class _BatchNorm(_NormBase):
         )
 
 
-class BatchNorm1d(_BatchNorm):
+#: torch's name for the base class, still imported by modules/syncbatchnorm.py, lab/pitfalls.py
+#: and lab/training.py (their owners switch to BatchNormBase; then this line goes)
+_BatchNorm = BatchNormBase
+
+
+class BatchNorm1d(BatchNormBase):
     __doc__ = (
         r"""Batch Normalization over a 2D ``(N, C)`` or 3D ``(N, C, L)`` input.
 
@@ -139,7 +144,7 @@ class BatchNorm1d(_BatchNorm):
     _norm = NORMS["BatchNorm1d"]
 
 
-class BatchNorm2d(_BatchNorm):
+class BatchNorm2d(BatchNormBase):
     __doc__ = (
         r"""Batch Normalization over a 4D ``(N, C, H, W)`` input.
 
@@ -181,7 +186,7 @@ class BatchNorm2d(_BatchNorm):
     _norm = NORMS["BatchNorm2d"]
 
 
-class BatchNorm3d(_BatchNorm):
+class BatchNorm3d(BatchNormBase):
     __doc__ = (
         r"""Batch Normalization over a 5D ``(N, C, D, H, W)`` input.
 

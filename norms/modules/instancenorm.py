@@ -9,7 +9,7 @@ from torch import Tensor
 from .. import functional as F
 from .. import stats
 from ..axes import NORMS
-from ._base import _NormBase
+from ._base import NormBase
 
 __all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
 
@@ -32,8 +32,8 @@ _ARGS_DOC = r"""
 """
 
 
-class _InstanceNorm(_NormBase):
-    """Shared forward of InstanceNorm1d/2d/3d (batched and unbatched input)."""
+class InstanceNormBase(NormBase):
+    """Shared forward of InstanceNorm1d/2d/3d, batched and unbatched (torch's ``_InstanceNorm``)."""
 
     def __init__(
         self,
@@ -135,7 +135,7 @@ class _InstanceNorm(_NormBase):
         return self._apply_instance_norm(input)
 
 
-class InstanceNorm1d(_InstanceNorm):
+class InstanceNorm1d(InstanceNormBase):
     __doc__ = (
         r"""Instance Normalization over a 2D ``(C, L)`` or 3D ``(N, C, L)`` input.
 
@@ -172,7 +172,7 @@ class InstanceNorm1d(_InstanceNorm):
     _norm = NORMS["InstanceNorm1d"]
 
 
-class InstanceNorm2d(_InstanceNorm):
+class InstanceNorm2d(InstanceNormBase):
     __doc__ = (
         r"""Instance Normalization over a 3D ``(C, H, W)`` or 4D ``(N, C, H, W)`` input.
 
@@ -206,7 +206,7 @@ class InstanceNorm2d(_InstanceNorm):
     _norm = NORMS["InstanceNorm2d"]
 
 
-class InstanceNorm3d(_InstanceNorm):
+class InstanceNorm3d(InstanceNormBase):
     __doc__ = (
         r"""Instance Normalization over a 4D ``(C, D, H, W)`` or 5D ``(N, C, D, H, W)`` input.
 
