@@ -34,7 +34,7 @@ from .. import axes, compat, stats
 from .. import functional as F
 from ..distributed import checks, forensics, packet
 from ..stats import combine as combine_stats
-from .batchnorm import _BatchNorm
+from .batchnorm import BatchNormBase
 
 __all__ = ["SyncBatchNorm", "SyncBatchNormFunction", "combine_stats", "local_stats"]
 
@@ -201,7 +201,7 @@ def _sum_over_processes(ctx, sums: Tensor, input: Tensor, dtype: torch.dtype) ->
     return total
 
 
-class SyncBatchNorm(_BatchNorm):
+class SyncBatchNorm(BatchNormBase):
     r"""Batch Normalization over an N-dimensional input, with the statistics of the batch of every
     process.
 
@@ -409,7 +409,7 @@ class SyncBatchNorm(_BatchNorm):
             SyncBatchNorm(8, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)
         """  # noqa: E501 - doctest output, printed on one line
         module_output = module
-        if isinstance(module, (*compat.torch_batchnorm_classes(), _BatchNorm)):
+        if isinstance(module, (*compat.torch_batchnorm_classes(), BatchNormBase)):
             module_output = cls(
                 module.num_features,
                 module.eps,
