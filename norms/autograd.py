@@ -111,6 +111,18 @@ def _mean_rstd(x: Tensor, dims: tuple[int, ...], eps: float) -> tuple[Tensor, Te
     return mean, torch.rsqrt(var + eps)
 
 
+def _x_hat(
+    x: Tensor, mean: Tensor, rstd: Tensor, dims: tuple[int, ...], eps: float
+) -> tuple[Tensor, Tensor]:
+    """``(x̂, 1/σ)`` in ``backward`` from the mean and ``1/σ`` that ``forward`` cached. Under
+    ``create_graph=True`` (grad mode is on in ``backward`` only then) the cached statistics
+    carry no history, so they are rebuilt from ``x`` for autograd to trace (see the module
+    docstring)."""
+    if torch.is_grad_enabled():
+        mean, rstd = _mean_rstd(x, dims, eps)
+    return (x - mean) * rstd, rstd
+
+
 def _rms_rstd(x: Tensor, dims: tuple[int, ...], eps: float) -> Tensor:
     """``1/sqrt(mean(x^2) + eps)`` over ``dims``, kept broadcastable."""
     return torch.rsqrt(stats.mean_square(x, dims) + eps)
@@ -213,11 +225,7 @@ class BatchNormFunction(torch.autograd.Function):
         dx = dweight = dbias = None
 
         if need_x or need_w:
-            if torch.is_grad_enabled():
-                # create_graph=True: the cached mean/rstd carry no history, so
-                # rebuild them from x for autograd to trace (see module docstring).
-                mean, rstd = _mean_rstd(x, dims, ctx.eps)
-            x_hat = (x - mean) * rstd
+            x_hat, rstd = _x_hat(x, mean, rstd, dims, ctx.eps)
         if need_x:
             g = dy if weight is None else dy * _channel_view(weight, x)
             dx = F.normalization_backward_over(g, x_hat, rstd, dims)
@@ -296,10 +304,7 @@ class LayerNormFunction(torch.autograd.Function):
         dx = dweight = dbias = None
 
         if need_x or need_w:
-            if torch.is_grad_enabled():
-                # create_graph=True: recompute the statistics with tracked ops.
-                mean, rstd = _mean_rstd(x, dims, ctx.eps)
-            x_hat = (x - mean) * rstd
+            x_hat, rstd = _x_hat(x, mean, rstd, dims, ctx.eps)
         if need_x:
             g = dy if weight is None else dy * weight
             dx = F.normalization_backward_over(g, x_hat, rstd, dims)

@@ -22,6 +22,12 @@ removes each private name and checks the fallback.
   that names it;
 * :func:`canonical_mask`: ``torch.nn.functional._canonical_mask``; fallback the same rule
   written here.
+* :func:`default_store`: ``torch.distributed.distributed_c10d._get_default_store``;
+  fallback an error that names it;
+* :func:`group_device_types`: ``ProcessGroup._device_types``; fallback the public
+  ``torch.distributed.Backend.backend_capability``;
+* :func:`torch_batchnorm_classes`: ``torch.nn.modules.batchnorm._BatchNorm``; fallback the
+  public BatchNorm classes of ``torch.nn``.
 
 Example::
 
@@ -52,6 +58,9 @@ __all__ = [
     "inductor_cache_dir",
     "run_and_get_code",
     "canonical_mask",
+    "default_store",
+    "group_device_types",
+    "torch_batchnorm_classes",
 ]
 
 
@@ -233,3 +242,60 @@ def canonical_mask(
     if is_float:
         return mask
     return torch.zeros_like(mask, dtype=target_type).masked_fill_(mask, float("-inf"))
+# torch.distributed and torch.nn (SyncBatchNorm)
+# --------------------------------------------------------------------------
+
+
+def default_store():
+    """The key-value store of the default process group (what its processes met through).
+
+    Private API: ``torch.distributed.distributed_c10d._get_default_store``. Fallback: an
+    error that names it (only the message of a failed collective uses the store:
+    :mod:`norms.distributed.forensics`).
+    """
+    get = _private_module("torch.distributed.distributed_c10d", "_get_default_store")
+    if get is None:
+        raise RuntimeError(
+            "this torch has no torch.distributed.distributed_c10d._get_default_store: the "
+            "default group's store cannot be reached"
+        )
+    return get()
+
+
+def group_device_types(group) -> list[str]:
+    """The device types (``"cpu"``, ``"cuda"``, ...) the backend of process group ``group``
+    reduces.
+
+    Private API: ``ProcessGroup._device_types``. Fallback: the public
+    ``torch.distributed.Backend.backend_capability`` of the group's backend (``["cpu"]``
+    for a backend it does not list).
+    """
+    import torch.distributed as dist
+
+    types = _private(group, "_device_types")
+    if types:
+        return [torch.device(t).type for t in types]
+    backend = str(dist.get_backend(group))
+    return list(dist.Backend.backend_capability.get(backend, ["cpu"]))
+
+
+def torch_batchnorm_classes() -> tuple[type, ...]:
+    """The classes of ``torch.nn``'s BatchNorm layers, for ``isinstance``.
+
+    Private API: ``torch.nn.modules.batchnorm._BatchNorm``, their base (what
+    :meth:`torch.nn.SyncBatchNorm.convert_sync_batchnorm` looks for). Fallback: the public
+    ``BatchNorm1d``/``2d``/``3d``, their lazy versions and ``SyncBatchNorm``.
+    """
+    base = _private_module("torch.nn.modules.batchnorm", "_BatchNorm")
+    if base is not None:
+        return (base,)
+    nn = torch.nn
+    return (
+        nn.BatchNorm1d,
+        nn.BatchNorm2d,
+        nn.BatchNorm3d,
+        nn.LazyBatchNorm1d,
+        nn.LazyBatchNorm2d,
+        nn.LazyBatchNorm3d,
+        nn.SyncBatchNorm,
+    )

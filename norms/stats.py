@@ -56,6 +56,7 @@ __all__ = [
     "instance_moments",
     "mean_square",
     "var_mean",
+    "std",
     "scaled_moments",
     "rstd_without_overflow",
     "all_finite",
@@ -227,6 +228,17 @@ def var_mean(x: Tensor, dims: Dims) -> tuple[Tensor, Tensor]:
     (tensor([[1.]]), tensor([[2.]]))
     """
     return torch.var_mean(x, dim=tuple(dims), correction=0, keepdim=True)
+
+
+def std(x: Tensor, dims: Dims) -> Tensor:
+    """The biased standard deviation over ``dims`` (kept as size 1) by torch's one-pass kernel
+    (``torch.std``): for measuring how far batch statistics stray
+    (:func:`norms.lab.small_batches.statistic_noise`), not for normalizing.
+
+    >>> std(torch.tensor([[1.0, 3.0]]), (1,))
+    tensor([[1.]])
+    """
+    return x.std(tuple(dims), correction=0, keepdim=True)
 
 
 def scaled_moments(x: Tensor, dims: Dims, finite: Tensor) -> tuple[Tensor, Tensor, Tensor]:

@@ -169,6 +169,7 @@ def test_canonical_mask_fallback_is_torch_s_rule(monkeypatch):
 PRIVATE = re.compile(
     r"_TorchDispatchModeKey|_get_dispatch_mode|_len_torch_dispatch_stack"
     r"|is_functorch_wrapped_tensor|torch\._inductor|_canonical_mask|_none_or_dtype"
+    r"|_get_default_store|\._device_types"
 )
 
 
@@ -181,3 +182,39 @@ def test_private_torch_apis_only_in_compat():
         if PRIVATE.search(line) and not line.lstrip().startswith("#")
     ]
     assert not found, "use norms.compat:\n" + "\n".join(found)
+
+
+# --------------------------------------------------------------------------
+# torch.distributed and torch.nn (SyncBatchNorm)
+# --------------------------------------------------------------------------
+
+
+def test_default_store_gone_is_a_clear_error(monkeypatch):
+    c10d = importlib.import_module("torch.distributed.distributed_c10d")
+    monkeypatch.delattr(c10d, "_get_default_store")
+    with pytest.raises(RuntimeError, match="_get_default_store"):
+        compat.default_store()
+
+
+def test_group_device_types_fall_back_to_the_backend_capability(monkeypatch):
+    class Group:  # a process group of this torch has _device_types; this one does not
+        pass
+
+    monkeypatch.setattr(torch.distributed, "get_backend", lambda group: "gloo")
+    gloo = torch.distributed.Backend.backend_capability["gloo"]
+    assert compat.group_device_types(Group()) == list(gloo) and "cpu" in gloo
+    group = Group()
+    group._device_types = [torch.device("cpu")]
+    assert compat.group_device_types(group) == ["cpu"]
+
+
+def test_torch_batchnorm_classes_without_the_private_base(monkeypatch):
+    layers = [torch.nn.BatchNorm1d(2), torch.nn.BatchNorm3d(2), torch.nn.SyncBatchNorm(2)]
+    assert all(isinstance(m, compat.torch_batchnorm_classes()) for m in layers)
+    batchnorm = importlib.import_module("torch.nn.modules.batchnorm")
+    monkeypatch.delattr(batchnorm, "_BatchNorm")
+    classes = compat.torch_batchnorm_classes()
+    assert all(isinstance(m, classes) for m in layers)
+    assert not isinstance(torch.nn.InstanceNorm2d(2), classes)
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 1), torch.nn.BatchNorm2d(2))
+    assert type(norms.SyncBatchNorm.convert_sync_batchnorm(net)[1]) is norms.SyncBatchNorm

@@ -234,25 +234,29 @@ _compiled_layer_norm = _compiled(_layer_norm)
 
 
 class CompiledLayerNorm(layernorm.LayerNorm):
-    """``norms.LayerNorm``, compiled by ``torch.compile``, with the hand-derived backward pass.
+    """``norms.LayerNorm``, compiled by ``torch.compile``, with the hand-derived backward pass,
+    on every device.
 
     Same arguments, parameters, buffers and numbers as :class:`norms.LayerNorm`;
     see :mod:`norms.fast.fused` and :class:`_LayerNormFunction`. :class:`LayerNorm`
-    runs this on a GPU; on a CPU it runs the C++ kernel, which is faster there.
+    runs the same compiled code on a GPU; on a CPU it runs the C++ kernel, which is faster
+    there.
     """
 
     def forward(self, input: Tensor) -> Tensor:
         return _compiled_layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
 
-class LayerNorm(CompiledLayerNorm):
-    """``norms.LayerNorm`` in one sweep: the C++ kernel on a CPU, ``torch.compile`` elsewhere.
+class LayerNorm(layernorm.LayerNorm):
+    """``norms.LayerNorm`` fused, like every layer of this module: in one sweep, by the C++
+    kernel on a CPU, by ``torch.compile`` elsewhere.
 
     Same arguments, parameters, buffers and numbers as :class:`norms.LayerNorm`.
     For float32 and float64 tensors on a CPU, forward and backward run the kernel of
     :mod:`norms.fast.cpu_kernels` (the gradients of gamma and beta summed in the
-    same loop as the input's); otherwise (a GPU, half precision, no C++ compiler)
-    the compiled code of :class:`CompiledLayerNorm`.
+    same loop as the input's): no compiled code. Otherwise (a GPU, half precision, no C++
+    compiler) it runs the compiled code of :class:`CompiledLayerNorm`, which it does not
+    subclass: on a CPU it is not that layer.
     """
 
     def forward(self, input: Tensor) -> Tensor:
@@ -261,7 +265,7 @@ class LayerNorm(CompiledLayerNorm):
             return cpu_kernels.layer_norm(
                 input, self.normalized_shape, self.weight, self.bias, self.eps
             )
-        return super().forward(input)
+        return _compiled_layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
 
 RMSNorm = _fused(rmsnorm.RMSNorm)

@@ -5,7 +5,9 @@
   :func:`~norms.lab.training.evaluate`, :func:`~norms.lab.training.recalibrate_batchnorm`;
 * :mod:`~norms.lab.pitfalls`: parameter groups without weight decay, freezing BatchNorm;
 * :mod:`~norms.lab.transformer`: the transformer chapter's tiny training runs;
-* :mod:`~norms.lab.simulations`: the running-statistics and batch-noise simulations.
+* :mod:`~norms.lab.simulations`: the running-statistics and batch-noise simulations;
+* :mod:`~norms.lab.sync`: SyncBatchNorm on several processes against one BatchNorm, and
+  the cost of a synchronized step.
 
 The figures of these runs are in :mod:`norms.plots`.
 """

@@ -7,12 +7,13 @@ from torch import Tensor
 
 from .. import axes, stats
 from .. import functional as F
-from ._base import _NormBase
+from ..axes import NORMS
+from ._base import NormBase
 
 __all__ = ["BatchRenorm2d"]
 
 
-class BatchRenorm2d(_NormBase):
+class BatchRenorm2d(NormBase):
     r"""Batch Renormalization over a 4D ``(N, C, H, W)`` input.
 
     From `Batch Renormalization: Towards Reducing Minibatch Dependence in
@@ -59,7 +60,7 @@ class BatchRenorm2d(_NormBase):
         True
     """
 
-    _allowed_dims = (4,)
+    _norm = NORMS["BatchNorm2d"]  # its inputs: (N, C, H, W)
 
     def __init__(
         self,

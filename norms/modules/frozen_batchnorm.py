@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .batchnorm import _BatchNorm
+from .batchnorm import BatchNormBase
 
 __all__ = ["FrozenBatchNorm"]
 
@@ -53,7 +53,7 @@ class FrozenBatchNorm(nn.Module):
         self.register_buffer("running_var", torch.ones(num_features, **factory))
 
     @classmethod
-    def from_batchnorm(cls, bn: _BatchNorm | nn.modules.batchnorm._BatchNorm) -> FrozenBatchNorm:
+    def from_batchnorm(cls, bn: BatchNormBase | nn.modules.batchnorm._BatchNorm) -> FrozenBatchNorm:
         """A frozen copy of ``bn``'s current statistics and γ, β (1 and 0 if it has none), on the
         device and in the dtype of its statistics. ``bn`` is a :mod:`norms` or ``torch.nn``
         BatchNorm."""
