@@ -242,6 +242,9 @@ def canonical_mask(
     if is_float:
         return mask
     return torch.zeros_like(mask, dtype=target_type).masked_fill_(mask, float("-inf"))
+
+
+# --------------------------------------------------------------------------
 # torch.distributed and torch.nn (SyncBatchNorm)
 # --------------------------------------------------------------------------
 
