@@ -222,6 +222,10 @@ def test_printed_lines_are_messages_with_their_numbers_as_fields():
         ("[0., 1., -inf, -inf, -inf],", False),
         ("tensor([1., 2.]) torch.float32", False),
         ("#pragma omp simd", False),
+        ("DigitsMLP BatchNorm  lr=0.1  batch=32  loss 0.31  train acc 99.1%", True),
+        ("after 3 steps running_mean holds a graph of 19 nodes", True),
+        ("for x0 in range(0, 512, 16):", False),
+        ("eps=1e-05, momentum=0.1, affine=True", False),
     ],
 )
 def test_only_sentences_are_printed_lines_to_translate(line, expected):

@@ -150,19 +150,22 @@ def norms_messages(package: Path = ROOT / "norms") -> tuple[dict[str, list[str]]
     return found, bad
 
 
-# A printed line with a sentence in it: three English words in a row. Lines of code (a
-# listing of generated C++, a shell command) are not sentences.
-_SENTENCE = re.compile(r"[A-Za-z][a-z']+(?:[ ,;:()-]+[A-Za-z][a-z']+){2,}")
+# A printed line with words to translate: two English words or more (a table's row label
+# "loss ... train acc" as much as a sentence), not counting identifiers (running_mean,
+# torch.float32, lr=, f(...)). Lines of code (a listing of generated C++, a shell command)
+# are not sentences.
+_WORD_IN_LINE = re.compile(r"(?<![\w.\-])[A-Za-z][a-z]+(?![\w(=.\-])")
 _CODE_LINE = re.compile(
     r"(;\s*(//.*)?$|//|#pragma|#include|^\s*[{}]|^\s*[A-Za-z_][\w.]*\s*[-+*]?=\s|\bconst \w|::"
-    r"|\bint64_t\b|\w\* )"
+    r"|\bint64_t\b|\w\* |^\s*(for|while|if|def|return|template)\b|\brange\(|^riscv64|^x86_64)"
 )
 _NOT_WORDS = re.compile(r"\b(inf|nan|tensor|True|False|dtype|torch\.\w+)\b")
 
 
 def is_sentence(line: str) -> bool:
     """Whether a printed line holds a sentence to translate (not code, not a tensor)."""
-    return bool(_SENTENCE.search(_NOT_WORDS.sub(" ", line))) and not _CODE_LINE.search(line)
+    words = _WORD_IN_LINE.findall(_NOT_WORDS.sub(" ", line))
+    return len(words) >= 2 and not _CODE_LINE.search(line)
 
 
 #: pages whose printed output is norms' own bilingual text, not printed lines
