@@ -48,7 +48,7 @@ from norms.plots.reductions import check_drawable
 from norms.plots.style import BookFigure, png_bytes
 
 from .state import (
-    _LAST_DIMS_NORMS,
+    LAST_DIMS_NORMS,
     batch_size_info,
     build_module,
     error_html,
@@ -140,6 +140,21 @@ class Explorer(widgets.VBox):
         """The current value of every control."""
         return {name: control.value for name, control in self.controls.items()}
 
+    def draw_state(self, values: dict[str, object]) -> tuple[Figure, str]:
+        """``draw`` for the controls set to ``values`` (a figure and the info HTML; it may
+        raise), without redrawing the explorer; the controls are put back afterwards.
+        :func:`norms.explore.web.precomputed` draws the website's states with it."""
+        initial = self.values()
+        self._busy = True  # setting a control must not redraw the widget
+        try:
+            for name, value in values.items():
+                self.controls[name].value = value
+            return self._draw(self)
+        finally:
+            for name in values:
+                self.controls[name].value = initial[name]
+            self._busy = False
+
     def _on_change(self, _change: dict) -> None:
         if not self._busy:  # a control changed by draw() itself does not redraw again
             self.refresh()
@@ -171,7 +186,7 @@ def draw_reduction(explorer: Explorer) -> tuple[Figure, str]:
     c = explorer.controls
     norm = c["norm"].value
     c["groups"].disabled = norm != "GroupNorm"
-    c["last_dims"].disabled = norm not in _LAST_DIMS_NORMS
+    c["last_dims"].disabled = norm not in LAST_DIMS_NORMS
     shape = parse_shape(c["shape"].value)
     module = build_module(norm, shape, c["groups"].value, c["last_dims"].value)
     check_drawable(shape)  # before describe() builds an index of every element
