@@ -336,6 +336,7 @@
   var CJK = /[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]/;
   function textWidth(t) { var n = 0; for (var i = 0; i < t.length; i++) n += CJK.test(t.charAt(i)) ? 2 : 1; return n; }
   function wrapTitle(title, most) {
+    if (CJK.test(title)) most = Math.floor(most * 0.85);  // Latin letters are wider in a CJK font
     var lines = [], piece = /(\s*)([\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]|[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]+)/g, m;
     while ((m = piece.exec(title)) !== null) {
       var last = lines.length ? lines[lines.length - 1] : null, next = (m[1] ? " " : "") + m[2];
@@ -578,7 +579,8 @@
   };
   Explorer.prototype.outside = function (why) {
     this.clear();
-    this.errorEl.innerHTML = '<span class="ne-outside">' + escapeHtml(why) + " " + pick(this.payload.colab, this.lang) +
+    var sep = CJK.test(why.charAt(why.length - 1)) ? "" : " ";  // no space after a full-width stop
+    this.errorEl.innerHTML = '<span class="ne-outside">' + escapeHtml(why) + sep + pick(this.payload.colab, this.lang) +
       "</span>";
     this.root.dataset.state = JSON.stringify({ outside: true });
   };
