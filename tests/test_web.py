@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import shutil
 import subprocess
 
@@ -36,7 +37,7 @@ const NE = window.NormsExplorer;
 const input = JSON.parse(fs.readFileSync(0, "utf8"));
 const out = input.cases.map((c) => {
   try {
-    if (c.op === "parse") return { shape: NE._parseShape(c.text) };
+    if (c.op === "parse") return { shape: NE._parseShape(c.text, input.words) };
     if (c.op === "running") {
       const r = NE._runningStats(input.data, input.data.runs[c.run], c.momentum, c.steps, c.batch_size);
       return { rm: r.rm, rv: r.rv, gap: r.gap };
@@ -214,13 +215,21 @@ def test_the_page_reads_shapes_as_parse_shape(tmp_path):
         "9" * 400,
         "1 " * 9,
     ]
-    got = run_js(tmp_path, {}, [{"op": "parse", "text": t} for t in texts])
-    for text, js in zip(texts, got, strict=True):
-        try:
-            want = {"shape": list(parse_shape(text))}
-        except ValueError as exc:
-            want = {"error": ["ValueError", str(exc)]}
-        assert js == want, text
+    payload = norms.explore.web.reduction_payload("GroupNorm", "4, 6, 2, 2", 3, 3, 0, "auto")
+    for language in ("en", "zh"):
+        words = in_language(payload["text"], language)
+        got = run_js(tmp_path, {}, [{"op": "parse", "text": t} for t in texts], words)
+        errors = 0
+        for text, js in zip(texts, got, strict=True):
+            try:
+                want = {"shape": list(parse_shape(text))}
+            except ValueError as exc:
+                message = exc.args[0].in_language(language)
+                want = {"error": ["ValueError", message]}
+                errors += 1
+                assert language == "en" or re.search("[\u4e00-\u9fff]", message), message
+            assert js == want, (language, text)
+        assert errors >= 6
 
 
 @pytest.mark.parametrize("momentum", [0.1, 0.01, 0.5, 1.0, None])

@@ -35,10 +35,12 @@ __all__ = [
     "build_module",
     "error_html",
     "layout_options",
+    "long_number",
     "parse_shape",
     "placeholders",
     "running_stats_info",
     "running_stats_text",
+    "shape_messages",
     "stat_html",
     "stat_text",
     "stat_words",
@@ -61,6 +63,27 @@ MAX_SIZE = 1_000_000
 MAX_RANK = 8
 
 
+def long_number(head, digits) -> Text:
+    """How :func:`parse_shape` shows a number too long to print: its first digits and length."""
+    return tr("{head}… ({digits} digits)", head=head, digits=digits)
+
+
+def shape_messages(text="{text}", got="{got}") -> dict[str, Text]:
+    """What :func:`parse_shape` says of a shape it cannot read, in every language (the
+    website's script fills the same templates: a field left out keeps its ``{field}``)."""
+    return {
+        "unreadable": tr(
+            "could not read a shape from {text}: type sizes separated by commas, e.g. 4, 6, 2, 2",
+            text=text,
+        ),
+        "too_large": tr("every size must be at most {max}, got {got}", max=MAX_SIZE, got=got),
+        "too_many_dims": tr("a shape has at most {max} dims, got {got}", max=MAX_RANK, got=got),
+        "empty": tr("type a shape, e.g. 4, 6, 2, 2"),
+        "zero": tr("every size must be at least 1, got {got}", got=got),
+        "long_number": long_number("{head}", "{digits}"),
+    }
+
+
 def parse_shape(text: str) -> tuple[int, ...]:
     """Read a shape typed by a reader: ``"4, 6, 2, 2"``, ``"(4,6,2,2)"``, ``"4x6x2x2"``.
 
@@ -79,21 +102,19 @@ def parse_shape(text: str) -> tuple[int, ...]:
         (4, 6, 2, 2)
     """
     if not re.fullmatch(r"[\s,()\[\]x×*0-9]*", text):
-        raise ValueError(
-            f"could not read a shape from {text!r}: type sizes separated by commas, e.g. 4, 6, 2, 2"
-        )
+        raise ValueError(shape_messages(text=repr(text))["unreadable"])
     words = re.findall(r"\d+", text)
     for word in words:  # compare the digits before int() reads a 400-digit number
         if len(word.lstrip("0")) > len(str(MAX_SIZE)) or int(word) > MAX_SIZE:
-            shown = word if len(word) <= 12 else f"{word[:6]}… ({len(word)} digits)"
-            raise ValueError(f"every size must be at most {MAX_SIZE}, got {shown}")
+            shown = word if len(word) <= 12 else long_number(word[:6], len(word))
+            raise ValueError(shape_messages(got=shown)["too_large"])
     if len(words) > MAX_RANK:
-        raise ValueError(f"a shape has at most {MAX_RANK} dims, got {len(words)}")
+        raise ValueError(shape_messages(got=len(words))["too_many_dims"])
     sizes = tuple(int(s) for s in words)
     if not sizes:
-        raise ValueError("type a shape, e.g. 4, 6, 2, 2")
+        raise ValueError(shape_messages()["empty"])
     if 0 in sizes:
-        raise ValueError(f"every size must be at least 1, got {sizes}")
+        raise ValueError(shape_messages(got=sizes)["zero"])
     return sizes
 
 

@@ -55,20 +55,20 @@
    * Reduction: which elements share a statistic                         *
    * ------------------------------------------------------------------ */
 
-  // norms.explore.state.parse_shape, same messages.
-  function parseShape(text) {
+  // norms.explore.state.parse_shape, same messages (w: its templates, payload.text, one language).
+  function parseShape(text, w) {
     if (!/^[\s,()\[\]x×*0-9]*$/.test(text))
-      throw ["ValueError", "could not read a shape from " + pyRepr(text) + ": type sizes separated by commas, e.g. 4, 6, 2, 2"];
+      throw ["ValueError", fill2(w.shape_unreadable, { text: pyRepr(text) })];
     var words = text.match(/\d+/g) || [];
-    words.forEach(function (w) {  // as norms.explore.state.parse_shape (MAX_SIZE, MAX_RANK)
-      if (w.replace(/^0+/, "").length > 7 || parseInt(w, 10) > 1000000)
-        throw ["ValueError", "every size must be at most 1000000, got " +
-          (w.length <= 12 ? w : w.slice(0, 6) + "\u2026 (" + w.length + " digits)")];
+    words.forEach(function (d) {  // as norms.explore.state.parse_shape (MAX_SIZE, MAX_RANK)
+      if (d.replace(/^0+/, "").length > 7 || parseInt(d, 10) > 1000000)
+        throw ["ValueError", fill2(w.shape_too_large, { got: d.length <= 12 ? d :
+          fill2(w.shape_long_number, { head: d.slice(0, 6), digits: d.length }) })];
     });
-    if (words.length > 8) throw ["ValueError", "a shape has at most 8 dims, got " + words.length];
+    if (words.length > 8) throw ["ValueError", fill2(w.shape_too_many_dims, { got: words.length })];
     var sizes = words.map(function (s) { return parseInt(s, 10); });
-    if (!sizes.length) throw ["ValueError", "type a shape, e.g. 4, 6, 2, 2"];
-    if (sizes.indexOf(0) >= 0) throw ["ValueError", "every size must be at least 1, got " + pyTuple(sizes)];
+    if (!sizes.length) throw ["ValueError", w.shape_empty];
+    if (sizes.indexOf(0) >= 0) throw ["ValueError", fill2(w.shape_zero, { got: pyTuple(sizes) })];
     return sizes;
   }
 
@@ -226,7 +226,7 @@
     ex.setDisabled("groups", v.norm !== "GroupNorm");
     ex.setDisabled("last_dims", v.norm !== "LayerNorm" && v.norm !== "RMSNorm");
     try {
-      shape = parseShape(v.shape);
+      shape = parseShape(v.shape, w);
       var g = d.grid;
       if (shape.length > g.max_rank || shape[0] > g.max_first || (shape.length > 1 && shape[1] > g.max_second) ||
           shape.slice(2).some(function (s) { return s > g.max_other; }))

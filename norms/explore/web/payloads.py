@@ -31,6 +31,7 @@ from ..state import (
     layout_options,
     placeholders,
     running_stats_text,
+    shape_messages,
     stat_text,
     stat_words,
 )
@@ -178,6 +179,7 @@ def _reduction_text(words) -> dict:
         "title": tr("{module} on {shape}", **placeholders("module", "shape")),
         "highlighted": tr("statistic {index} (highlighted)", index="{index}"),
         "legend": tr("same colour block = elements sharing one statistic"),
+        **{f"shape_{key}": message for key, message in shape_messages().items()},
     }
 
 
