@@ -17,8 +17,8 @@ A bad choice (groups that do not divide the channels, a shape of the wrong
 rank, a batch of one in training) shows the layer's own error message in red
 instead of a traceback.
 
-Labels and the sentences with the numbers are in the reader's language when the explorer is built
-(:func:`norms.get_language`; ``norms.set_language("zh")`` or ``NORMS_LANG=zh``).
+Labels and the sentences with the numbers are in the reader's language when the explorer
+is built (:func:`norms.get_language`; ``norms.set_language("zh")`` or ``NORMS_LANG=zh``).
 
 The controls are exposed for notebooks and tests as ``explorer.controls``
 (a dict of widgets by name); setting ``.value`` on one redraws::
