@@ -215,3 +215,15 @@ def test_the_output_follows_the_page_or_the_chinese_notebook():
     html = web.html(payloads()["reduction"])
     assert "dataset.lang=(function(m)" in html and JS_AUTO in html
     assert "norms-lang:zh" in for_notebook(html, "zh")
+
+
+def test_the_script_has_no_words_of_its_own():
+    """explorer.js draws only what the payload says: its string literals hold no English
+    prose (but the loading line of an output made before the Chinese, and a bug report)."""
+    source = (ROOT / "norms" / "explore" / "web" / "explorer.js").read_text(encoding="utf-8")
+    code = re.sub(r"//[^\n]*", "", re.sub(r"/\*.*?\*/", "", source, flags=re.S))
+    literals = re.findall(r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'", code)
+    assert len(literals) > 100
+    allowed = {'"The explorer could not load its data ({error})."', '"no rule for "'}
+    prose = [s for s in literals if english_prose(s[1:-1]) and s not in allowed]
+    assert not prose, prose
