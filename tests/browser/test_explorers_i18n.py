@@ -137,5 +137,5 @@ def test_a_deferred_explorer_says_it_could_not_load_in_chinese(browser, tmp_path
         "() => document.querySelector('.norms-explorer .ne-info').textContent.includes('未能')",
         timeout=10000,
     )
-    assert status.text_content().startswith("交互演示未能加载数据（")
+    assert status.text_content().startswith("交互工具未能加载数据（")
     context.close()
