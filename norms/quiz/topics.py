@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from typing import Callable
 
+from .builders import english
 from .chapters import q_bn_fold, q_group_members, q_instance_contrast, q_ln_accepts, q_rms_value
 from .computed import (
     q_batch_independent,
@@ -297,7 +298,7 @@ def _generate(gens, n, rng, tries_per_question=20):
         gen = order.pop()
         attempts += 1
         q = gen(rng)
-        key = (q["question"], q.get("code"))
+        key = (english(q["question"]), q.get("code"))  # the same in every language
         if key in seen:
             continue
         seen.add(key)
