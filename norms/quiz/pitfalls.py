@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from norms import modules
-from norms.i18n import join, tr
+from norms.i18n import tr
 from norms.lab.pitfalls import param_groups
 from norms.lab.training import ResidualBlock, seeded
 
@@ -212,7 +212,10 @@ def q_padded_mean(rng, names=None):
     value = round(float(bn.running_mean[0]), 6)
     real = [values[b][t] for b in range(B) for t in range(lengths[b])]
     masked = round(sum(real) / len(real), 6)
-    rows = join([_padded_row(b, values[b][: lengths[b]], T - lengths[b]) for b in range(B)], "; ")
+    rows = _padded_row(0, values[0][: lengths[0]], T - lengths[0])
+    for b in range(1, B):
+        row = _padded_row(b, values[b][: lengths[b]], T - lengths[b])
+        rows = tr("{rows}; {row}", rows=rows, row=row)
     question = tr(
         "A batch of {B} sequences of one feature, padded with zeros to length {T} ({rows}), is "
         "reshaped to ({BT}, 1) and passed through `norms.BatchNorm1d(1)` in training mode. "
