@@ -10,9 +10,9 @@ import torch
 from norms import modules
 from norms.axes import describe
 
-from .builders import _choice, _factor, _num, _numeric, _plus, _shape
-from .cases import _ctor, _module
-from .running import _distinct
+from .builders import choice, factor, num, numeric, plus, shape_str
+from .cases import constructor, make_module
+from .running import distinct
 
 
 def _fold_case(rng):
@@ -102,7 +102,7 @@ def q_bn_fold(rng, names=None):
         # |γ/√(var + ε)| = 1 leaves the unit's weights (up to sign) unchanged, and then several
         # mistakes give the right number; any other coincidence between the key and a distractor is
         # drawn again as well, so every distractor is kept
-        if abs(abs(g / sd) - 1) > 0.05 and _distinct(
+        if abs(abs(g / sd) - 1) > 0.05 and distinct(
             [value] + [w for w, _ in wrong], 2.5 * _FOLD_TOL
         ):
             break
@@ -121,7 +121,7 @@ def q_bn_fold(rng, names=None):
             "bn.eval()",
         ]
     )
-    scale = f"s = γ/√(running_var + ε) = {_num(g)}/√({_num(v)} + {eps:g}) = {_num(s, '.6g')}"
+    scale = f"s = γ/√(running_var + ε) = {num(g)}/√({num(v)} + {eps:g}) = {num(s, '.6g')}"
     if what == "bias":
         bc = case["b"][c]
         question = (
@@ -131,7 +131,7 @@ def q_bn_fold(rng, names=None):
         )
         correct_fb = (
             f"Correct: with {scale}, b′ = s·(b − running_mean) + β = "
-            f"{_num(s, '.6g')}·({_num(bc)}{_plus(-m)}){_plus(be)} = {_num(value, '.4f')}."
+            f"{num(s, '.6g')}·({num(bc)}{plus(-m)}){plus(be)} = {num(value, '.4f')}."
         )
         meta_extra = dict(unit=c)
     else:
@@ -143,10 +143,10 @@ def q_bn_fold(rng, names=None):
         )
         correct_fb = (
             f"Correct: row {c} is scaled by {scale}, so "
-            f"W′[{c}, {j}] = {_num(s, '.6g')}·{_factor(wc)} = {_num(value, '.4f')}."
+            f"W′[{c}, {j}] = {num(s, '.6g')}·{factor(wc)} = {num(value, '.4f')}."
         )
         meta_extra = dict(unit=c, input=j)
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="bn_fold", what=what, case=case, **meta_extra),
@@ -189,17 +189,17 @@ def q_ln_accepts(rng, names=None):
             ok, msg = False, type(exc).__name__
         lead = shape[: len(shape) - len(ns)]
         fb = (
-            f"Yes: its last {len(ns)} dim{'s are' if len(ns) > 1 else ' is'} {_shape(ns)}; the "
-            f"leading dims {_shape(lead) if lead else '(none)'} only index the blocks, each "
+            f"Yes: its last {len(ns)} dim{'s are' if len(ns) > 1 else ' is'} {shape_str(ns)}; the "
+            f"leading dims {shape_str(lead) if lead else '(none)'} only index the blocks, each "
             "normalized on its own."
             if ok
             else f"No: it raises a {msg}. normalized_shape must match the last {len(ns)} dim"
-            f"{'s' if len(ns) > 1 else ''} of the input, here {_shape(shape[-len(ns) :])}."
+            f"{'s' if len(ns) > 1 else ''} of the input, here {shape_str(shape[-len(ns) :])}."
         )
-        options.append((_shape(shape), ok, fb, shape))
+        options.append((shape_str(shape), ok, fb, shape))
     options = sorted(options, key=lambda o: (len(o[3]), o[3]))
     question = f"`norms.LayerNorm({list(ns)})` accepts which of these input shapes (no error)?"
-    return _choice(question, options, dict(kind="ln_accepts", normalized_shape=ns), many=True)
+    return choice(question, options, dict(kind="ln_accepts", normalized_shape=ns), many=True)
 
 
 def q_rms_value(rng, names=None):
@@ -237,7 +237,7 @@ def q_rms_value(rng, names=None):
         f"`norms.RMSNorm({D})` (γ = 1, default eps) gets the vector x = {x}. What is output "
         f"element {i}? (3 decimals)"
     )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="rms_value", x=x, index=i),
@@ -279,10 +279,11 @@ def q_group_members(rng, names=None):
             fb = f"No: channel {j} is in another block of {per} consecutive channels."
         options.append((f"channel {j}", same, fb, j))
     question = (
-        f"`norms.GroupNorm({G}, {C})` gets an input of shape {_shape((N, C, H, W))}. Which other "
+        f"`norms.GroupNorm({G}, {C})` gets an input of shape {shape_str((N, C, H, W))}. "
+        "Which other "
         f"channels share channel {k}'s mean and variance (within one sample)?"
     )
-    return _choice(
+    return choice(
         question,
         options,
         dict(kind="group_members", G=G, C=C, shape=(N, C, H, W), channel=k),
@@ -344,16 +345,17 @@ def q_instance_contrast(rng, names=None):
     options = []
     with torch.no_grad():
         for n, a in layers:
-            m = _module(n, a).double().train()
+            m = make_module(n, a).double().train()
             same = torch.allclose(
                 m(x)[0], m(x2)[0], atol=1e-4
             )  # eps = 1e-5 spoils exactness a little
             fb = ("Yes: " + why_yes.get(n, "the change cancels.")) if same else ("No: " + why_no[n])
-            options.append((f"`{_ctor(n, a)}`", same, fb, (n, a)))
+            options.append((f"`{constructor(n, a)}`", same, fb, (n, a)))
     question = (
-        f"In training mode, on a batch of shape {_shape(shape)}, image 0 is {change}. With which "
+        f"In training mode, on a batch of shape {shape_str(shape)}, image 0 is {change}. "
+        "With which "
         "of these layers is image 0's output unchanged?"
     )
-    return _choice(
+    return choice(
         question, options, dict(kind="instance_contrast", shape=shape, mode=mode), many=True
     )

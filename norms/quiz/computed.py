@@ -13,28 +13,37 @@ import torch
 from norms import modules
 from norms.axes import batch_norm_dims, describe
 
-from .builders import _choice, _numeric, _shape
-from .cases import _ALL, _alternatives, _case, _ctor, _grouping, _label, _module, _what
+from .builders import choice, numeric, shape_str
+from .cases import (
+    ALL_LAYERS,
+    alternatives,
+    constructor,
+    family_of,
+    grouping,
+    layer_label,
+    make_module,
+    random_case,
+)
 
 
 def q_num_statistics(rng, names=None):
-    name, args, kwargs, shape = _case(rng, rng.choice(names or _ALL))
-    m = _module(name, args, kwargs)
+    name, args, kwargs, shape = random_case(rng, rng.choice(names or ALL_LAYERS))
+    m = make_module(name, args, kwargs)
     r = describe(m, shape)
     noun = "means" if r.has_mean else "root-mean-square (RMS) values"
     question = (
-        f"`{_ctor(name, args, kwargs)}` is applied in training mode to an input of shape "
-        f"{_shape(shape)}. How many {noun} does it compute?"
+        f"`{constructor(name, args, kwargs)}` is applied in training mode to an input of shape "
+        f"{shape_str(shape)}. How many {noun} does it compute?"
     )
     wrong = []
-    for alt_name, alt_args, alt in _alternatives(shape):
+    for alt_name, alt_args, alt in alternatives(shape):
         if alt.num_statistics != r.num_statistics:
             wrong.append(
                 (
                     alt.num_statistics,
-                    f"{alt.num_statistics} is what {_label(alt_name, alt_args)} would "
-                    f"compute on this input: it {_grouping(alt_name, alt_args, alt)}. "
-                    f"{_label(name, args)} {_grouping(name, args, r)}.",
+                    f"{alt.num_statistics} is what {layer_label(alt_name, alt_args)} would "
+                    f"compute on this input: it {grouping(alt_name, alt_args, alt)}. "
+                    f"{layer_label(name, args)} {grouping(name, args, r)}.",
                 )
             )
     if r.has_mean:
@@ -49,12 +58,12 @@ def q_num_statistics(rng, names=None):
         )
     wrong.append((math.prod(shape), per_element))
     correct_fb = (
-        f"Correct: {_label(name, args)} {_grouping(name, args, r)}, each statistic from "
+        f"Correct: {layer_label(name, args)} {grouping(name, args, r)}, each statistic from "
         f"{r.elements_per_statistic} elements."
     )
     if not r.has_mean:
         correct_fb += " RMSNorm subtracts no mean at all."
-    return _numeric(
+    return numeric(
         question,
         r.num_statistics,
         dict(kind="num_statistics", norm=name, args=args, kwargs=kwargs, shape=shape),
@@ -71,17 +80,18 @@ def q_num_statistics(rng, names=None):
 
 
 def q_param_shape(rng, names=None):
-    pool = [n for n in (names or _ALL)]
-    name, args, kwargs, shape = _case(rng, rng.choice(pool))
+    pool = [n for n in (names or ALL_LAYERS)]
+    name, args, kwargs, shape = random_case(rng, rng.choice(pool))
     if name.startswith("InstanceNorm"):
         kwargs = {"affine": True}
-    m = _module(name, args, kwargs)
+    m = make_module(name, args, kwargs)
     r = describe(m, shape)
     correct = tuple(m.weight.shape)
     which = "γ (`weight`)"
     question = (
-        f"What is the shape of {which} of `{_ctor(name, args, kwargs)}`, which is used on inputs "
-        f"of shape {_shape(shape)}?"
+        f"What is the shape of {which} of `{constructor(name, args, kwargs)}`, "
+        "which is used on inputs "
+        f"of shape {shape_str(shape)}?"
     )
     C = shape[1]
     if (
@@ -118,9 +128,9 @@ def q_param_shape(rng, names=None):
         )
     options = [
         (
-            _shape(correct),
+            shape_str(correct),
             True,
-            f"Correct: {_what(name)}'s γ has shape {_shape(correct)} "
+            f"Correct: {family_of(name)}'s γ has shape {shape_str(correct)} "
             f"(it runs along dims {r.param_dims} of the input).",
             correct,
         )
@@ -129,9 +139,9 @@ def q_param_shape(rng, names=None):
     for s, fb in cands:
         if s not in seen:
             seen.add(s)
-            wrong.append((_shape(s), False, f"No: {fb}", s))
+            wrong.append((shape_str(s), False, f"No: {fb}", s))
     options += rng.sample(wrong, min(3, len(wrong)))
-    return _choice(
+    return choice(
         question,
         options,
         dict(kind="param_shape", norm=name, args=args, kwargs=kwargs, shape=shape),
@@ -150,8 +160,8 @@ def _counter_role(name, args, kwargs, shape, gen, steps=2):
         len(shape)
     )  # what a running mean averages over (BatchNorm and InstanceNorm)
     xs = [torch.randn(shape, generator=gen, dtype=torch.float64) * 2 + 1 for _ in range(steps)]
-    m = _module(name, args, dict(kwargs, momentum=None)).double().train()
-    d = _module(name, args, kwargs).double().train()
+    m = make_module(name, args, dict(kwargs, momentum=None)).double().train()
+    d = make_module(name, args, kwargs).double().train()
     with torch.no_grad():
         for x in xs:
             m(x)
@@ -194,11 +204,11 @@ def _counter_text(counter, moved, cumulative, momentum, plain_ema, steps=2):
 
 
 def q_state_dict(rng, names=None):
-    name = rng.choice(names or _ALL)
-    name, args, kwargs, shape = _case(rng, name)
+    name = rng.choice(names or ALL_LAYERS)
+    name, args, kwargs, shape = random_case(rng, name)
     if name.startswith("InstanceNorm"):
         kwargs = rng.choice([{"affine": True}, {"affine": True, "track_running_stats": True}])
-    m = _module(name, args, kwargs)
+    m = make_module(name, args, kwargs)
     keys = set(m.state_dict())
     params = {n for n, _ in m.named_parameters()}
     meta = dict(kind="state_dict", norm=name, args=args, kwargs=kwargs, shape=shape)
@@ -225,7 +235,7 @@ def q_state_dict(rng, names=None):
                 (
                     f"`{k}`",
                     False,
-                    f"No: `{_ctor(name, args, kwargs)}` has no {k}"
+                    f"No: `{constructor(name, args, kwargs)}` has no {k}"
                     + (
                         " (RMSNorm only rescales, so there is no β)."
                         if name == "RMSNorm" and k == "bias"
@@ -237,13 +247,15 @@ def q_state_dict(rng, names=None):
                     k,
                 )
             )
-    question = f"Which entries does the `state_dict()` of `{_ctor(name, args, kwargs)}` contain?"
-    return _choice(question, options, meta, many=True)
+    question = (
+        f"Which entries does the `state_dict()` of `{constructor(name, args, kwargs)}` contain?"
+    )
+    return choice(question, options, meta, many=True)
 
 
 def q_reduced_dims(rng, names=None):
-    name, args, kwargs, shape = _case(rng, rng.choice(names or _ALL))
-    m = _module(name, args, kwargs)
+    name, args, kwargs, shape = random_case(rng, rng.choice(names or ALL_LAYERS))
+    m = make_module(name, args, kwargs)
     r = describe(m, shape)
     labels = ["N", "C"] + {2: [], 3: ["L"], 4: ["H", "W"], 5: ["D", "H", "W"]}[len(shape)]
     if name in ("LayerNorm", "RMSNorm") and len(shape) <= 3:
@@ -293,10 +305,11 @@ def q_reduced_dims(rng, names=None):
         ("none: every element is normalized on its own", not r.reduced_dims, none_fb, "none")
     )
     question = (
-        f"`{_ctor(name, args, kwargs)}` gets an input of shape {_shape(shape)}. Over which dims "
+        f"`{constructor(name, args, kwargs)}` gets an input of shape {shape_str(shape)}. "
+        "Over which dims "
         "does it compute its statistics (which dims are reduced)?"
     )
-    return _choice(
+    return choice(
         question,
         options,
         dict(kind="reduced_dims", norm=name, args=args, kwargs=kwargs, shape=shape),
@@ -320,25 +333,25 @@ def q_which_layer(rng, names=None):
         ("LayerNorm", (W,)),
         ("GroupNorm", (2, C)),
     ]
-    descs = [(n, a, describe(_module(n, a), shape)) for n, a in layers]
+    descs = [(n, a, describe(make_module(n, a), shape)) for n, a in layers]
     unique = [d for d in descs if sum(o[2].reduced_dims == d[2].reduced_dims for o in descs) == 1]
     target = rng.choice(unique)
     options = []
     for n, a, r in descs:
         ok = r.reduced_dims == target[2].reduced_dims
-        fb = f"{'Correct' if ok else 'No'}: `{_ctor(n, a)}` {_grouping(n, a, r)}."
+        fb = f"{'Correct' if ok else 'No'}: `{constructor(n, a)}` {grouping(n, a, r)}."
         if n == "GroupNorm":
             fb += " Channels in different blocks never share a statistic."
-        options.append((f"`{_ctor(n, a)}`", ok, fb, (n, a)))
+        options.append((f"`{constructor(n, a)}`", ok, fb, (n, a)))
     question = (
-        f"For an input of shape {_shape(shape)}, which layer computes its statistics over dims "
+        f"For an input of shape {shape_str(shape)}, which layer computes its statistics over dims "
         f"{target[2].reduced_dims} (elements that differ only along those dims share a mean and a "
         "variance)?"
     )
     options = [o for o in options if o[1]] + rng.sample(
         [o for o in options if not o[1]], min(3, sum(not o[1] for o in options))
     )
-    return _choice(
+    return choice(
         question,
         options,
         dict(
@@ -352,7 +365,7 @@ def q_which_layer(rng, names=None):
 
 def _sample_independent(name, args, shape, gen):
     """Does sample 0's output stay the same when sample 1 changes (training mode)?"""
-    m = _module(name, args).train()
+    m = make_module(name, args).train()
     x = torch.randn(shape, generator=gen)
     x2 = x.clone()
     x2[1] = x2[1] * 3 + 2
@@ -376,7 +389,7 @@ def q_batch_independent(rng, names=None):
         ind = _sample_independent(n, a, shape, gen)
         options.append(
             (
-                f"`{_ctor(n, a)}`",
+                f"`{constructor(n, a)}`",
                 ind,
                 "Yes: its statistics come from one sample only."
                 if ind
@@ -386,10 +399,11 @@ def q_batch_independent(rng, names=None):
             )
         )
     question = (
-        f"In training mode, on inputs of shape {_shape(shape)}, which layers give each sample an "
+        f"In training mode, on inputs of shape {shape_str(shape)}, "
+        "which layers give each sample an "
         "output that does not depend on the other samples in the batch?"
     )
-    return _choice(
+    return choice(
         question, options, dict(kind="batch_independent", shape=shape, layers=layers), many=True
     )
 
@@ -409,10 +423,10 @@ def q_groupnorm_special(rng, names=None):
             ("BatchNorm2d", (C,)),
             ("LayerNorm", (W,)),
         ]
-        outs = {(n, a): _module(n, a)(x) for n, a in layers}
+        outs = {(n, a): make_module(n, a)(x) for n, a in layers}
     options = []
     for (n, a), out in outs.items():
-        label = f"`{_ctor(n, a)}`"
+        label = f"`{constructor(n, a)}`"
         same = torch.allclose(y, out, atol=1e-5)
         options.append(
             (
@@ -433,9 +447,9 @@ def q_groupnorm_special(rng, names=None):
         )
     question = (
         f"At initialization (γ = 1, β = 0), `norms.GroupNorm({G}, {C})` on an input of shape "
-        f"{_shape(shape)} computes exactly the same as which layer?"
+        f"{shape_str(shape)} computes exactly the same as which layer?"
     )
-    return _choice(question, options, dict(kind="groupnorm_special", G=G, C=C, shape=shape))
+    return choice(question, options, dict(kind="groupnorm_special", G=G, C=C, shape=shape))
 
 
 def q_invariance(rng, names=None):
@@ -493,4 +507,4 @@ def q_invariance(rng, names=None):
     question = (
         f"Take the feature vector x of one token (D = {D}) and ignore ε. Which of these hold?"
     )
-    return _choice(question, options, dict(kind="invariance", D=D, c=c, a=a), many=True)
+    return choice(question, options, dict(kind="invariance", D=D, c=c, a=a), many=True)

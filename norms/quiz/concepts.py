@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .builders import _choice
+from .builders import choice
 
 _CONCEPTS = {
     "affine": (
@@ -226,10 +226,10 @@ _CONCEPTS = {
 _SELECT_ALL_CONCEPTS = {"what_helps"}
 
 
-def _concept(key):
+def concept(key):
     def gen(rng, names=None):
         question, options = _CONCEPTS[key]
-        return _choice(
+        return choice(
             question,
             list(options),
             dict(kind="concept", concept=key),

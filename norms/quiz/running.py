@@ -11,8 +11,8 @@ import torch
 from norms import modules
 from norms.axes import describe
 
-from .builders import _choice, _factor, _num, _numeric, _shape
-from .cases import _ALL, _case, _ctor, _module, _what
+from .builders import choice, factor, num, numeric, shape_str
+from .cases import ALL_LAYERS, constructor, family_of, make_module, random_case
 
 
 def _differs_in_eval(m, shape, gen):
@@ -28,11 +28,11 @@ def _differs_in_eval(m, shape, gen):
 
 
 def q_train_eval(rng, names=None):
-    name = rng.choice(names or _ALL)
-    name, args, kwargs, shape = _case(rng, name)
+    name = rng.choice(names or ALL_LAYERS)
+    name, args, kwargs, shape = random_case(rng, name)
     if name.startswith("InstanceNorm"):
         kwargs = rng.choice([{}, {"track_running_stats": True}, {"affine": True}])
-    m = _module(name, args, kwargs)
+    m = make_module(name, args, kwargs)
     gen = torch.Generator().manual_seed(rng.randrange(2**31))
     differ = _differs_in_eval(m, shape, gen)
     has_w, has_b = getattr(m, "weight", None) is not None, getattr(m, "bias", None) is not None
@@ -40,12 +40,13 @@ def q_train_eval(rng, names=None):
         affine_fb = "No: γ and β are applied in both modes; only the statistics can differ."
     elif has_w:
         affine_fb = (
-            f"No: {_what(name)} has γ but no β, and γ is applied in both modes; only the "
+            f"No: {family_of(name)} has γ but no β, and γ is applied in both modes; only the "
             "statistics can differ."
         )
     else:
         affine_fb = (
-            f"No: `{_ctor(name, args, kwargs)}` has no γ or β at all (affine=False), so there is "
+            f"No: `{constructor(name, args, kwargs)}` has no γ or β at all (affine=False), "
+            "so there is "
             "nothing to switch off; only the statistics can differ."
         )
     tracks = getattr(m, "running_mean", None) is not None
@@ -89,10 +90,10 @@ def q_train_eval(rng, names=None):
         ),
     ]
     question = (
-        f"Does `{_ctor(name, args, kwargs)}` compute something different in `.train()` and "
+        f"Does `{constructor(name, args, kwargs)}` compute something different in `.train()` and "
         "`.eval()` mode?"
     )
-    return _choice(
+    return choice(
         question, options, dict(kind="train_eval", norm=name, args=args, kwargs=kwargs, shape=shape)
     )
 
@@ -116,7 +117,7 @@ def _bn_step(rows, momentum):
     return m.running_mean.tolist(), m.running_var.tolist()
 
 
-def _distinct(values, gap) -> bool:
+def distinct(values, gap) -> bool:
     """No two of ``values`` within ``gap`` of each other (so no numeric distractor collapses onto
     another)."""
     return all(abs(a - b) > gap for i, a in enumerate(values) for b in values[i + 1 :])
@@ -173,7 +174,7 @@ def q_running_var(rng, names=None):
         # a batch whose unbiased variance is (nearly) 1 would leave running_var where it started, so
         # "nothing changes" would be right by accident and the distractors would collapse onto the
         # key: draw again
-        if abs(vu - 1) >= 0.1 and _distinct([value] + [v for v, _ in wrong], 2.5 * _STEP_TOL):
+        if abs(vu - 1) >= 0.1 and distinct([value] + [v for v, _ in wrong], 2.5 * _STEP_TOL):
             break
     question = (
         f"A fresh `norms.BatchNorm1d(2, momentum={mom})` (so `running_var` starts as [1, 1]) does "
@@ -181,7 +182,7 @@ def q_running_var(rng, names=None):
         "`running_var[0]` afterwards? (3 decimals)"
     )
     code = "x = torch.tensor(" + json.dumps(rows) + ", dtype=torch.float32)"
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="running_var", rows=rows, momentum=mom),
@@ -220,12 +221,12 @@ def q_running_mean(rng, names=None):
             "towards it.",
         ),
     ]
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="running_mean", rows=rows, momentum=mom),
-        correct_fb=f"Correct: channel 1's batch mean is {_num(mean, '.4g')} and "
-        f"(1 − {mom})·0 + {mom}·{_factor(mean, '.4g')} = {_num(value, '.4f')}.",
+        correct_fb=f"Correct: channel 1's batch mean is {num(mean, '.4g')} and "
+        f"(1 − {mom})·0 + {mom}·{factor(mean, '.4g')} = {num(value, '.4f')}.",
         wrong=wrong,
         tol=_STEP_TOL,
         code=code,
@@ -300,7 +301,7 @@ def q_eps(rng, names=None):
         args, shape = (1, 2), (2, 2, 3)
     else:
         args, shape = (2,), (2, 2, 4)
-    m = _module(name, args, {"eps": eps}).double()
+    m = make_module(name, args, {"eps": eps}).double()
     gen = torch.Generator().manual_seed(rng.randrange(2**31))
     x = (torch.randn(shape, generator=gen, dtype=torch.float64) * 0.05).requires_grad_(False)
     with torch.no_grad():
@@ -328,7 +329,7 @@ def q_eps(rng, names=None):
         else "mean(x²) is the mean of the squares"
     )
     affine = getattr(m, "weight", None) is not None
-    ctor = _ctor(name, args, {"eps": eps})
+    ctor = constructor(name, args, {"eps": eps})
     # BatchNorm uses the batch's μ and σ² only in training mode (eval mode uses the running
     # statistics)
     mode = " in training mode" if getattr(m, "running_mean", None) is not None else ""
@@ -343,7 +344,7 @@ def q_eps(rng, names=None):
             f"What does `{ctor}` compute{mode}? It has no learnable scale or shift (affine=False), "
             f"so the output is the formula itself. ({sym} {over}.)"
         )
-    return _choice(
+    return choice(
         question,
         options,
         dict(kind="eps", norm=name, args=args, kwargs={"eps": eps}, shape=shape, affine=affine),
@@ -366,7 +367,7 @@ _BATCH_ONE_CASES = [
 def _batch_one_outcome(name, args, shape, mode, gen):
     """Run the layer on a batch of one; ``gen``: a local torch.Generator (torch's global one is
     left alone)."""
-    m = _module(name, args)
+    m = make_module(name, args)
     if mode == "eval":
         m.train()(torch.randn((4,) + shape[1:], generator=gen))
         m.eval()
@@ -387,7 +388,7 @@ def q_batch_one(rng, names=None):
     shape = mk(args[-1])
     gen = torch.Generator().manual_seed(rng.randrange(2**31))
     outcome, msg = _batch_one_outcome(name, args, shape, mode, gen)
-    per_stat = describe(_module(name, args), shape).elements_per_statistic
+    per_stat = describe(make_module(name, args), shape).elements_per_statistic
     mode_txt = "in training mode" if mode == "train" else "in eval mode (after some training)"
     raise_fb = {
         True: f"Correct: it raises `{msg}`. With {per_stat} value per statistic the batch variance "
@@ -437,10 +438,10 @@ def q_batch_one(rng, names=None):
         ),
     ]
     question = (
-        f"What happens when `{_ctor(name, args)}` gets an input of shape {_shape(shape)} "
+        f"What happens when `{constructor(name, args)}` gets an input of shape {shape_str(shape)} "
         f"{mode_txt}?"
     )
-    return _choice(
+    return choice(
         question, options, dict(kind="batch_one", norm=name, args=args, shape=shape, mode=mode)
     )
 
@@ -494,7 +495,7 @@ def q_keras_momentum(rng, names=None):
         f"Keras's `BatchNormalization(momentum={k})` updates `moving_mean = {k}·moving_mean + "
         f"{1 - k:.3g}·batch_mean`. Which `norms.BatchNorm1d` momentum gives the same update?"
     )
-    return _choice(question, options, dict(kind="keras_momentum", keras=k))
+    return choice(question, options, dict(kind="keras_momentum", keras=k))
 
 
 def q_biased_unbiased(rng, names=None):
@@ -553,4 +554,4 @@ def q_biased_unbiased(rng, names=None):
         f"`norms.BatchNorm1d({C})` gets an input of shape (n, {C}) with n = {n}, in training mode: "
         "each channel's mean and variance come from the n values in its column. The layer …"
     )
-    return _choice(question, combos, dict(kind="biased_unbiased", n=n, C=C, ratio=ratio))
+    return choice(question, combos, dict(kind="biased_unbiased", n=n, C=C, ratio=ratio))

@@ -16,7 +16,7 @@ from .computed import (
     q_state_dict,
     q_which_layer,
 )
-from .concepts import _concept
+from .concepts import concept
 from .dyt import (
     q_dyt_converted,
     q_dyt_depends,
@@ -112,10 +112,10 @@ TOPICS: dict[str, list[Callable]] = {
         _for(q_biased_unbiased, None),
         _for(q_state_dict, _BN),
         _for(q_bn_fold, None),
-        _concept("running_stats_why"),
-        _concept("small_batches"),
-        _concept("affine"),
-        _concept("eps_purpose"),
+        concept("running_stats_why"),
+        concept("small_batches"),
+        concept("affine"),
+        concept("eps_purpose"),
     ],
     "layernorm": [
         _for(q_num_statistics, ["LayerNorm"]),
@@ -125,7 +125,7 @@ TOPICS: dict[str, list[Callable]] = {
         _for(q_eps, ["LayerNorm"]),
         _for(q_batch_one, ["LayerNorm"]),
         _for(q_ln_accepts, None),
-        _concept("layernorm_transformers"),
+        concept("layernorm_transformers"),
         _for(q_state_dict, ["LayerNorm"]),
     ],
     "rmsnorm": [
@@ -146,7 +146,7 @@ TOPICS: dict[str, list[Callable]] = {
         _for(q_eps, ["GroupNorm"]),
         _for(q_batch_one, ["GroupNorm"]),
         _for(q_group_members, None),
-        _concept("small_batches"),
+        concept("small_batches"),
     ],
     "instancenorm": [
         _for(q_num_statistics, _IN),
@@ -166,8 +166,8 @@ TOPICS: dict[str, list[Callable]] = {
         _for(q_grad_scale, None),
         _for(q_weight_norm_growth, None),
         _for(q_bias_before_norm, None),
-        _concept("covariate_shift"),
-        _concept("what_helps"),
+        concept("covariate_shift"),
+        concept("what_helps"),
     ],
     "comparison": [
         _for(q_which_layer, None),
