@@ -12,7 +12,7 @@ from norms.i18n import tr
 from norms.lab import modern
 from norms.lab.transformer import TinyEncoder
 
-from .builders import _choice, _factor, _num, _numeric, _plus, _shape
+from .builders import choice, factor, num, numeric, plus, shape_str
 
 
 def q_dyt_value(rng, names=None):
@@ -24,21 +24,21 @@ def q_dyt_value(rng, names=None):
         layer.weight.fill_(gamma)
         layer.bias.fill_(beta)
         key = round(float(layer(torch.tensor([[x]], dtype=torch.float64))), 2)
-    return _numeric(
+    return numeric(
         tr(
             "A `DynamicTanh` with α = {alpha}, γ = {gamma} and β = {beta} gets the "
             "value x = {x}. What does it output (two decimals)?",
-            alpha=_num(alpha),
-            gamma=_num(gamma),
-            beta=_num(beta),
-            x=_num(x),
+            alpha=num(alpha),
+            gamma=num(gamma),
+            beta=num(beta),
+            x=num(x),
         ),
         key,
         dict(kind="dyt_value", alpha=alpha, x=x, gamma=gamma, beta=beta, answer=key),
         correct_fb=tr(
             "Correct: {formula} = {key}.",
-            formula=f"tanh({_num(alpha)}·{_factor(x)})·{_num(gamma)}{_plus(beta)}",
-            key=_num(key),
+            formula=f"tanh({num(alpha)}·{factor(x)})·{num(gamma)}{plus(beta)}",
+            key=num(key),
         ),
         wrong=[
             (
@@ -67,7 +67,7 @@ def q_dyt_params(rng, names=None):
     key = sum(p.numel() for p in layer.parameters())
     n = math.prod(shape)
     arg = shape if len(shape) > 1 else shape[0]
-    return _numeric(
+    return numeric(
         tr(
             "How many learnable parameters (numbers) does `norms.DynamicTanh({arg})` have?", arg=arg
         ),
@@ -75,7 +75,7 @@ def q_dyt_params(rng, names=None):
         dict(kind="dyt_params", shape=shape, answer=key),
         correct_fb=tr(
             "Correct: γ and β of shape {shape} ({n} each) and one α: 2·{n} + 1.",
-            shape=_shape(shape),
+            shape=shape_str(shape),
             n=n,
         ),
         wrong=[
@@ -93,7 +93,7 @@ def q_dyt_converted(rng, names=None):
     with torch.random.fork_rng(devices=[]):
         model = modules.convert_ln_to_dyt(TinyEncoder("pre", depth))
     key = sum(isinstance(m, modules.DynamicTanh) for m in model.modules())
-    return _numeric(
+    return numeric(
         tr(
             "A pre-LN encoder of {depth} `TransformerEncoderLayer`s with a final LayerNorm goes "
             "through `norms.convert_ln_to_dyt`. How many `DynamicTanh` layers does it have after?",
@@ -164,7 +164,7 @@ def q_dyt_depends(rng, names=None):
         (tr("its own input value x"), True, tr("Yes: DyT is a function of each element."), "x")
     )
     rng.shuffle(options)
-    return _choice(
+    return choice(
         tr(
             "One output element of `norms.DynamicTanh` (in training mode) depends on which of "
             "these?"
@@ -184,7 +184,7 @@ def q_qk_gamma_shape(rng, names=None):
     key = tuple(attn.q_norm.weight.shape)
     options = [
         (
-            _shape(key),
+            shape_str(key),
             True,
             tr(
                 "Correct: QK-norm normalizes each head's query over its dₕ = "
@@ -195,7 +195,7 @@ def q_qk_gamma_shape(rng, names=None):
             "d_h",
         ),
         (
-            _shape((d,)),
+            shape_str((d,)),
             False,
             tr(
                 "That would normalize the queries of all heads together (some "
@@ -203,15 +203,15 @@ def q_qk_gamma_shape(rng, names=None):
             ),
             "d",
         ),
-        (_shape((nhead,)), False, tr("γ scales features, not heads."), "nhead"),
+        (shape_str((nhead,)), False, tr("γ scales features, not heads."), "nhead"),
         (
-            _shape((nhead, key[0])),
+            shape_str((nhead, key[0])),
             False,
             tr("The heads share one γ of dₕ in `norms.modules.Attention`."),
             "h,d_h",
         ),
     ]
-    return _choice(
+    return choice(
         tr(
             "`norms.modules.Attention(d_model={d}, nhead={nhead}, qk_norm=True)`: what is the "
             "shape of `q_norm.weight`?",
@@ -233,7 +233,7 @@ def q_qk_bound(rng, names=None):
     with torch.no_grad():
         q = k = rms(v)
     key = round(float(q @ k) / math.sqrt(d_h), 2)
-    return _numeric(
+    return numeric(
         tr(
             "With QK-norm (an RMSNorm with γ = 1 on each head's query and key, head size "
             "dₕ = {d_h}), what is the largest attention logit q·k/√dₕ possible (two decimals)?",
@@ -286,7 +286,7 @@ def q_identity_at_init(rng, names=None):
             gap = float((y - x).abs().max())
             options.append((name, same, tr("Measured: max |y − x| = {gap:.3g}.", gap=gap), name))
     rng.shuffle(options)
-    return _choice(
+    return choice(
         tr("Which of these blocks return their input exactly unchanged at initialization?"),
         options,
         dict(kind="identity_at_init"),

@@ -15,7 +15,7 @@ from norms.i18n import tr
 from norms.lab.pitfalls import param_groups
 from norms.lab.training import ResidualBlock, seeded
 
-from .builders import _choice, _numeric
+from .builders import choice, numeric
 
 
 def q_dropout_shift(rng, names=None):
@@ -46,7 +46,7 @@ def q_dropout_shift(rng, names=None):
         (round(1 - p, 4), tr("That is the keep probability, and it goes the other way.")),
     ]
     wrong = [(v, fb) for v, fb in wrong if abs(v - value) > 1e-3]
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="dropout_shift", p=p, mu=mu, var=var, measured=measured),
@@ -105,7 +105,7 @@ def q_frozen_bn(rng, names=None):
         "forward pass on a batch of new data. What has changed?",
         C=C,
     )
-    return _choice(question, options, dict(kind="frozen_bn", changed=changed), many=True)
+    return choice(question, options, dict(kind="frozen_bn", changed=changed), many=True)
 
 
 def _frozen_bn_texts() -> dict:
@@ -185,7 +185,7 @@ def q_autocast_dtype(rng, names=None):
         "the normalization return?",
         layer=layer,
     )
-    return _choice(question, options, dict(kind="autocast_dtype", layer=layer, out=str(out)))
+    return choice(question, options, dict(kind="autocast_dtype", layer=layer, out=str(out)))
 
 
 def _padded_row(b: int, real: list, pad: int):
@@ -225,7 +225,7 @@ def q_padded_mean(rng, names=None):
         rows=rows,
         BT=B * T,
     )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="padded_mean", lengths=lengths, values=values),
@@ -330,7 +330,7 @@ def q_btd_without_transpose(rng, names=None):
         T=T,
         D=D,
     )
-    return _choice(
+    return choice(
         question, options, dict(kind="btd_without_transpose", shape=(B, T, D), outcome=outcome)
     )
 
@@ -357,7 +357,7 @@ def q_momentum_none(rng, names=None):
         k=len(means),
         means=", ".join(str(m) for m in means),
     )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="momentum_none", means=means),
@@ -413,7 +413,7 @@ def q_decay_effective_lr(rng, names=None):
         k=k,
     )
     shrink = round(1 / (1 - lr * wd) ** k, 4)
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="decay_effective_lr", lr=lr, wd=wd, k=k),
@@ -492,7 +492,7 @@ def q_no_decay_group(rng, names=None):
         "decay, no_decay = norms.lab.pitfalls.param_groups(model, weight_decay=0.01)"
     )
     question = tr("Which parameters of this model end up in the group without weight decay?")
-    return _choice(
+    return choice(
         question, options, dict(kind="no_decay_group", conv_bias=conv_bias), code=code, many=True
     )
 
@@ -544,4 +544,4 @@ def q_zero_init_block(rng, names=None):
         "mode)?",
         width=width,
     )
-    return _choice(question, options, dict(kind="zero_init_block", width=width))
+    return choice(question, options, dict(kind="zero_init_block", width=width))

@@ -11,7 +11,7 @@ import torch
 from norms import modules
 from norms.i18n import tr
 
-from .builders import _num, _numeric
+from .builders import num, numeric
 
 
 def q_ghost_chunks(rng, names=None):
@@ -26,7 +26,7 @@ def q_ghost_chunks(rng, names=None):
         vbs=vbs,
         n=n,
     )
-    return _numeric(
+    return numeric(
         question,
         float(value),
         dict(kind="ghost_chunks", n=n, vbs=vbs),
@@ -69,7 +69,7 @@ def q_renorm_r(rng, names=None):
         running_var=running_var,
         batch_var=batch_var,
     )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="renorm_r", running_var=running_var, batch_var=batch_var, r_max=r_max),
@@ -110,9 +110,9 @@ def q_frn_value(rng, names=None):
         "output for the pixel −{a:g}?",
         a=a,
         b=b,
-        tau=_num(tau),
+        tau=num(tau),
     )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="frn_value", a=a, b=b, tau=tau),
@@ -121,9 +121,9 @@ def q_frn_value(rng, names=None):
             "keeps the larger of that and τ = {tau}: {value}.",
             nu=nu,
             a=a,
-            scaled=_num(-a / nu, ".4g"),
-            tau=_num(tau),
-            value=_num(value),
+            scaled=num(-a / nu, ".4g"),
+            tau=num(tau),
+            value=num(value),
         ),
         wrong=[
             (round(-a / nu, 4), tr("That forgets the TLU: max(·, τ).")),
@@ -156,7 +156,7 @@ def q_weight_norm_g(rng, names=None):
         a=a,
         b=b,
     )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="weight_norm_g", w=(a, b)),
@@ -194,7 +194,7 @@ def q_spectral_sigma(rng, names=None):
         s1=s1,
         s2=s2,
     )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="spectral_sigma", s=(s1, s2)),
@@ -230,7 +230,7 @@ def q_agc_factor(rng, names=None):
         g_norm=g_norm,
         clip=clip,
     )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="agc_factor", w_norm=w_norm, g_norm=g_norm, clip=clip),

@@ -17,7 +17,7 @@ from norms.fast import bench
 from norms.fast.passes import full_size_ops
 from norms.i18n import tr
 
-from .builders import _choice, _numeric, _shape
+from .builders import choice, numeric, shape_str
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -53,14 +53,14 @@ def q_perfect_bytes(rng, names=None):
             tr("Count the tensors again: every input read once, every output written once."),
         ),
     ]
-    return _numeric(
+    return numeric(
         tr(
             "A `{op}` on a {dtype} input of shape {shape}. How many megabytes (10⁶ bytes) must a "
             "perfect kernel move for {what}? Parameters and statistics are small; give one "
             "decimal.",
             op=case.op,
             dtype=dtype,
-            shape=_shape(case.shape),
+            shape=shape_str(case.shape),
             what=what,
         ),
         round(mb, 1),
@@ -87,7 +87,7 @@ def q_intensity(rng, names=None):
         (per_element / itemsize, tr("A kernel reads x and writes y: two tensors per element.")),
         (per_element / (4 * itemsize), tr("Only x and y are full-size: two tensors, not four.")),
     ]
-    return _numeric(
+    return numeric(
         tr(
             "A `{op}` forward pass does about {per_element} floating-point operations per element "
             "(count them in the chapter). On {dtype} input, how many operations per byte moved "
@@ -146,7 +146,7 @@ def q_passes(rng, names=None):
         )
         for k in sorted({1, 2, n - 2, n - 1, n, n + 1} - {0})
     ]
-    return _choice(
+    return choice(
         tr(
             "How many ATen ops that read or write a full-size tensor (passes over memory) does "
             "this forward pass run in `norms` as written, ignoring views?"
@@ -172,7 +172,7 @@ def q_backward_sweeps(rng, names=None):
         (4 * n_mb, tr("Both sweeps read x and dy, and the second also writes dx.")),
         (6 * n_mb, tr("dx is written once, by the second sweep only.")),
     ]
-    return _numeric(
+    return numeric(
         tr(
             "A LayerNorm backward pass on a {dtype} input x of shape {shape} makes two "
             "sweeps over memory: the first reads x and dy to sum dγ and dβ down the columns; the "
@@ -180,7 +180,7 @@ def q_backward_sweeps(rng, names=None):
             "full-size tensors does it move? Leave out the parameters and the statistics; one "
             "decimal.",
             dtype=dtype,
-            shape=_shape(case.shape),
+            shape=shape_str(case.shape),
         ),
         round(value, 1),
         dict(kind="backward_sweeps", shape=case.shape, dtype=dtype),
@@ -233,7 +233,7 @@ def q_variance_formula(rng, names=None):
         )
         for k in ("naive", "two_pass", "welford")
     ]
-    return _choice(
+    return choice(
         tr(
             "4096 float32 numbers have mean {mean:g} and standard deviation {std:g}. Which ways of "
             "computing their variance in float32 land within 1% of the exact value?",

@@ -11,7 +11,7 @@ import torch
 
 from ..i18n import tr
 from ..modules.syncbatchnorm import combine_stats
-from .builders import _choice, _num, _numeric
+from .builders import choice, num, numeric
 
 
 def q_sync_numbers(rng, names=None):
@@ -39,7 +39,7 @@ def q_sync_numbers(rng, names=None):
         if where == "forward"
         else tr("the two per-channel sums Σdy and Σdy·x̂ (its local dβ and dγ)")
     )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="sync_numbers", channels=c, processes=p, where=where),
@@ -82,21 +82,21 @@ def q_chan_variance(rng, names=None):
         "{va}; process B holds {nb} values with mean {mb} and variance {vb}. "
         "What is the biased variance of all the values together? (Up to 2 decimals.)",
         na=na,
-        ma=_num(ma),
-        va=_num(va),
+        ma=num(ma),
+        va=num(va),
         nb=nb,
-        mb=_num(mb),
-        vb=_num(vb),
+        mb=num(mb),
+        vb=num(vb),
     )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="chan_variance", counts=(na, nb), means=(ma, mb), variances=(va, vb)),
         correct_fb=tr(
             "Correct: Chan et al.: M2 = M2_A + M2_B + δ² n_A n_B / n with "
             "δ = {delta}, so the variance is {value}.",
-            delta=_num(mb - ma),
-            value=_num(value),
+            delta=num(mb - ma),
+            value=num(value),
         ),
         wrong=[
             (
@@ -146,7 +146,7 @@ def q_running_count(rng, names=None):
             ),
         )
     ]
-    return _numeric(
+    return numeric(
         tr(
             "`SyncBatchNorm` in training, inputs of shape {shape}, on {k} processes holding "
             "{sizes} samples. The running variance is updated with the biased "
@@ -219,7 +219,7 @@ def q_local_or_global(rng, names=None):
         )
     )
     rng.shuffle(options)
-    return _choice(
+    return choice(
         tr(
             "In `norms.SyncBatchNorm` on several processes, which of these is each process's "
             "local part, whose sum over the processes is the value for the whole batch?"
@@ -260,7 +260,7 @@ def q_eval_communication(rng, names=None):
         ),
     ]
     rng.shuffle(options)
-    return _choice(
+    return choice(
         tr(
             "What does one forward pass of `norms.SyncBatchNorm` in eval mode (`model.eval()`) "
             "communicate between the processes?"

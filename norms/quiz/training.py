@@ -12,8 +12,8 @@ from norms import modules
 from norms.axes import describe
 from norms.i18n import tr
 
-from .builders import _choice, _numeric, _shape
-from .cases import _ctor, _module
+from .builders import choice, numeric, shape_str
+from .cases import constructor, make_module
 
 
 def q_values_per_statistic(rng, names=None):
@@ -24,7 +24,7 @@ def q_values_per_statistic(rng, names=None):
     layer = rng.choice(["BatchNorm2d", "GroupNorm", "LayerNorm"])
     args = {"BatchNorm2d": (C,), "GroupNorm": (4, C), "LayerNorm": ((C, side, side),)}[layer]
     shape = (B, C, side, side)
-    value = describe(_module(layer, args), shape).elements_per_statistic
+    value = describe(make_module(layer, args), shape).elements_per_statistic
     per = {
         "BatchNorm2d": tr("one channel, over the batch and the pixels: B·H·W"),
         "GroupNorm": tr("one sample and one group of C/G channels: (C/G)·H·W"),
@@ -45,13 +45,13 @@ def q_values_per_statistic(rng, names=None):
         "A convolutional block's output has shape {shape} (batch B = {B}, C = {C} "
         "channels of {side} × {side} pixels) and goes through `{layer}` in training "
         "mode. How many values does each mean it computes average over?",
-        shape=_shape(shape),
+        shape=shape_str(shape),
         B=B,
         C=C,
         side=side,
-        layer=_ctor(layer, args),
+        layer=constructor(layer, args),
     )
-    return _numeric(
+    return numeric(
         question,
         float(value),
         dict(kind="values_per_statistic", layer=layer, shape=shape),
@@ -93,7 +93,7 @@ def q_linear_scaling(rng, names=None):
             tr("That scales the wrong way: a smaller batch gets a smaller learning rate."),
         ),
     ]
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="linear_scaling", b0=b0, lr0=lr0, b=b),
@@ -141,7 +141,7 @@ def q_update_ratio(rng, names=None):
             ),
         ),
     ]
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="update_ratio", W=(a, b), g=(g1, g2), lr=lr),
@@ -161,7 +161,7 @@ def q_update_ratio(rng, names=None):
 def _depends_on_batch(name, args, shape, gen, training):
     """Does sample 0's output change when the other samples change (trained running stats; in
     `training`)?"""
-    layer = _module(name, args)
+    layer = make_module(name, args)
     with torch.no_grad():
         for _ in range(3):  # collect some running statistics
             layer.train()(torch.randn(shape, generator=gen) * 2 + 1)
@@ -190,7 +190,7 @@ def q_prediction_depends_on_batch(rng, names=None):
             fb = tr("No: in evaluation mode BatchNorm uses its running statistics, fixed numbers.")
         else:
             fb = tr("No: its statistics come from the sample itself, in both modes.")
-        options.append((f"`{_ctor(n, a)}`", dep, fb, (n, a)))
+        options.append((f"`{constructor(n, a)}`", dep, fb, (n, a)))
     none = not any(o[1] for o in options)
     options.append(
         (
@@ -209,9 +209,9 @@ def q_prediction_depends_on_batch(rng, names=None):
         "prediction for that image change when the other images of its batch change?",
         N=N,
         where=where,
-        shape=_shape(shape),
+        shape=shape_str(shape),
     )
-    return _choice(
+    return choice(
         question,
         options,
         dict(kind="prediction_depends_on_batch", mode=mode, shape=shape),
@@ -232,12 +232,12 @@ def q_small_batch_choice(rng, names=None):
     ]
     options = []
     for n, a in layers:
-        m_small = describe(_module(n, a), (small, C, side, side)).elements_per_statistic
-        m_big = describe(_module(n, a), (big, C, side, side)).elements_per_statistic
+        m_small = describe(make_module(n, a), (small, C, side, side)).elements_per_statistic
+        m_big = describe(make_module(n, a), (big, C, side, side)).elements_per_statistic
         same = m_small == m_big
         options.append(
             (
-                f"`{_ctor(n, a)}`",
+                f"`{constructor(n, a)}`",
                 same,
                 (
                     tr("Yes: each statistic averages {m} values at either batch size.", m=m_small)
@@ -263,7 +263,7 @@ def q_small_batch_choice(rng, names=None):
         C=C,
         side=side,
     )
-    return _choice(
+    return choice(
         question, options, dict(kind="small_batch_choice", C=C, side=side, small=small), many=True
     )
 
@@ -329,4 +329,4 @@ def q_running_after_small_batches(rng, names=None):
         "variance used in evaluation)?",
         n=n,
     )
-    return _choice(question, options, dict(kind="running_after_small_batches", n=n, ratio=ratio))
+    return choice(question, options, dict(kind="running_after_small_batches", n=n, ratio=ratio))

@@ -11,7 +11,7 @@ from norms import modules
 from norms.axes import describe
 from norms.i18n import tr
 
-from .builders import _choice, _numeric, _shape
+from .builders import choice, numeric, shape_str
 
 
 def q_ln_stats_btd(rng, names=None):
@@ -19,12 +19,12 @@ def q_ln_stats_btd(rng, names=None):
     B, T, D = rng.choice([2, 4, 8]), rng.choice([5, 16, 128]), rng.choice([64, 256, 512])
     spec = describe(modules.LayerNorm(D), (B, T, D))
     key = spec.num_statistics
-    return _numeric(
+    return numeric(
         tr(
             "A transformer layer's LayerNorm(d_model={D}) gets activations of shape (B, T, D) = "
             "{shape}. How many means (one per statistic) does it compute?",
             D=D,
-            shape=_shape((B, T, D)),
+            shape=shape_str((B, T, D)),
         ),
         key,
         dict(kind="ln_stats_btd", shape=(B, T, D), answer=key),
@@ -81,17 +81,17 @@ def q_gamma_shape(rng, names=None):
     key = tuple(layer.norm1.weight.shape)
     options = [
         (
-            _shape(key),
+            shape_str(key),
             True,
             tr(
                 "Correct: one γ per feature of a token, shared by every token and sequence: "
                 "norm1.weight has shape {shape}.",
-                shape=_shape(key),
+                shape=shape_str(key),
             ),
             "d_model",
         ),
         (
-            _shape((ff,)),
+            shape_str((ff,)),
             False,
             tr(
                 "The MLP's hidden width is not normalized: the norm sits on the d_model-wide "
@@ -100,25 +100,25 @@ def q_gamma_shape(rng, names=None):
             "ff",
         ),
         (
-            _shape((T, d)),
+            shape_str((T, d)),
             False,
             tr("γ does not depend on the sequence length; every position shares it."),
             "T,d",
         ),
         (
-            _shape((B, T, d)),
+            shape_str((B, T, d)),
             False,
             tr("That is the activation's shape; γ has the shape of one token."),
             "B,T,d",
         ),
         (
-            _shape((nhead,)),
+            shape_str((nhead,)),
             False,
             tr("The norm does not know about heads; it scales each of the d_model features."),
             "nhead",
         ),
     ]
-    return _choice(
+    return choice(
         tr(
             "In `TransformerEncoderLayer(d_model={d}, nhead={nhead}, dim_feedforward={ff}, "
             "batch_first=True)` fed with input of shape {shape}, what is the shape of "
@@ -126,7 +126,7 @@ def q_gamma_shape(rng, names=None):
             d=d,
             nhead=nhead,
             ff=ff,
-            shape=_shape((B, T, d)),
+            shape=shape_str((B, T, d)),
         ),
         options,
         dict(kind="gamma_shape", answer=key, d=d, ff=ff),
@@ -195,7 +195,7 @@ def q_prenorm_position(rng, names=None):
         ),
     ]
     rng.shuffle(options)
-    return _choice(
+    return choice(
         tr("Where does a pre-LN transformer layer (`norm_first=True`) apply its LayerNorms?"),
         options,
         dict(kind="prenorm_position", on_path=on_path),
@@ -265,7 +265,7 @@ def q_final_norm(rng, names=None):
         ),
     ]
     rng.shuffle(options)
-    return _choice(
+    return choice(
         tr(
             "A pre-LN stack of {depth} layers (d_model = 32) ends with a final LayerNorm before "
             "the output head. What is it for?",
@@ -287,7 +287,7 @@ def q_rms_saves(rng, names=None):
         return sum(p.numel() for m in mods for p in m.parameters())
 
     key = count(modules.LayerNorm) - count(modules.RMSNorm)
-    return _numeric(
+    return numeric(
         tr(
             "A pre-norm decoder has {depth} layers of width d_model = {d}, two norms per layer "
             "and a final norm. How many parameters does it save by using RMSNorm instead of "

@@ -9,8 +9,8 @@ import torch
 from norms import modules
 from norms.i18n import tr
 
-from .builders import _choice, _numeric
-from .cases import _module
+from .builders import choice, numeric
+from .cases import make_module
 
 
 def _relu_rate(c, gen, width=256, batch=256, depth=17):
@@ -75,7 +75,7 @@ def q_relu_depth(rng, names=None):
         "what factor does the std of the pre-activations z change from one layer to the next?",
         c=c,
     )
-    return _choice(question, options, dict(kind="relu_depth", c=c, rate=rate))
+    return choice(question, options, dict(kind="relu_depth", c=c, rate=rate))
 
 
 def _saturation(seed, N, C, s, mu):
@@ -154,7 +154,7 @@ def q_saturation(rng, names=None):
         s=s,
         C=C,
     )
-    return _choice(
+    return choice(
         question, options, dict(kind="saturation", seed=seed, N=N, C=C, s=s, mu=mu), code=code
     )
 
@@ -168,7 +168,7 @@ def _linear_then(norm_name, width):
     """(description, callable z -> output) for a layer after a linear map; eps = 0, float64."""
     if norm_name == "none":
         return tr("no normalization (just ReLU)"), torch.relu
-    m = _module(norm_name, (width,), {"eps": _NO_EPS}).double().train()
+    m = make_module(norm_name, (width,), {"eps": _NO_EPS}).double().train()
     return f"`norms.{norm_name}({width})`", m
 
 
@@ -245,7 +245,7 @@ def q_scale_invariance(rng, names=None):
         width=width,
         n_in=n_in,
     )
-    return _choice(
+    return choice(
         question, options, dict(kind="scale_invariance", a=a, width=width, n_in=n_in), many=True
     )
 
@@ -265,7 +265,7 @@ def q_grad_scale(rng, names=None):
     x = torch.randn(N, n_in, generator=gen, dtype=torch.float64)
     W = torch.randn(width, n_in, generator=gen, dtype=torch.float64)
     target = torch.randn(N, width, generator=gen, dtype=torch.float64)
-    norm = _module(norm_name, (width,), {"eps": _NO_EPS}).double().train()
+    norm = make_module(norm_name, (width,), {"eps": _NO_EPS}).double().train()
     g1, ga = _grad_at(norm, x, W, target), _grad_at(norm, x, W * a, target)
     factor = float(ga.norm() / g1.norm())
     if not torch.allclose(ga, g1 * factor, atol=1e-9):
@@ -303,7 +303,7 @@ def q_grad_scale(rng, names=None):
             tr("That is how the effective learning rate η/‖W‖² changes, not the gradient."),
         ),
     ]
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="grad_scale", norm=norm_name, a=a),
@@ -380,7 +380,7 @@ def q_bias_before_norm(rng, names=None):
         n_in=n_in,
         width=width,
     )
-    return _choice(
+    return choice(
         question, options, dict(kind="bias_before_norm", n_in=n_in, width=width), many=True
     )
 
@@ -391,7 +391,7 @@ def q_weight_norm_growth(rng, names=None):
     lr, steps = rng.choice([0.1, 0.5, 1.0]), 5
     gen = torch.Generator().manual_seed(rng.randrange(2**31))
     W = torch.randn(width, n_in, generator=gen, dtype=torch.float64)
-    norm = _module(norm_name, (width,), {"eps": _NO_EPS}).double().train()
+    norm = make_module(norm_name, (width,), {"eps": _NO_EPS}).double().train()
     sq, predicted = [float(W.pow(2).sum())], []
     for _ in range(steps):
         x = torch.randn(N, n_in, generator=gen, dtype=torch.float64)
@@ -461,4 +461,4 @@ def q_weight_norm_growth(rng, names=None):
         width=width,
         lr=lr,
     )
-    return _choice(question, options, dict(kind="weight_norm_growth", norm=norm_name, lr=lr))
+    return choice(question, options, dict(kind="weight_norm_growth", norm=norm_name, lr=lr))
