@@ -111,13 +111,22 @@ def test_the_heuristic_finds_english():
 _NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-−+]?\d+)?")
 
 
+def missing_numbers(english: str, chinese: str) -> dict[str, int]:
+    """The numbers of ``english`` that ``chinese`` lacks (with their count)."""
+    return dict(Counter(_NUMBER.findall(english)) - Counter(_NUMBER.findall(chinese)))
+
+
+def test_the_number_check_finds_a_lost_number():
+    assert missing_numbers("two per layer: 2·6 + 1 = 13.", "每层两个：2·6 + 1。") == {"13": 1}
+    assert missing_numbers("−0.91 (two decimals)", "−0.91（保留两位小数）") == {}
+
+
 @pytest.mark.parametrize(("module", "name", "seed"), CASES)
 def test_every_number_of_the_english_is_in_the_chinese(module, name, seed):
     q = question(module, name, seed)
     for where, text in texts(q):
-        en, zh = Counter(_NUMBER.findall(text["en"])), Counter(_NUMBER.findall(text["zh"]))
-        missing = en - zh
-        assert not missing, f"{module}.{name} seed {seed}, {where}: {dict(missing)} missing"
+        missing = missing_numbers(text["en"], text["zh"])
+        assert not missing, f"{module}.{name} seed {seed}, {where}: {missing} missing"
         assert text["zh"] != text["en"] or not english_runs(text["en"]), (
             f"{module}.{name} seed {seed}, {where}: not translated"
         )
