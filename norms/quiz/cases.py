@@ -7,6 +7,7 @@ import random
 
 from norms import modules
 from norms.axes import NORMS, describe
+from norms.i18n import tr
 
 from .builders import shape_str
 
@@ -102,16 +103,23 @@ def grouping(name, args, r) -> str:
     different blocks never share a statistic."""
     if name == "GroupNorm":
         G, C = args
-        where = ", over every position of those channels" if len(r.input_shape) > 2 else ""
-        return (
-            f"computes one statistic per sample and block of C/G = {C // G} consecutive "
-            f"channels{where} (statistics of shape (N, G) = {shape_str(r.stat_shape)})"
+        where = tr(", over every position of those channels") if len(r.input_shape) > 2 else ""
+        return tr(
+            "computes one statistic per sample and block of C/G = {c} consecutive "
+            "channels{where} (statistics of shape (N, G) = {stat_shape})",
+            c=C // G,
+            where=where,
+            stat_shape=shape_str(r.stat_shape),
         )
-    return f"reduces over dims {r.reduced_dims} (statistics of shape {shape_str(r.stat_shape)})"
+    return tr(
+        "reduces over dims {reduced_dims} (statistics of shape {stat_shape})",
+        reduced_dims=r.reduced_dims,
+        stat_shape=shape_str(r.stat_shape),
+    )
 
 
 def stat_words(r) -> str:
-    return "means (and as many variances)" if r.has_mean else "root-mean-square values"
+    return tr("means (and as many variances)") if r.has_mean else tr("root-mean-square values")
 
 
 # The old private names, for the question modules not converted yet (training, why): remove once
