@@ -26,11 +26,21 @@ _CODE = re.compile(r"<code>.*?</code>|`[^`]*`", re.S)
 _RUN = re.compile(r"[A-Za-z][a-z]+(?:[ ,;:'-]+[A-Za-z][a-z]+){2,}")
 # names and citations that stay as they are in the Chinese text
 _KEPT = re.compile(r"Ioffe|Szegedy|Santurkar|Keras|TensorFlow|et al")
+# a list of ATen op names (speed's questions quote the ops a layer runs): code, not prose
+_OPS = re.compile(r"\b(?:[a-z_]+\d*, ){2,}[a-z_]+\d*\b")
+
+
+ATEN_OPS = set(
+    "mean sub mul add addcmul div neg sum pow rsqrt sqrt var var_mean native_layer_norm "
+    "native_group_norm native_batch_norm copy_ add_ mul_ exp tanh expand view".split()
+)
 
 
 def english_left(text: str) -> list[str]:
     """The runs of English prose in ``text`` (a question, option or feedback in Chinese)."""
-    return [run for run in _RUN.findall(_CODE.sub(" ", text)) if not _KEPT.search(run)]
+    text = _CODE.sub(" ", text)
+    text = _OPS.sub(lambda m: " " if all(w in ATEN_OPS for w in m[0].split(", ")) else m[0], text)
+    return [run for run in _RUN.findall(text) if not _KEPT.search(run)]
 
 
 def test_the_check_finds_english_prose_and_passes_chinese_with_code_and_maths():

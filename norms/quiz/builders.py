@@ -137,8 +137,3 @@ def plus(v, spec: str = "g") -> str:
 def shape_str(s) -> str:
     """A shape as the book writes it: ``(2, 3)``, ``(4,)``."""
     return "(" + ", ".join(str(int(v)) for v in s) + ("," if len(s) == 1 else "") + ")"
-
-
-# The old private names, for the question modules not converted yet (dyt, pitfalls,
-# small_batches, speed, syncbatchnorm, training, transformer, why): remove once none uses them.
-_choice, _numeric, _num, _factor, _plus, _shape = choice, numeric, num, factor, plus, shape_str

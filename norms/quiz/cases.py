@@ -120,8 +120,3 @@ def grouping(name, args, r) -> str:
 
 def stat_words(r) -> str:
     return tr("means (and as many variances)") if r.has_mean else tr("root-mean-square values")
-
-
-# The old private names, for the question modules not converted yet (training, why): remove once
-# none uses them.
-_ctor, _module = constructor, make_module
