@@ -64,17 +64,8 @@ def compare_with_batchnorm(
         with record_collectives() as calls:
             y = layer(x)
             y.backward(dy)
-        running.append(
-            (layer.running_mean.clone(), layer.running_var.clone(), int(layer.num_batches_tracked))
-        )
-    return {
-        "y": y.detach(),
-        "dx": x.grad,
-        "dweight": layer.weight.grad.clone(),
-        "dbias": None if layer.bias is None else layer.bias.grad.clone(),
-        "running": running,
-        "collectives": calls,
-    }
+        running.append(running_stats(layer))
+    return step_result(layer, x, y, running) | {"collectives": calls}
 
 
 def _with_affine(layer, channels: int):
@@ -113,9 +104,18 @@ def reference_batchnorm(
         layer.zero_grad(set_to_none=True)
         y = layer(x)
         y.backward(dy)
-        running.append(
-            (layer.running_mean.clone(), layer.running_var.clone(), int(layer.num_batches_tracked))
-        )
+        running.append(running_stats(layer))
+    return step_result(layer, x, y, running)
+
+
+def running_stats(layer) -> tuple:
+    """(running_mean, running_var, num_batches_tracked) of a BatchNorm layer, copied."""
+    return layer.running_mean.clone(), layer.running_var.clone(), int(layer.num_batches_tracked)
+
+
+def step_result(layer, x, y, running) -> dict:
+    """What one side of a comparison gives after its last step: the output, the gradients
+    of the input and of γ, β, and the running statistics after each step."""
     return {
         "y": y.detach(),
         "dx": x.grad,
