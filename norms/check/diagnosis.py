@@ -7,9 +7,9 @@ import math
 
 import torch
 
-from .explanations import _explain
-from .helpers import _close, _f64, _fmt_exc, _isfinite, _isnan, _maxerr, _nonzero
-from .hypotheses import _EPS_GUESSES, _diagnose, _hyp_output, _scale
+from .explanations import explain
+from .helpers import close, f64, fmt_exc, isfinite, isnan, maxerr, nonzero
+from .hypotheses import EPS_GUESSES, diagnose, hypothesis_output, standardize
 from .tracing import layout
 
 #: problems that say the output is no normalization at all: the checks that compare the
@@ -17,7 +17,7 @@ from .tracing import layout
 _NOT_NORMALIZING = ("no_mean_subtraction", "output_nan", "output_is_input", "output_ignores_input")
 
 
-class _Diagnosis:
+class Diagnosis:
     """Mixed into :class:`norms.check.grader._Grader`."""
 
     # -- diagnosis -----------------------------------------------------------------------------
@@ -26,7 +26,7 @@ class _Diagnosis:
         apart hypotheses that the first input cannot."""
         if self.nan_output(y, x, where, yr) or self.not_normalized(y, x, spec, w, b, where, probe):
             return
-        h = _diagnose(y, x, spec, eps, w, b, self.rtol, self.atol)
+        h = diagnose(y, x, spec, eps, w, b, self.rtol, self.atol)
         if h is not None:
             told = True
             if h.eps_mode in ("outside", "none"):
@@ -34,10 +34,10 @@ class _Diagnosis:
             form = None  # the layout matters where there is a channel dim
             if h.dims is not None and probe and spec.kind in ("batch", "instance", "group"):
                 form = layout(probe, x.detach().clone())
-            for code, detail in _explain(h, spec, tuple(x.shape), eps, told, form):
+            for code, detail in explain(h, spec, tuple(x.shape), eps, told, form):
                 self.c.add(code, detail, where)
             return
-        err = _maxerr(y, yr)
+        err = maxerr(y, yr)
         self.c.add(
             "output_mismatch",
             f"Output differs from torch's: max abs error {err:.3g} for an input of shape "
@@ -49,12 +49,12 @@ class _Diagnosis:
         """An output with NaN (or inf) where torch's has none: named as such, with positions, and
         True (no hypothesis is tried: NaN matches every hypothesis that also gives NaN)."""
         shape = tuple(x.shape)
-        y64 = _f64(y)
-        bad = ~_isfinite(y64) & _isfinite(_f64(yr))
+        y64 = f64(y)
+        bad = ~isfinite(y64) & isfinite(f64(yr))
         if bool(bad.any()):
-            nan, inf = bool(_isnan(y64)[bad].any()), bool((~_isnan(y64) & bad).any())
+            nan, inf = bool(isnan(y64)[bad].any()), bool((~isnan(y64) & bad).any())
             what = "NaN or inf" if nan and inf else ("NaN" if nan else "inf")
-            at = [tuple(int(i) for i in p) for p in _nonzero(bad)[:3].tolist()]
+            at = [tuple(int(i) for i in p) for p in nonzero(bad)[:3].tolist()]
             count = int(bad.sum())
             some = f"at {count} of {bad.numel()} positions" if count < bad.numel() else "everywhere"
             self.c.add(
@@ -72,16 +72,16 @@ class _Diagnosis:
         named as such, and True (a constant or the input matches hypotheses only by accident).
         ``probe(x)`` runs the candidate again, on a copy."""
         shape = tuple(x.shape)
-        y64, x64 = _f64(y), _f64(x)
+        y64, x64 = f64(y), f64(x)
         view = spec.param_view(shape)
         affine = x64
         if w is not None:
-            affine = x64 * _f64(w).reshape(view) + (_f64(b).reshape(view) if b is not None else 0)
-        if _close(y64, x64, self.rtol, self.atol) or _close(y64, affine, self.rtol, self.atol):
-            same = "the input x itself" if _close(y64, x64, self.rtol, self.atol) else "γ·x + β"
+            affine = x64 * f64(w).reshape(view) + (f64(b).reshape(view) if b is not None else 0)
+        if close(y64, x64, self.rtol, self.atol) or close(y64, affine, self.rtol, self.atol):
+            what = "the input x itself" if close(y64, x64, self.rtol, self.atol) else "γ·x + β"
             self.c.add(
                 "output_is_input",
-                f"For an input of shape {shape} your output is {same}: nothing was normalized.",
+                f"For an input of shape {shape} your output is {what}: nothing was normalized.",
                 where,
             )
             return True
@@ -97,7 +97,7 @@ class _Diagnosis:
             if not isinstance(other, torch.Tensor) or tuple(other.shape) != shape:
                 other = None
         constant = y64.numel() > 1 and float(y64.max() - y64.min()) <= self.atol
-        if (other is not None and _close(other, y64, self.rtol, self.atol)) or constant:
+        if (other is not None and close(other, y64, self.rtol, self.atol)) or constant:
             value = f" ({float(y64.reshape(-1)[0]):.3g} everywhere)" if constant else ""
             self.c.add(
                 "output_ignores_input",
@@ -125,8 +125,11 @@ class _Diagnosis:
             w.detach().double() if w is not None else None,
             b.detach().double() if b is not None else None,
         )
-        if not _close(
-            _hyp_output(h, x64, *args, {}), _hyp_output(other, x64, *args, {}), self.rtol, self.atol
+        if not close(
+            hypothesis_output(h, x64, *args, {}),
+            hypothesis_output(other, x64, *args, {}),
+            self.rtol,
+            self.atol,
         ):
             return h, True  # this input already tells them apart
         if probe is None:
@@ -141,7 +144,7 @@ class _Diagnosis:
         if not isinstance(yp, torch.Tensor) or yp.shape != xp.shape:
             return h, False
         for cand in (h, other):
-            if _close(yp.double(), _hyp_output(cand, xp.double(), *args, {}), 1e-3, 1e-3):
+            if close(yp.double(), hypothesis_output(cand, xp.double(), *args, {}), 1e-3, 1e-3):
                 return cand, True
         return h, False
 
@@ -168,10 +171,10 @@ class _Diagnosis:
             or y.shape != y0.shape
         ):
             return
-        if _close(y.double(), y0.double(), 1e-2, 1e-2):
+        if close(y.double(), y0.double(), 1e-2, 1e-2):
             self.c.checks.append(f"inputs with a large mean, {where}")
             return
-        err = "NaN" if torch.isnan(y).any() else f"{_maxerr(y.double(), y0.double()):.3g}"
+        err = "NaN" if torch.isnan(y).any() else f"{maxerr(y.double(), y0.double()):.3g}"
         self.c.add(
             "variance_cancellation",
             f"Adding 3000 to a float32 input of standard deviation 1 (shape {shape}) changes your "
@@ -198,12 +201,12 @@ class _Diagnosis:
                 ]
                 tries += [
                     ("inside", e, "eps_value")
-                    for e in _EPS_GUESSES
+                    for e in EPS_GUESSES
                     if not math.isclose(e, eps, rel_tol=0.05)
                 ]
                 for mode, e, code in tries:
-                    out = _scale(x64, rm, rv, e, mode) * wv + bv
-                    if _close(y64, out, self.rtol, self.atol):
+                    out = standardize(x64, rm, rv, e, mode) * wv + bv
+                    if close(y64, out, self.rtol, self.atol):
                         if code == "eps_value":
                             self.c.add(
                                 code,
@@ -227,7 +230,7 @@ class _Diagnosis:
                         return
         if self.not_normalized(y, x, spec, w, b, where):
             return
-        h = _diagnose(y, x, spec, eps, w, b, self.rtol, self.atol, include_exact=running_kind)
+        h = diagnose(y, x, spec, eps, w, b, self.rtol, self.atol, include_exact=running_kind)
         if running_kind and h is not None:
             self.c.add(
                 "eval_uses_batch_stats",
@@ -235,7 +238,7 @@ class _Diagnosis:
                 "statistics of the current batch.",
                 where,
             )
-            for code, detail in _explain(h, spec, tuple(x.shape), eps):
+            for code, detail in explain(h, spec, tuple(x.shape), eps):
                 self.c.add(code, detail, where)
             return
         if running_kind and not running:
@@ -247,7 +250,7 @@ class _Diagnosis:
             )
             return
         if h is not None:
-            for code, detail in _explain(h, spec, tuple(x.shape), eps):
+            for code, detail in explain(h, spec, tuple(x.shape), eps):
                 self.c.add(code, detail, where)
             return
         if not running_kind and self.train_failed:
@@ -255,7 +258,7 @@ class _Diagnosis:
         self.c.add(
             "eval_mismatch",
             f"Eval-mode output differs from torch's: max abs error "
-            f"{_maxerr(y, yr):.3g} for an input of shape {tuple(x.shape)}.",
+            f"{maxerr(y, yr):.3g} for an input of shape {tuple(x.shape)}.",
             where,
         )
 
@@ -266,16 +269,16 @@ class _Diagnosis:
         try:
             self.guard.call(y.backward, g)
         except Exception as exc:
-            self.c.add("backward_failed", f"y.backward() raised {_fmt_exc(exc)}", where)
+            self.c.add("backward_failed", f"y.backward() raised {fmt_exc(exc)}", where)
             return
         yr.backward(g)
         ok = True
         if xc.grad is None:
             ok = False
             self.c.add("gradient_mismatch", "The input gets no gradient.", where)
-        elif not _close(xc.grad, xr.grad, 1e-3, 1e-4):
+        elif not close(xc.grad, xr.grad, 1e-3, 1e-4):
             ok = False
-            text = f"The input gradient differs by up to {_maxerr(xc.grad, xr.grad):.3g}"
+            text = f"The input gradient differs by up to {maxerr(xc.grad, xr.grad):.3g}"
             fit = _backward_terms_fit(xr.detach(), g, xc.grad, ref) if ref is not None else None
             if fit is not None:
                 self.c.add("backward_term", f"{text}: {fit}.", where)
@@ -289,10 +292,10 @@ class _Diagnosis:
                 self.c.add(
                     "param_gradient", f"Your {label} {name!r} gets no gradient (None).", where
                 )
-            elif not _close(p.grad.reshape(r.grad.shape), r.grad, 1e-3, 1e-4):
+            elif not close(p.grad.reshape(r.grad.shape), r.grad, 1e-3, 1e-4):
                 ok = False
                 got = p.grad.reshape(r.grad.shape)
-                err = _maxerr(got, r.grad)
+                err = maxerr(got, r.grad)
                 text = f"The gradient of your {label} {name!r} differs by up to {err:.3g}"
                 fit = None
                 if spec is not None:
@@ -308,11 +311,11 @@ def _param_gradient_fit(which, got, x, dy, yr, ref, spec) -> str | None:
     torch's output, (y − β)/γ."""
     shape = tuple(x.shape)
     view = spec.param_view(shape)
-    w = _f64(ref.weight).reshape(view)
-    b = _f64(ref.bias).reshape(view) if getattr(ref, "bias", None) is not None else 0.0
-    y = _f64(yr)
+    w = f64(ref.weight).reshape(view)
+    b = f64(ref.bias).reshape(view) if getattr(ref, "bias", None) is not None else 0.0
+    y = f64(yr)
     x_hat = (y - b) / w
-    dy = _f64(dy)
+    dy = f64(dy)
     keep = len(view) if spec.kind in ("layer", "rms") else None
     lead = tuple(range(len(shape) - keep)) if keep else (0, *range(2, len(shape)))
     count = math.prod(shape[d] for d in lead)
@@ -325,7 +328,7 @@ def _param_gradient_fit(which, got, x, dy, yr, ref, spec) -> str | None:
         "weight": [
             (total(dy), "your gradient is Σ dy: the factor x̂ is missing"),
             (total(dy * x_hat) / count, f"a mean over the {count} elements instead of a sum"),
-            (total(dy * _f64(x)), "your gradient is Σ dy·x: it uses the input x instead of x̂"),
+            (total(dy * f64(x)), "your gradient is Σ dy·x: it uses the input x instead of x̂"),
             (total(dy * y), "your gradient is Σ dy·y: it uses the output γ·x̂ + β instead of x̂"),
         ],
         "bias": [
@@ -334,7 +337,7 @@ def _param_gradient_fit(which, got, x, dy, yr, ref, spec) -> str | None:
         ],
     }[which]
     for want, said in tries:
-        if _close(got, want, 1e-3, 1e-4):
+        if close(got, want, 1e-3, 1e-4):
             return f"{said} (torch: {right} over the {count} elements that share each value)"
     return None
 

@@ -13,7 +13,7 @@ _GROUP_RESHAPE = {
 }
 
 
-def _explain(h, spec, shape, eps, told_apart=True, layout=None):
+def explain(h, spec, shape, eps, told_apart=True, layout=None):
     """Problems (code, detail) that a matching hypothesis stands for. ``layout``: the layout the
     candidate computes in, when known ("channels_last" for a channels-last layer seen through
     torch's channels-first layout)."""

@@ -11,38 +11,38 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .diagnosis import _Diagnosis
-from .helpers import _close, _fmt_exc, _maxerr, _num, _resolve, _same
-from .hypotheses import _Spec
-from .inspection import _EPS_NAMES, _find_affine, _find_eps, _find_running
-from .problems import _Abort, _Collector
+from .diagnosis import Diagnosis
+from .helpers import close, fmt_exc, is_number, maxerr, resolve, same
+from .hypotheses import Spec
+from .inspection import EPS_NAMES, find_affine, find_eps, find_running
+from .problems import Abort, Collector
 from .report import Report
-from .running_stats import _RunningStatsChecks
+from .running_stats import RunningStatsChecks
 from .sandbox import (
-    _CHILD_PROCESS,
-    _CannotFork,
-    _ChildEnded,
-    _Guard,
-    _in_child,
-    _time_limit,
-    _TimedOut,
+    CHILD_PROCESS,
+    CannotFork,
+    ChildEnded,
+    Guard,
+    TimedOut,
+    in_child,
+    time_limit,
 )
-from .scenarios import _KIND, _SCENARIOS, _build_reference, _call_str, _data, _reference_name
-from .structure import _StructureChecks
+from .scenarios import KIND, SCENARIOS, build_reference, call_str, make_input, reference_name
+from .structure import StructureChecks
 from .tracing import explain_crash, reductions
 
 
-class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
+class _Grader(StructureChecks, RunningStatsChecks, Diagnosis):
     def __init__(self, candidate, reference, seed, rtol, atol, num_groups, ref_kw=None, guard=None):
         self.candidate = candidate
-        self.guard = guard if guard is not None else _Guard()
+        self.guard = guard if guard is not None else Guard()
         self.ref_name = reference
         self.ref_kw = dict(ref_kw or {})  # keywords of a functools.partial reference
         self.seed = seed
         self.rtol, self.atol = rtol, atol
         self.num_groups = num_groups
-        self.kind = _KIND[reference]
-        self.c = _Collector(self.kind)
+        self.kind = KIND[reference]
+        self.c = Collector(self.kind)
         self.train_failed = False  # in the current scenario (read by explain_eval_mismatch)
         self.passed: list = []  # training input shapes on which the output matched
         self.failed: list = []
@@ -67,17 +67,17 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
             return self.guard.call(fn, *args, **kw)
         except SystemExit as exc:  # sys.exit() in the reader's code: reported, never raised
             self.c.add("exited", f"{what} called sys.exit({exc.code!r})", where)
-            raise _Abort from None
+            raise Abort from None
         except Exception as exc:  # the reader's code may raise anything
             code = (
                 "constructor_failed"
                 if what == "constructor"
                 else ("backward_failed" if what == "backward" else "forward_failed")
             )
-            self.c.add(code, f"{what} raised {_fmt_exc(exc)}", where)
+            self.c.add(code, f"{what} raised {fmt_exc(exc)}", where)
             if trace is not None:
                 self.explain_crash(*trace, where)
-            raise _Abort from None
+            raise Abort from None
 
     def guarded(self, fn):
         """``fn`` (the reader's code) called through the guard: what it replaces in torch is
@@ -97,14 +97,14 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
             self.c.add(
                 "wrong_type", f"The output is a {type(y).__name__}, not a torch.Tensor.", where
             )
-            raise _Abort
+            raise Abort
         if tuple(y.shape) != tuple(x.shape):
             self.c.add(
                 "wrong_shape",
                 f"For an input of shape {tuple(x.shape)} the output has shape {tuple(y.shape)}.",
                 where,
             )
-            raise _Abort
+            raise Abort
         if y.dtype != x.dtype:
             self.c.add("wrong_dtype", f"For a {x.dtype} input the output is {y.dtype}.", where)
 
@@ -120,7 +120,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
             isinstance(cand, functools.partial) and inspect.isclass(cand.func)
         ):
             self.cand_name = cand.__name__ if inspect.isclass(cand) else cand.func.__name__
-            for sc in _SCENARIOS[self.ref_name]:
+            for sc in SCENARIOS[self.ref_name]:
                 if sc.optional and self.c.problems:
                     continue  # fix the basics first
                 self.scenario(self.run_class_scenario, sc)
@@ -129,7 +129,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
             self.shape_hint()
         elif callable(cand):
             self.cand_name = getattr(cand, "__name__", type(cand).__name__)
-            for sc in _SCENARIOS[self.ref_name]:
+            for sc in SCENARIOS[self.ref_name]:
                 if sc.optional and self.c.problems:
                     continue
                 self.scenario(self.run_function_scenario, sc)
@@ -145,10 +145,10 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
         """Run one scenario; findings of an optional one (a tuple normalized_shape) become notes."""
         main = self.c
         if sc.optional:
-            self.c = _Collector(self.kind)
+            self.c = Collector(self.kind)
         try:
             runner(sc)
-        except _Abort:
+        except Abort:
             pass
         finally:
             if sc.optional:
@@ -175,7 +175,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
             and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
         for p in params:
-            if p.name.lower() in _EPS_NAMES and _num(p.default):
+            if p.name.lower() in EPS_NAMES and is_number(p.default):
                 eps = p.default
             elif p.name in ("running_mean", "running_var") and p.default is inspect.Parameter.empty:
                 kw[p.name] = None  # functional APIs like torch.nn.functional.batch_norm
@@ -208,7 +208,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
         args = sc.args
         if self.ref_name == "GroupNorm":
             args = (self.num_groups, sc.args[1])
-        spec = _Spec(self.ref_name, args)
+        spec = Spec(self.ref_name, args)
         pos, kw, eps = self.function_args(spec)
         shape_arg = [
             n for n in kw if n.lower() in ("normalized_shape", "shape", "dim", "dims", "d")
@@ -232,7 +232,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                     continue
                 pos, kw = p2, k2
                 break
-        ref = _build_reference(
+        ref = build_reference(
             self.ref_name, args, affine=False, eps=eps, momentum="missing", track=False
         )
         ref.train()
@@ -240,7 +240,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
         gen = torch.Generator().manual_seed(self.seed)
         for step, shape in enumerate(sc.train + sc.eval):
             where = f"shape {shape}"
-            x = _data(gen, shape, step)
+            x = make_input(gen, shape, step)
             xc = x.clone().requires_grad_(True)
             xr = x.clone().requires_grad_(True)
             try:
@@ -254,10 +254,10 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                     **kw,
                 )
                 self.check_output(y, x, where)
-            except _Abort:
+            except Abort:
                 continue
             yr = ref(xr)
-            if _close(y, yr, self.rtol, self.atol):
+            if close(y, yr, self.rtol, self.atol):
                 self.passed.append(shape)
                 self.c.checks.append(f"output on {shape}")
                 if step == 0:
@@ -291,21 +291,21 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
             self.c.add(
                 "not_a_module", f"{self.cand_name} instances are {type(m).__name__} objects."
             )
-            raise _Abort
+            raise Abort
         return m
 
     def run_class_scenario(self, sc):
-        spec = _Spec(self.ref_name, sc.args)
-        call = _call_str(self.cand_name, sc.args, self.ref_kw)
+        spec = Spec(self.ref_name, sc.args)
+        call = call_str(self.cand_name, sc.args, self.ref_kw)
         where0 = f"{call}"
         m = self.build(sc.args, where0)
         # -- structure after __init__ --------------------------------------------------
-        scale, shift, wrong, plain = self.guard.call(_find_affine, m, spec)
-        eps_name, eps = self.guard.call(_find_eps, m)
+        scale, shift, wrong, plain = self.guard.call(find_affine, m, spec)
+        eps_name, eps = self.guard.call(find_eps, m)
         momentum = self.guard.call(getattr, m, "momentum", "missing")
-        if not (momentum is None or _num(momentum)):
+        if not (momentum is None or is_number(momentum)):
             momentum = "missing"
-        ref_default = _build_reference(
+        ref_default = build_reference(
             self.ref_name,
             sc.args,
             affine=True if spec.kind not in ("instance",) else False,
@@ -321,7 +321,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
         running_kind = spec.kind == "batch" and ref_default.track_running_stats
         running = {}
         if spec.kind in ("batch", "instance"):
-            running = self.guard.call(_find_running, m, spec, {n for n in (scale, shift) if n})
+            running = self.guard.call(find_running, m, spec, {n for n in (scale, shift) if n})
             if spec.kind == "instance" and running and self.ref_kw.get("track_running_stats", True):
                 running_kind = True
             if not running_kind:
@@ -348,7 +348,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
         affine = scale is not None or shift is not None
         if spec.kind in ("layer", "rms", "group", "batch"):
             affine = affine or wants_affine
-        ref = _build_reference(
+        ref = build_reference(
             self.ref_name,
             sc.args,
             affine=affine,
@@ -364,7 +364,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
             why = (
                 "RMSNorm only rescales: it has a scale γ and no shift β"
                 if spec.kind == "rms"
-                else f"{_call_str('torch.nn.' + spec.name, sc.args, self.ref_kw)} has no bias"
+                else f"{call_str('torch.nn.' + spec.name, sc.args, self.ref_kw)} has no bias"
             )
             self.c.add(
                 "extra_shift",
@@ -377,7 +377,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
             self.c.add(
                 "extra_scale",
                 f"{self.cand_name} has a scale parameter {scale!r}; "
-                f"{_call_str('torch.nn.' + spec.name, sc.args, self.ref_kw)} has no "
+                f"{call_str('torch.nn.' + spec.name, sc.args, self.ref_kw)} has no "
                 "learnable parameters. It was left at its initial value for the comparison.",
                 call,
             )
@@ -392,10 +392,10 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                 b = torch.zeros(spec.param_shape())
             with torch.no_grad():
                 if scale is not None:
-                    p = _resolve(m, scale)
+                    p = resolve(m, scale)
                     p.copy_(w.reshape(p.shape))
                 if shift is not None:
-                    p = _resolve(m, shift)
+                    p = resolve(m, shift)
                     p.copy_(b.reshape(p.shape))
                 ref.weight.copy_(w)
                 if getattr(ref, "bias", None) is not None:
@@ -419,7 +419,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
         failed_before = len(failed)
         for step, shape in enumerate(sc.train):
             where = f"training, {call}, input {shape}"
-            x = _data(gen, shape, step)
+            x = make_input(gen, shape, step)
             prev = self.read_running(m, running)
             prev_ref = (
                 {"mean": ref.running_mean.double().clone(), "var": ref.running_var.double().clone()}
@@ -438,12 +438,12 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                     trace=(self.guarded(lambda x, m=m_before: m.train()(x)), x, spec),
                 )
                 self.check_output(y, x, where)
-            except _Abort:
+            except Abort:
                 failed.append(shape)
                 continue
             if running_kind and not running and step == 0:
                 # created by the first forward pass (CS231n's bn_param dict, say)?
-                running = self.guard.call(_find_running, m, spec, {n for n in (scale, shift) if n})
+                running = self.guard.call(find_running, m, spec, {n for n in (scale, shift) if n})
                 if running:
                     self.c.problems.pop("running_stats_missing", None)  # they exist after all
                     self.c.note(
@@ -458,7 +458,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                         "var": ref.running_var.double().clone(),
                     }
             yr = ref(xr)
-            if _close(y, yr, self.rtol, self.atol):
+            if close(y, yr, self.rtol, self.atol):
                 passed.append(shape)
                 self.c.checks.append(f"training output, {call}, input {shape}")
                 if step == 0:
@@ -467,7 +467,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                         yr,
                         xc,
                         xr,
-                        [(n, _resolve(m, n), r) for n, r in pairs],
+                        [(n, resolve(m, n), r) for n, r in pairs],
                         where,
                         gen,
                         ref,
@@ -492,33 +492,33 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
         # -- eval mode ---------------------------------------------------------------------
         try:
             self.call(m.eval, what="calling .eval()", where=call)
-        except _Abort:
+        except Abort:
             return
         ref.eval()
         self.train_failed = len(failed) > failed_before
         eval_ok = []
         for k, shape in enumerate(sc.eval):
             where = f"eval, {call}, input {shape}"
-            x = _data(gen, shape, k)
+            x = make_input(gen, shape, k)
             prev = self.read_running(m, running)
             try:
                 with torch.no_grad():
                     y = self.call(m, x.clone(), what="forward (eval mode)", where=where)
                 self.check_output(y, x, where)
-            except _Abort:
+            except Abort:
                 eval_ok.append(False)
                 continue
             with torch.no_grad():
                 yr = ref(x.clone())
             if running_kind and running:
                 now = self.read_running(m, running)
-                if any(not _same(prev[k2], now[k2]) for k2 in prev if k2 in now):
+                if any(not same(prev[k2], now[k2]) for k2 in prev if k2 in now):
                     self.c.add(
                         "running_stats_updated_in_eval",
                         "The running statistics changed during a forward pass in eval mode.",
                         where,
                     )
-            if _close(y, yr, self.rtol, self.atol):
+            if close(y, yr, self.rtol, self.atol):
                 self.c.checks.append(f"eval output, {call}, input {shape}")
                 eval_ok.append(True)
                 continue
@@ -545,7 +545,7 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
         training mode with and without gradients (each on a fresh copy), so the check does not
         depend on the rest being right."""
         shape = sc.eval[0]
-        x = _data(gen, shape, 7)
+        x = make_input(gen, shape, 7)
         for mode, label in (("eval", "In eval mode"), ("train", "In training mode")):
             outs = {}
             for grad in (False, True):
@@ -562,10 +562,10 @@ class _Grader(_StructureChecks, _RunningStatsChecks, _Diagnosis):
                     break  # crashes are reported by the main loop
             if len(outs) < 2 or not all(isinstance(o, torch.Tensor) for o in outs.values()):
                 continue
-            if not _close(outs[False], outs[True], self.rtol, self.atol):
+            if not close(outs[False], outs[True], self.rtol, self.atol):
                 self.c.add(
                     "mode_from_grad_enabled",
-                    f"{label} your output differs by {_maxerr(outs[False], outs[True]):.3g} "
+                    f"{label} your output differs by {maxerr(outs[False], outs[True]):.3g} "
                     "between torch.no_grad() and gradients enabled, for the same input and the "
                     "same state.",
                     f"{mode} mode, {call}, input {shape}",
@@ -588,7 +588,7 @@ def _copy(m):
     try:
         return _copy_tensors(m, {})
     except Exception:
-        raise _Uncopyable(_fmt_exc(first)) from None
+        raise _Uncopyable(fmt_exc(first)) from None
 
 
 def _copy_tensors(obj, memo: dict):
@@ -654,28 +654,28 @@ def grade(
     What it cannot undo (in this process): changes the candidate makes elsewhere (files,
     other modules, global variables of the notebook).
     """
-    name, ref_kw = _reference_name(reference)
+    name, ref_kw = reference_name(reference)
     cand_name = _candidate_name(candidate)
 
     def work():
         return _grade_here(candidate, name, ref_kw, seed, rtol, atol, num_groups, timeout)
 
-    if not _CHILD_PROCESS:
+    if not CHILD_PROCESS:
         return work()
-    problems = _Collector(_KIND[name])
+    problems = Collector(KIND[name])
     try:
-        return _in_child(work, timeout)
-    except _CannotFork:
+        return in_child(work, timeout)
+    except CannotFork:
         return work()
-    except _TimedOut:
+    except TimedOut:
         problems.add("timed_out", _timed_out(cand_name, timeout))
-    except _ChildEnded as exc:
+    except ChildEnded as exc:
         problems.add(
             "crashed",
             f"The process grading {cand_name} ended ({exc.status}) before it could report.",
         )
     except Exception as exc:  # a bug in the grader must still not surface as a traceback
-        problems.add("grader_error", _fmt_exc(exc))
+        problems.add("grader_error", fmt_exc(exc))
     return _report(cand_name, name, ref_kw, problems)
 
 
@@ -691,10 +691,10 @@ def _timed_out(cand_name, timeout) -> str:
     return f"{cand_name} did not finish in {timeout:g} s: grading stopped it there."
 
 
-def _report(cand_name, name, ref_kw, c: _Collector) -> Report:
+def _report(cand_name, name, ref_kw, c: Collector) -> Report:
     return Report(
         candidate=cand_name,
-        reference=_call_str(f"torch.nn.{name}", (), ref_kw) if ref_kw else f"torch.nn.{name}",
+        reference=call_str(f"torch.nn.{name}", (), ref_kw) if ref_kw else f"torch.nn.{name}",
         problems=list(c.problems.values()),
         notes=c.notes,
         checks=c.checks,
@@ -702,23 +702,23 @@ def _report(cand_name, name, ref_kw, c: _Collector) -> Report:
 
 
 def _grade_here(candidate, name, ref_kw, seed, rtol, atol, num_groups, timeout) -> Report:
-    """Grade in this process: the reader's code under a :class:`_Guard` and :func:`_time_limit`."""
+    """Grade in this process: the reader's code under a :class:`Guard` and :func:`time_limit`."""
     cand_name = _candidate_name(candidate)
-    guard = _Guard()
+    guard = Guard()
     g = _Grader(candidate, name, seed, rtol, atol, num_groups, ref_kw, guard)
     try:
         try:
-            with _time_limit(timeout), torch.random.fork_rng(devices=[]):
+            with time_limit(timeout), torch.random.fork_rng(devices=[]):
                 torch.manual_seed(seed)
                 g.run()
         finally:
             guard.restore()
-    except _TimedOut:
+    except TimedOut:
         g.c.add("timed_out", _timed_out(getattr(g, "cand_name", cand_name), timeout))
     except SystemExit as exc:  # raised outside a guarded call: still reported, never raised
         g.c.add("exited", f"your code called sys.exit({exc.code!r})")
     except _Uncopyable as exc:
         g.c.add("not_copyable", f"copy.deepcopy of your module raised {exc}")
     except Exception as exc:  # a bug in the grader must still not surface as a traceback
-        g.c.add("grader_error", f"{_fmt_exc(exc)}\n{traceback.format_exc(limit=-3)}")
+        g.c.add("grader_error", f"{fmt_exc(exc)}\n{traceback.format_exc(limit=-3)}")
     return _report(getattr(g, "cand_name", cand_name), name, ref_kw, g.c)

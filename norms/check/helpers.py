@@ -17,11 +17,11 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 # comparison. The sandbox also puts back whatever the reader's code replaced, after every call.
 _allclose = torch.allclose
 _equal = torch.equal
-_isnan = torch.isnan
-_isfinite = torch.isfinite
+isnan = torch.isnan
+isfinite = torch.isfinite
 _where = torch.where
 _full_like = torch.full_like
-_nonzero = torch.nonzero
+nonzero = torch.nonzero
 _detach = torch.Tensor.detach
 _to_double = torch.Tensor.double
 _size = torch.Tensor.size
@@ -32,7 +32,7 @@ _no_torch_function = torch._C.DisableTorchFunction
 _bool, _float, _tuple = bool, float, tuple
 
 
-def _fmt_exc(exc: BaseException) -> str:
+def fmt_exc(exc: BaseException) -> str:
     """'TypeError: msg (line 12 in forward: `var = ...`)' — points at the reader's code."""
     msg = f"{type(exc).__name__}: {exc}".strip()
     if len(msg) > 300:
@@ -55,47 +55,47 @@ def _shape(t):
     return tuple(t) if t is not None else None
 
 
-def _sq(shape):
+def squeezed(shape):
     return tuple(s for s in shape if s != 1)
 
 
-def _f64(t):
+def f64(t):
     """A plain float64 copy of the tensor ``t``, detached (whatever subclass it is)."""
     with _no_torch_function():
         return _to_double(_detach(t))
 
 
-def _close(a, b, rtol, atol):
+def close(a, b, rtol, atol):
     """Same shape and allclose (NaN equal to NaN), computed in float64 with the grader's own
     functions."""
     with _no_torch_function():
         if _tuple(_size(a)) != _tuple(_size(b)):
             return False
-        return _bool(_allclose(_f64(a), _f64(b), rtol=rtol, atol=atol, equal_nan=True))
+        return _bool(_allclose(f64(a), f64(b), rtol=rtol, atol=atol, equal_nan=True))
 
 
-def _same(a, b):
+def same(a, b):
     """torch.equal, with the grader's own reference to it."""
     with _no_torch_function():
         return _bool(_equal(_detach(a), _detach(b)))
 
 
-def _maxerr(a, b):
+def maxerr(a, b):
     with _no_torch_function():
-        d = _abs(_f64(a) - _f64(b))
-        d = _where(_isnan(d), _full_like(d, _float("inf")), d)
+        d = _abs(f64(a) - f64(b))
+        d = _where(isnan(d), _full_like(d, _float("inf")), d)
         return _float(_amax(d)) if _numel(d) else 0.0
 
 
-def _num(v):
+def is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _leaf(name):
+def leaf(name):
     return name.rsplit(".", 1)[-1].lower()
 
 
-def _resolve(obj, dotted):
+def resolve(obj, dotted):
     """``a.b`` -> obj.a.b; ``stats['var']`` -> obj.stats['var'] (a tensor kept in a dict)."""
     key = None
     if dotted.endswith("]") and "[" in dotted:
@@ -111,7 +111,7 @@ def _resolve(obj, dotted):
     return obj
 
 
-def _plain_tensor_attrs(m):
+def plain_tensor_attrs(m):
     try:
         items = vars(m).items()
     except TypeError:
@@ -121,7 +121,7 @@ def _plain_tensor_attrs(m):
     }
 
 
-def _dict_tensor_attrs(m):
+def dict_tensor_attrs(m):
     """Tensors kept in a plain dict attribute, named ``attr['key']`` (e.g. self.stats['var'])."""
     try:
         items = vars(m).items()

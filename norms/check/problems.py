@@ -323,7 +323,7 @@ _FIX_BY_KIND = {
 }
 
 
-class _Collector:
+class Collector:
     def __init__(self, kind=None):
         self.problems: dict = {}
         self.notes: list = []
@@ -345,5 +345,5 @@ class _Collector:
             self.notes.append(text)
 
 
-class _Abort(Exception):
+class Abort(Exception):
     """Stop grading this scenario (a problem has been recorded)."""

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from .helpers import _close, _maxerr, _resolve, _same
+from .helpers import close, maxerr, resolve, same
 
 
-class _RunningStatsChecks:
+class RunningStatsChecks:
     """Mixed into :class:`norms.check.grader._Grader`."""
 
     # -- running statistics ---------------------------------------------------------------
@@ -15,7 +15,7 @@ class _RunningStatsChecks:
         out = {}
         for key, (name, _) in running.items():
             try:
-                t = _resolve(m, name)
+                t = resolve(m, name)
             except AttributeError:
                 continue
             if isinstance(t, torch.Tensor):
@@ -27,7 +27,7 @@ class _RunningStatsChecks:
         now = self.read_running(m, running)
         refs = {"mean": ref.running_mean.double(), "var": ref.running_var.double()}
         for key, got in now.items():
-            if got.shape != refs[key].shape or _same(got, refs[key]):
+            if got.shape != refs[key].shape or same(got, refs[key]):
                 continue
             name = running[key][0]
             want = "zeros" if key == "mean" else "ones"
@@ -41,7 +41,7 @@ class _RunningStatsChecks:
     def check_running(self, m, ref, running, prev, x, spec, mom, where, prev_ref=None):
         for _, (name, _) in running.items():
             try:
-                t = _resolve(m, name)
+                t = resolve(m, name)
             except AttributeError:
                 continue
             if isinstance(t, torch.Tensor) and (t.requires_grad or t.grad_fn is not None):
@@ -73,7 +73,7 @@ class _RunningStatsChecks:
             got, old = now[key], prev[key]
             if got.shape != refs[key].shape:
                 continue
-            if _close(got, refs[key], 1e-4, 1e-5):
+            if close(got, refs[key], 1e-4, 1e-5):
                 continue
             # hypotheses, from torch's previous value (so every step is judged against torch, and a
             # bug shows at every step, whatever the earlier ones did) ...
@@ -88,7 +88,7 @@ class _RunningStatsChecks:
                             if conv == "torch"
                             else m_ * start + (1 - m_) * bs
                         )
-                        if _close(got, exp, 1e-4, 1e-5):
+                        if close(got, exp, 1e-4, 1e-5):
                             found.append((conv, vk))
                 return found
 
@@ -112,7 +112,7 @@ class _RunningStatsChecks:
                             "running_stats_mismatch",
                             f"{name} is updated the right way, but from a value that differs from "
                             f"torch's running_{key} by up to "
-                            f"{_maxerr(old, prev_ref[key]) if prev_ref else 0:.3g}.",
+                            f"{maxerr(old, prev_ref[key]) if prev_ref else 0:.3g}.",
                             where,
                         )
                     continue
@@ -133,14 +133,14 @@ class _RunningStatsChecks:
                         "torch.nn uses the unbiased one (÷(n-1)) for running_var.",
                         where,
                     )
-            elif _same(got, old):
+            elif same(got, old):
                 self.c.add(
                     "running_stats_not_updated",
                     f"{name} did not change during a training step.",
                     where,
                 )
             else:
-                err = _maxerr(got, refs[key])
+                err = maxerr(got, refs[key])
                 self.c.add(
                     "running_stats_mismatch",
                     f"After a training step {name} differs from torch's running_{key} by up to "

@@ -11,11 +11,11 @@ from torch import nn
 
 from norms.axes import NORMS
 
-_KIND = {name: norm.kind for name, norm in NORMS.items()}  # batch, instance, layer, rms, group
+KIND = {name: norm.kind for name, norm in NORMS.items()}  # batch, instance, layer, rms, group
 
 
 @dataclass
-class _Scenario:
+class Scenario:
     args: tuple  # positional constructor arguments
     train: list  # input shapes of the successive training steps
     eval: list  # input shapes in evaluation mode (after training)
@@ -25,37 +25,37 @@ class _Scenario:
 # Shapes are chosen so that no other size coincides with the channel count (or
 # the normalized size), and the sizes change from step to step: an implementation
 # that reduces over the wrong dims (or hard-codes a reshape) cannot pass by luck.
-_SCENARIOS = {
+SCENARIOS = {
     "BatchNorm1d": [
-        _Scenario((3,), [(8, 3), (5, 3), (6, 3)], [(4, 3)]),
-        _Scenario((4,), [(2, 4, 5), (6, 4, 7), (3, 4, 5)], [(5, 4, 7)]),
+        Scenario((3,), [(8, 3), (5, 3), (6, 3)], [(4, 3)]),
+        Scenario((4,), [(2, 4, 5), (6, 4, 7), (3, 4, 5)], [(5, 4, 7)]),
     ],
     "BatchNorm2d": [
-        _Scenario((3,), [(4, 3, 5, 7), (2, 3, 7, 5), (5, 3, 4, 4)], [(2, 3, 6, 5)]),
+        Scenario((3,), [(4, 3, 5, 7), (2, 3, 7, 5), (5, 3, 4, 4)], [(2, 3, 6, 5)]),
     ],
     "BatchNorm3d": [
-        _Scenario((2,), [(3, 2, 3, 4, 5), (4, 2, 5, 3, 4), (5, 2, 3, 3, 4)], [(3, 2, 4, 5, 3)]),
+        Scenario((2,), [(3, 2, 3, 4, 5), (4, 2, 5, 3, 4), (5, 2, 3, 3, 4)], [(3, 2, 4, 5, 3)]),
     ],
     "InstanceNorm1d": [
-        _Scenario((3,), [(4, 3, 5), (2, 3, 7), (1, 3, 6)], [(2, 3, 5)]),
+        Scenario((3,), [(4, 3, 5), (2, 3, 7), (1, 3, 6)], [(2, 3, 5)]),
     ],
     "InstanceNorm2d": [
-        _Scenario((3,), [(2, 3, 5, 7), (4, 3, 6, 4), (1, 3, 5, 5)], [(2, 3, 4, 6)]),
+        Scenario((3,), [(2, 3, 5, 7), (4, 3, 6, 4), (1, 3, 5, 5)], [(2, 3, 4, 6)]),
     ],
     "InstanceNorm3d": [
-        _Scenario((2,), [(3, 2, 3, 4, 5), (1, 2, 4, 5, 3), (4, 2, 3, 3, 4)], [(3, 2, 5, 3, 4)]),
+        Scenario((2,), [(3, 2, 3, 4, 5), (1, 2, 4, 5, 3), (4, 2, 3, 3, 4)], [(3, 2, 5, 3, 4)]),
     ],
     "LayerNorm": [
-        _Scenario((5,), [(4, 5), (3, 7, 5), (2, 3, 6, 5), (1, 5)], [(3, 4, 5)]),
-        _Scenario(((4, 5),), [(3, 4, 5), (2, 6, 4, 5)], [(1, 4, 5)], optional=True),
+        Scenario((5,), [(4, 5), (3, 7, 5), (2, 3, 6, 5), (1, 5)], [(3, 4, 5)]),
+        Scenario(((4, 5),), [(3, 4, 5), (2, 6, 4, 5)], [(1, 4, 5)], optional=True),
     ],
     "RMSNorm": [
-        _Scenario((5,), [(4, 5), (3, 7, 5), (2, 3, 6, 5), (1, 5)], [(3, 4, 5)]),
-        _Scenario(((4, 5),), [(3, 4, 5), (2, 6, 4, 5)], [(1, 4, 5)], optional=True),
+        Scenario((5,), [(4, 5), (3, 7, 5), (2, 3, 6, 5), (1, 5)], [(3, 4, 5)]),
+        Scenario(((4, 5),), [(3, 4, 5), (2, 6, 4, 5)], [(1, 4, 5)], optional=True),
     ],
     "GroupNorm": [
-        _Scenario((2, 6), [(2, 6, 3, 7), (4, 6, 5, 2), (1, 6, 4, 3)], [(3, 6, 2, 5)]),
-        _Scenario((3, 6), [(4, 6, 5), (2, 6, 7)], [(5, 6, 4)]),
+        Scenario((2, 6), [(2, 6, 3, 7), (4, 6, 5, 2), (1, 6, 4, 3)], [(3, 6, 2, 5)]),
+        Scenario((3, 6), [(4, 6, 5), (2, 6, 7)], [(5, 6, 4)]),
     ],
 }
 
@@ -70,12 +70,12 @@ _KEYWORDS = {
 }
 
 
-def _build_reference(name, args, *, affine, eps, momentum, track, fixed=None):
+def build_reference(name, args, *, affine, eps, momentum, track, fixed=None):
     """The torch layer with the candidate's settings; ``fixed`` (the keywords of a
     functools.partial reference) overrides them."""
     cls = getattr(nn, name)
     kw = {}
-    kind = _KIND[name]
+    kind = KIND[name]
     if kind in ("layer", "rms"):
         kw["elementwise_affine"] = affine
     else:
@@ -90,7 +90,7 @@ def _build_reference(name, args, *, affine, eps, momentum, track, fixed=None):
     return cls(*args, **kw)
 
 
-def _data(gen, shape, step):
+def make_input(gen, shape, step):
     """Step 1 uses a tiny scale (eps matters there); the others an offset, non-unit scale."""
     x = torch.randn(shape, generator=gen)
     if step % 3 == 1:
@@ -98,12 +98,12 @@ def _data(gen, shape, step):
     return x * 2.0 + (1.0 if step % 3 == 0 else -0.5)
 
 
-def _call_str(cls_name, args, kwargs=None):
+def call_str(cls_name, args, kwargs=None):
     parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in (kwargs or {}).items()]
     return f"{cls_name}({', '.join(parts)})"
 
 
-def _reference_name(reference):
+def reference_name(reference):
     """(name, keywords): ``torch.nn.BatchNorm2d`` gives ("BatchNorm2d", {}); a
     ``functools.partial(torch.nn.LayerNorm, bias=False)`` gives ("LayerNorm", {"bias": False})."""
     keywords = {}
@@ -118,12 +118,12 @@ def _reference_name(reference):
     name = reference if isinstance(reference, str) else getattr(reference, "__name__", None)
     if name is None and isinstance(reference, nn.Module):
         name = type(reference).__name__
-    if name not in _KIND:
+    if name not in KIND:
         raise ValueError(
-            f"reference must be one of torch.nn.{', torch.nn.'.join(_KIND)} (or a "
+            f"reference must be one of torch.nn.{', torch.nn.'.join(KIND)} (or a "
             f"functools.partial of one with keyword arguments); got {reference!r}"
         )
-    allowed = _KEYWORDS[_KIND[name]]
+    allowed = _KEYWORDS[KIND[name]]
     unknown = [k for k in keywords if k not in allowed]
     if unknown:
         raise ValueError(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from .helpers import _fmt_exc, _resolve, _same
-from .problems import _Abort
-from .scenarios import _call_str, _data
+from .helpers import fmt_exc, resolve, same
+from .problems import Abort
+from .scenarios import call_str, make_input
 
 
-class _StructureChecks:
+class StructureChecks:
     """Mixed into :class:`norms.check.grader._Grader`."""
 
     # -- structure checks -------------------------------------------------------------------
@@ -17,11 +17,11 @@ class _StructureChecks:
         """Forward once on a fresh instance: which parameters appear/are replaced, is x modified?"""
         try:
             m = self.build(sc.args, where)
-        except _Abort:
+        except Abort:
             return None
         before = {n: p for n, p in m.named_parameters()}
         gen = torch.Generator().manual_seed(self.seed + 7)
-        x = _data(gen, sc.train[0], 0)
+        x = make_input(gen, sc.train[0], 0)
         x0 = x.clone()
 
         def forward():
@@ -33,7 +33,7 @@ class _StructureChecks:
             self.guard.call(forward)
         except Exception:
             return None  # the main loop reports crashes
-        if not _same(x, x0):
+        if not same(x, x0):
             self.c.add(
                 "modifies_input",
                 "After a forward pass the input tensor had different values.",
@@ -59,7 +59,7 @@ class _StructureChecks:
         created,
         where,
     ):
-        call = _call_str(self.cand_name, sc.args, self.ref_kw)
+        call = call_str(self.cand_name, sc.args, self.ref_kw)
         if created:
             new, replaced = created
             if new or replaced:
@@ -156,14 +156,14 @@ class _StructureChecks:
                     "them)"
                 )
         except Exception as exc:
-            self.c.note(f"state_dict() raised {_fmt_exc(exc)}")
+            self.c.note(f"state_dict() raised {fmt_exc(exc)}")
         # does .to(float64) move them?
         try:
             m2 = self.guard.call(self.candidate, *sc.args, **self.ref_kw)
             self.guard.call(m2.to, torch.float64)
             stay = []
             for n, _ in running.values():
-                t = _resolve(m2, n)
+                t = resolve(m2, n)
                 if isinstance(t, torch.Tensor) and t.dtype != torch.float64:
                     stay.append(n)
             if stay:
@@ -173,7 +173,7 @@ class _StructureChecks:
                 )
         except Exception as exc:
             self.c.note(
-                f"building a second instance and calling .to(torch.float64) raised {_fmt_exc(exc)}"
+                f"building a second instance and calling .to(torch.float64) raised {fmt_exc(exc)}"
             )
         if issues and "parameter" not in kinds:
             text = "; ".join(issues)
