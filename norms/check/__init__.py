@@ -18,7 +18,8 @@ escape: crashes, endless loops and exits become problems in the report.
 
 The parts, one module each:
 
-* :mod:`~norms.check.scenarios`: which layers, constructor arguments and input shapes are run;
+* :mod:`~norms.check.scenarios`: which layers, constructor arguments and input shapes are run,
+  and :class:`~norms.check.scenarios.ClassRun`, what one scenario passes from phase to phase;
 * :mod:`~norms.check.problems`: every problem code with its title and fix, and the collector;
 * :mod:`~norms.check.report`: the :class:`Report` a reader sees (text and HTML);
 * :mod:`~norms.check.hypotheses`: float64 re-implementations of the usual bugs, to name a mismatch;
@@ -26,7 +27,7 @@ The parts, one module each:
 problem;
 * :mod:`~norms.check.inspection`: finding the candidate's eps, scale/shift and running statistics;
 * :mod:`~norms.check.structure`, :mod:`~norms.check.running_stats`, :mod:`~norms.check.diagnosis`:
-  the checks, mixed into :class:`~norms.check.grader._Grader`;
+  the checks, mixed into :class:`~norms.check.grader.Grader`;
 * :mod:`~norms.check.sandbox`: running the reader's code (a child process killed at the time
   limit, what it replaces in torch put back after every call);
 * :mod:`~norms.check.grader`: the run itself and :func:`grade`.

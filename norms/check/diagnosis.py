@@ -10,6 +10,7 @@ import torch
 from .explanations import explain
 from .helpers import close, f64, fmt_exc, isfinite, isnan, maxerr, nonzero
 from .hypotheses import EPS_GUESSES, diagnose, hypothesis_output, standardize
+from .scenarios import ClassRun
 from .tracing import layout
 
 #: problems that say the output is no normalization at all: the checks that compare the
@@ -18,7 +19,10 @@ _NOT_NORMALIZING = ("no_mean_subtraction", "output_nan", "output_is_input", "out
 
 
 class Diagnosis:
-    """Mixed into :class:`norms.check.grader._Grader`."""
+    """Mixed into :class:`norms.check.grader.Grader`. Reads only the grader's settings for the
+    whole run (``c``, ``guard``, ``seed``, ``rtol``, ``atol``, ``candidate``, ``ref_kw``);
+    what one scenario found comes in as arguments (a :class:`~norms.check.scenarios.ClassRun`)
+    and the checks write nothing on the grader but problems, notes and checks."""
 
     # -- diagnosis -----------------------------------------------------------------------------
     def explain_mismatch(self, y, x, spec, eps, w, b, where, yr, probe=None):
@@ -183,51 +187,15 @@ class Diagnosis:
             where,
         )
 
-    def explain_eval_mismatch(self, y, x, spec, eps, w, b, where, yr, m, running, running_kind):
+    def explain_eval_mismatch(self, y, x, yr, where, run: ClassRun):
+        """An eval-mode output that differs from torch's: named from the candidate's own running
+        statistics, else from the batch statistics."""
+        spec, eps, w, b = run.spec, run.ref_eps, run.w, run.b
+        running, running_kind = run.running, run.running_kind
         if self.nan_output(y, x, where, yr):
             return
-        x64, y64 = x.double(), y.detach().double()
-        if running_kind and running:
-            now = self.read_running(m, running)
-            if "mean" in now and "var" in now:
-                view = (1, -1) + (1,) * (x.dim() - 2)
-                rm, rv = now["mean"].reshape(view), now["var"].reshape(view)
-                wv = w.double().reshape(view) if w is not None else 1.0
-                bv = b.double().reshape(view) if b is not None else 0.0
-                tries = [
-                    ("inside", eps, None),
-                    ("outside", eps, "eps_outside_sqrt"),
-                    ("none", eps, "eps_missing"),
-                ]
-                tries += [
-                    ("inside", e, "eps_value")
-                    for e in EPS_GUESSES
-                    if not math.isclose(e, eps, rel_tol=0.05)
-                ]
-                for mode, e, code in tries:
-                    out = standardize(x64, rm, rv, e, mode) * wv + bv
-                    if close(y64, out, self.rtol, self.atol):
-                        if code == "eps_value":
-                            self.c.add(
-                                code,
-                                f"In eval mode your output matches eps={e:g} with your running "
-                                f"statistics, but the layer's eps is {eps:g}.",
-                                where,
-                            )
-                        elif code:
-                            desc = (
-                                "(x - mean) / (sqrt(var) + eps)"
-                                if mode == "outside"
-                                else "no eps at all"
-                            )
-                            self.c.add(
-                                code,
-                                f"In eval mode your output matches {desc} with your running "
-                                "statistics.",
-                                where,
-                            )
-                        # uses its own running stats correctly: their problems are reported above
-                        return
+        if running_kind and running and self.uses_own_running(y, x, where, run):
+            return
         if self.not_normalized(y, x, spec, w, b, where):
             return
         h = diagnose(y, x, spec, eps, w, b, self.rtol, self.atol, include_exact=running_kind)
@@ -253,7 +221,7 @@ class Diagnosis:
             for code, detail in explain(h, spec, tuple(x.shape), eps):
                 self.c.add(code, detail, where)
             return
-        if not running_kind and self.train_failed:
+        if not running_kind and run.train_failed:
             return  # no running statistics: the training-mode problems explain this too
         self.c.add(
             "eval_mismatch",
@@ -261,6 +229,51 @@ class Diagnosis:
             f"{maxerr(y, yr):.3g} for an input of shape {tuple(x.shape)}.",
             where,
         )
+
+    def uses_own_running(self, y, x, where, run: ClassRun) -> bool:
+        """Does the eval-mode output normalize with the candidate's own running statistics
+        (with eps where it belongs, outside the square root, missing, or another value)? The
+        problem found is added; True when the output is explained so."""
+        now = self.read_running(run.module, run.running)
+        if "mean" not in now or "var" not in now:
+            return False
+        eps, w, b = run.ref_eps, run.w, run.b
+        x64, y64 = x.double(), y.detach().double()
+        view = (1, -1) + (1,) * (x.dim() - 2)
+        rm, rv = now["mean"].reshape(view), now["var"].reshape(view)
+        wv = w.double().reshape(view) if w is not None else 1.0
+        bv = b.double().reshape(view) if b is not None else 0.0
+        tries = [
+            ("inside", eps, None),
+            ("outside", eps, "eps_outside_sqrt"),
+            ("none", eps, "eps_missing"),
+        ]
+        tries += [
+            ("inside", e, "eps_value")
+            for e in EPS_GUESSES
+            if not math.isclose(e, eps, rel_tol=0.05)
+        ]
+        for mode, e, code in tries:
+            out = standardize(x64, rm, rv, e, mode) * wv + bv
+            if not close(y64, out, self.rtol, self.atol):
+                continue
+            if code == "eps_value":
+                self.c.add(
+                    code,
+                    f"In eval mode your output matches eps={e:g} with your running "
+                    f"statistics, but the layer's eps is {eps:g}.",
+                    where,
+                )
+            elif code:
+                desc = "(x - mean) / (sqrt(var) + eps)" if mode == "outside" else "no eps at all"
+                self.c.add(
+                    code,
+                    f"In eval mode your output matches {desc} with your running statistics.",
+                    where,
+                )
+            # uses its own running stats correctly: their problems are reported above
+            return True
+        return False
 
     def check_gradients(self, y, yr, xc, xr, param_pairs, where, gen, ref=None, spec=None):
         """The input gradient and each parameter's (``param_pairs``: (name, the candidate's

@@ -17,12 +17,22 @@ def explain(h, spec, shape, eps, told_apart=True, layout=None):
     """Problems (code, detail) that a matching hypothesis stands for. ``layout``: the layout the
     candidate computes in, when known ("channels_last" for a channels-last layer seen through
     torch's channels-first layout)."""
-    out = []
+    return [
+        *_dims_problems(h, spec, shape, layout),
+        *_centering_problems(h, spec),
+        *_divisor_problems(h, spec),
+        *_eps_problems(h, spec, eps, told_apart),
+        *_affine_problems(h),
+    ]
+
+
+def _dims_problems(h, spec, shape, layout):
+    """Statistics over the wrong dims, or GroupNorm's groups interleaved."""
     if h.dims == "interleaved":
         G = spec.groups
         where = f"your {layout.replace('_', '-')} layout" if layout else "the layout you use"
         right = "; ".join(_GROUP_RESHAPE[k] for k in ([layout] if layout else _GROUP_RESHAPE))
-        out.append(
+        return [
             (
                 "wrong_groups",
                 "Your output matches GroupNorm with interleaved groups (channels "
@@ -30,66 +40,79 @@ def explain(h, spec, shape, eps, told_apart=True, layout=None):
                 f"{where} the channel dim was split as (C // G, G) = ({spec.channels // G}, {G}) "
                 f"instead of (G, C // G) = ({G}, {spec.channels // G}). Right: {right}.",
             )
+        ]
+    if h.dims is None:
+        return []
+    moved = ""
+    if layout == "channels_last":
+        nd = len(shape)
+        last = tuple(sorted(0 if d == 0 else nd - 1 if d == 1 else d - 1 for d in h.dims))
+        moved = (
+            f" (Dims of the channels-first input the grader passes; your layer moves the "
+            f"channels last, where they are dims {last} of the (N, *, C) tensor.)"
         )
-    elif h.dims is not None:
-        moved = ""
-        if layout == "channels_last":
-            nd = len(shape)
-            last = tuple(sorted(0 if d == 0 else nd - 1 if d == 1 else d - 1 for d in h.dims))
-            moved = (
-                f" (Dims of the channels-first input the grader passes; your layer moves the "
-                f"channels last, where they are dims {last} of the (N, *, C) tensor.)"
-            )
-        out.append(
+    return [
+        (
+            "wrong_dims",
+            f"Your output matches statistics over dims {h.dims} of an input of "
+            f"shape {shape}; {spec.name} uses {spec.describe_dims(shape)}.{moved}",
+        )
+    ]
+
+
+def _centering_problems(h, spec):
+    """The mean subtracted where it should not be, or not where it should."""
+    if not h.center_flip:
+        return []
+    if spec.center:
+        return [
             (
-                "wrong_dims",
-                f"Your output matches statistics over dims {h.dims} of an input of "
-                f"shape {shape}; {spec.name} uses {spec.describe_dims(shape)}.{moved}",
+                "no_mean_subtraction",
+                "Your output matches dividing by the root mean square "
+                "without subtracting the mean (that is RMSNorm).",
             )
+        ]
+    return [
+        (
+            "subtracts_mean",
+            "Your output matches LayerNorm-style centering (x - mean); RMSNorm only rescales.",
         )
-    if h.center_flip:
-        if spec.center:
-            out.append(
-                (
-                    "no_mean_subtraction",
-                    "Your output matches dividing by the root mean square "
-                    "without subtracting the mean (that is RMSNorm).",
-                )
-            )
-        else:
-            out.append(
-                (
-                    "subtracts_mean",
-                    "Your output matches LayerNorm-style centering (x - mean); "
-                    "RMSNorm only rescales.",
-                )
-            )
+    ]
+
+
+def _divisor_problems(h, spec):
+    """A sum instead of a mean, or the unbiased variance."""
     if h.divisor == "1":
         if spec.center:
-            out.append(
+            return [
                 (
                     "sum_instead_of_mean",
                     "Your output matches dividing by the square root of the sum "
                     "of squared deviations instead of their mean (the variance).",
                 )
+            ]
+        return [
+            (
+                "sum_instead_of_mean",
+                "Your output matches dividing by the L2 norm sqrt(sum(x²)) "
+                "(x.norm(dim=-1)), which is sqrt(n) times the root mean square "
+                f"(n = {math.prod(spec.normalized_shape)} here).",
             )
-        else:
-            out.append(
-                (
-                    "sum_instead_of_mean",
-                    "Your output matches dividing by the L2 norm sqrt(sum(x²)) "
-                    "(x.norm(dim=-1)), which is sqrt(n) times the root mean square "
-                    f"(n = {math.prod(spec.normalized_shape)} here).",
-                )
-            )
-    elif h.divisor == "n-1":
-        out.append(
+        ]
+    if h.divisor == "n-1":
+        return [
             (
                 "unbiased_variance",
                 "Your output matches normalizing with the unbiased variance "
                 "(divided by n - 1) instead of the biased one (divided by n).",
             )
-        )
+        ]
+    return []
+
+
+def _eps_problems(h, spec, eps, told_apart):
+    """eps outside the square root, missing, or of another value."""
+    out = []
     small = "a small variance" if spec.center else "small values"
     if h.eps_mode in ("outside", "none") and not told_apart:
         form = "(x - mean) / (sqrt(var) + eps)" if spec.center else "x / (sqrt(mean(x²)) + eps)"
@@ -129,14 +152,19 @@ def explain(h, spec, shape, eps, told_apart=True, layout=None):
                 "(taken from your .eps attribute, or torch's default if there is none).",
             )
         )
+    return out
+
+
+def _affine_problems(h):
+    """γ and β not applied, or swapped."""
     if h.affine == "none":
-        out.append(
+        return [
             (
                 "affine_not_applied",
                 "Your output matches the normalized input without the scale and "
                 "shift, although the layer has (non-trivial) parameters.",
             )
-        )
-    elif h.affine == "swapped":
-        out.append(("affine_swapped", "Your output matches x̂·β + γ instead of γ·x̂ + β."))
-    return out
+        ]
+    if h.affine == "swapped":
+        return [("affine_swapped", "Your output matches x̂·β + γ instead of γ·x̂ + β.")]
+    return []

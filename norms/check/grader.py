@@ -27,12 +27,20 @@ from .sandbox import (
     in_child,
     time_limit,
 )
-from .scenarios import KIND, SCENARIOS, build_reference, call_str, make_input, reference_name
+from .scenarios import (
+    KIND,
+    SCENARIOS,
+    ClassRun,
+    build_reference,
+    call_str,
+    make_input,
+    reference_name,
+)
 from .structure import StructureChecks
 from .tracing import explain_crash, reductions
 
 
-class _Grader(StructureChecks, RunningStatsChecks, Diagnosis):
+class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
     def __init__(self, candidate, reference, seed, rtol, atol, num_groups, ref_kw=None, guard=None):
         self.candidate = candidate
         self.guard = guard if guard is not None else Guard()
@@ -43,7 +51,6 @@ class _Grader(StructureChecks, RunningStatsChecks, Diagnosis):
         self.num_groups = num_groups
         self.kind = KIND[reference]
         self.c = Collector(self.kind)
-        self.train_failed = False  # in the current scenario (read by explain_eval_mismatch)
         self.passed: list = []  # training input shapes on which the output matched
         self.failed: list = []
 
@@ -295,11 +302,44 @@ class _Grader(StructureChecks, RunningStatsChecks, Diagnosis):
         return m
 
     def run_class_scenario(self, sc):
+        """One scenario of a class candidate, in named phases that pass a :class:`ClassRun`."""
+        run = self.inspect_module(sc)
+        run.created = self.probe_forward(sc, run.spec, run.call)
+        self.structure_problems(run)
+        self.build_matching_reference(run)
+        self.set_parameters(run)
+        if run.running_kind and run.running:
+            self.check_running_init(run.module, run.ref, run.running, run.call)
+        self.call(run.module.train, what="calling .train()", where=run.call)
+        run.ref.train()
+        failed_before = len(self.failed)
+        for step, shape in enumerate(sc.train):
+            self.train_step(run, step, shape)
+        try:
+            self.call(run.module.eval, what="calling .eval()", where=run.call)
+        except Abort:
+            return
+        run.ref.eval()
+        run.train_failed = len(self.failed) > failed_before
+        for k, shape in enumerate(sc.eval):
+            self.eval_step(run, k, shape)
+        # Both checks compare the candidate with itself, so they run whatever else is wrong:
+        # every bug they can see is reported in one run.
+        if run.running_kind:
+            self.check_mode_source(run.module, sc, run.call, run.gen)
+        if run.spec.center:
+            m = run.module
+            self.check_cancellation(
+                self.guarded(lambda x: _copy(m).train()(x)),
+                sc.train[0],
+                f"training, {run.call}, input {sc.train[0]}",
+            )
+
+    def inspect_module(self, sc) -> ClassRun:
+        """Build the candidate and find its parameters, eps, momentum and running statistics."""
         spec = Spec(self.ref_name, sc.args)
         call = call_str(self.cand_name, sc.args, self.ref_kw)
-        where0 = f"{call}"
-        m = self.build(sc.args, where0)
-        # -- structure after __init__ --------------------------------------------------
+        m = self.build(sc.args, call)
         scale, shift, wrong, plain = self.guard.call(find_affine, m, spec)
         eps_name, eps = self.guard.call(find_eps, m)
         momentum = self.guard.call(getattr, m, "momentum", "missing")
@@ -314,228 +354,207 @@ class _Grader(StructureChecks, RunningStatsChecks, Diagnosis):
             track=spec.kind == "batch",
             fixed=self.ref_kw,
         )
-        wants_affine = any(True for _ in ref_default.parameters())
-        self.ref_params = {
-            n for n, _ in ref_default.named_parameters()
-        }  # read by structure_problems
-        running_kind = spec.kind == "batch" and ref_default.track_running_stats
-        running = {}
+        run = ClassRun(
+            sc=sc,
+            spec=spec,
+            call=call,
+            module=m,
+            scale=scale,
+            shift=shift,
+            wrong=wrong,
+            plain=plain,
+            eps=eps,
+            momentum=momentum,
+            ref_params={n for n, _ in ref_default.named_parameters()},
+            wants_affine=any(True for _ in ref_default.parameters()),
+            running_kind=spec.kind == "batch" and ref_default.track_running_stats,
+        )
         if spec.kind in ("batch", "instance"):
             running = self.guard.call(find_running, m, spec, {n for n in (scale, shift) if n})
             if spec.kind == "instance" and running and self.ref_kw.get("track_running_stats", True):
-                running_kind = True
-            if not running_kind:
-                running = {}
-        # probe: a separate instance, one forward without grad, to see what forward changes
-        created = self.probe_forward(sc, spec, where0)
-        self.structure_problems(
-            m,
-            spec,
-            sc,
-            scale,
-            shift,
-            wrong,
-            plain,
-            running,
-            running_kind,
-            wants_affine,
-            created,
-            where0,
-        )
-        if spec.kind in ("batch", "instance") and running_kind and not running:
-            running = {}
-        # -- reference with the same settings and the same non-trivial parameters ---------
-        affine = scale is not None or shift is not None
+                run.running_kind = True
+            if run.running_kind:
+                run.running = running
+        return run
+
+    def build_matching_reference(self, run: ClassRun) -> None:
+        """torch's layer with the candidate's settings (eps, momentum, affine, running
+        statistics); a scale or shift that torch's layer does not have is left out of the
+        comparison, with a problem that says so."""
+        spec, sc = run.spec, run.sc
+        affine = run.scale is not None or run.shift is not None
         if spec.kind in ("layer", "rms", "group", "batch"):
-            affine = affine or wants_affine
+            affine = affine or run.wants_affine
         ref = build_reference(
             self.ref_name,
             sc.args,
             affine=affine,
-            eps=eps,
-            momentum=momentum,
-            track=running_kind,
+            eps=run.eps,
+            momentum=run.momentum,
+            track=run.running_kind,
             fixed=self.ref_kw,
         )
-        affine = getattr(ref, "weight", None) is not None
-        ref_eps = ref.eps if ref.eps is not None else torch.finfo(torch.float32).eps
-        gen = torch.Generator().manual_seed(self.seed * 1000 + len(sc.train))
-        if getattr(ref, "bias", None) is None and shift is not None:
+        run.ref = ref
+        run.affine = getattr(ref, "weight", None) is not None
+        run.ref_eps = ref.eps if ref.eps is not None else torch.finfo(torch.float32).eps
+        run.gen = torch.Generator().manual_seed(self.seed * 1000 + len(sc.train))
+        torch_call = call_str("torch.nn." + spec.name, sc.args, self.ref_kw)
+        if getattr(ref, "bias", None) is None and run.shift is not None:
             why = (
                 "RMSNorm only rescales: it has a scale γ and no shift β"
                 if spec.kind == "rms"
-                else f"{call_str('torch.nn.' + spec.name, sc.args, self.ref_kw)} has no bias"
+                else f"{torch_call} has no bias"
             )
             self.c.add(
                 "extra_shift",
-                f"{self.cand_name} has a shift parameter {shift!r}; {why}. "
+                f"{self.cand_name} has a shift parameter {run.shift!r}; {why}. "
                 "It was left at its initial value for the comparison.",
-                call,
+                run.call,
             )
-            shift = None
-        if not affine and scale is not None:
+            run.shift = None
+        if not run.affine and run.scale is not None:
             self.c.add(
                 "extra_scale",
-                f"{self.cand_name} has a scale parameter {scale!r}; "
-                f"{call_str('torch.nn.' + spec.name, sc.args, self.ref_kw)} has no "
+                f"{self.cand_name} has a scale parameter {run.scale!r}; "
+                f"{torch_call} has no "
                 "learnable parameters. It was left at its initial value for the comparison.",
-                call,
+                run.call,
             )
-            scale = None
-        w = b = None
-        if affine:
-            w = torch.rand(spec.param_shape(), generator=gen) + 0.5
-            b = torch.randn(spec.param_shape(), generator=gen) * 0.5
-            if scale is None:
+            run.scale = None
+
+    def set_parameters(self, run: ClassRun) -> None:
+        """The same non-trivial γ and β in the candidate and in torch's layer."""
+        spec, ref, m = run.spec, run.ref, run.module
+        if run.affine:
+            w = torch.rand(spec.param_shape(), generator=run.gen) + 0.5
+            b = torch.randn(spec.param_shape(), generator=run.gen) * 0.5
+            if run.scale is None:
                 w = torch.ones(spec.param_shape())
-            if shift is None:
+            if run.shift is None:
                 b = torch.zeros(spec.param_shape())
             with torch.no_grad():
-                if scale is not None:
-                    p = resolve(m, scale)
-                    p.copy_(w.reshape(p.shape))
-                if shift is not None:
-                    p = resolve(m, shift)
-                    p.copy_(b.reshape(p.shape))
+                for name, value in ((run.scale, w), (run.shift, b)):
+                    if name is not None:
+                        p = resolve(m, name)
+                        p.copy_(value.reshape(p.shape))
                 ref.weight.copy_(w)
                 if getattr(ref, "bias", None) is not None:
                     ref.bias.copy_(b)
                 else:
                     b = None
-        pairs = [
+            run.w, run.b = w, b
+        run.pairs = [
             (n, r)
             for n, r in (
-                (scale, ref.weight if affine else None),
-                (shift, getattr(ref, "bias", None) if affine else None),
+                (run.scale, ref.weight if run.affine else None),
+                (run.shift, getattr(ref, "bias", None) if run.affine else None),
             )
             if n is not None and r is not None
         ]
-        mom = ref.momentum if spec.kind in ("batch", "instance") else None
-        if running_kind and running:
-            self.check_running_init(m, ref, running, call)
-        self.call(m.train, what="calling .train()", where=call)
-        ref.train()
-        passed, failed = self.passed, self.failed
-        failed_before = len(failed)
-        for step, shape in enumerate(sc.train):
-            where = f"training, {call}, input {shape}"
-            x = make_input(gen, shape, step)
-            prev = self.read_running(m, running)
-            prev_ref = (
-                {"mean": ref.running_mean.double().clone(), "var": ref.running_var.double().clone()}
-                if running_kind and running
-                else None
-            )
-            xc = x.clone().requires_grad_(True)
-            xr = x.clone().requires_grad_(True)
-            try:
-                m_before = self.guard.call(_copy, m)
-                y = self.call(
-                    m,
-                    xc,
-                    what="forward (training mode)",
-                    where=where,
-                    trace=(self.guarded(lambda x, m=m_before: m.train()(x)), x, spec),
-                )
-                self.check_output(y, x, where)
-            except Abort:
-                failed.append(shape)
-                continue
-            if running_kind and not running and step == 0:
-                # created by the first forward pass (CS231n's bn_param dict, say)?
-                running = self.guard.call(find_running, m, spec, {n for n in (scale, shift) if n})
-                if running:
-                    self.c.problems.pop("running_stats_missing", None)  # they exist after all
-                    self.c.note(
-                        "Your running statistics appear only in the first forward pass; torch "
-                        "creates them in __init__ as zeros (running_mean) and ones "
-                        "(running_var), and the checks start from those values."
-                    )
-                    zeros = torch.zeros(spec.channels, dtype=torch.float64)
-                    prev = {"mean": zeros, "var": torch.ones_like(zeros)}
-                    prev_ref = {
-                        "mean": ref.running_mean.double().clone(),
-                        "var": ref.running_var.double().clone(),
-                    }
-            yr = ref(xr)
-            if close(y, yr, self.rtol, self.atol):
-                passed.append(shape)
-                self.c.checks.append(f"training output, {call}, input {shape}")
-                if step == 0:
-                    self.check_gradients(
-                        y,
-                        yr,
-                        xc,
-                        xr,
-                        [(n, resolve(m, n), r) for n, r in pairs],
-                        where,
-                        gen,
-                        ref,
-                        spec,
-                    )
-            else:
-                failed.append(shape)
-                m_after = self.guard.call(_copy, m)
-                self.explain_mismatch(
-                    y,
-                    x,
-                    spec,
-                    ref_eps,
-                    w,
-                    b,
-                    where,
-                    yr,
-                    probe=self.guarded(lambda x, m=m_after: m.train()(x)),
-                )
-            if running_kind and running:
-                self.check_running(m, ref, running, prev, x, spec, mom, where, prev_ref)
-        # -- eval mode ---------------------------------------------------------------------
+        run.mom = ref.momentum if spec.kind in ("batch", "instance") else None
+
+    def torch_running(self, run: ClassRun):
+        """torch's running statistics before a step (float64 copies), or None."""
+        if not (run.running_kind and run.running):
+            return None
+        return {
+            "mean": run.ref.running_mean.double().clone(),
+            "var": run.ref.running_var.double().clone(),
+        }
+
+    def train_step(self, run: ClassRun, step: int, shape) -> None:
+        """One training step: the output, the gradients (first step) and the running
+        statistics, each compared with torch's."""
+        m, spec = run.module, run.spec
+        where = f"training, {run.call}, input {shape}"
+        x = make_input(run.gen, shape, step)
+        prev = self.read_running(m, run.running)
+        prev_ref = self.torch_running(run)
+        xc = x.clone().requires_grad_(True)
+        xr = x.clone().requires_grad_(True)
         try:
-            self.call(m.eval, what="calling .eval()", where=call)
+            m_before = self.guard.call(_copy, m)
+            y = self.call(
+                m,
+                xc,
+                what="forward (training mode)",
+                where=where,
+                trace=(self.guarded(lambda x, m=m_before: m.train()(x)), x, spec),
+            )
+            self.check_output(y, x, where)
+        except Abort:
+            self.failed.append(shape)
+            return
+        if run.running_kind and not run.running and step == 0:
+            prev, prev_ref = self.running_created_in_forward(run, prev, prev_ref)
+        yr = run.ref(xr)
+        if close(y, yr, self.rtol, self.atol):
+            self.passed.append(shape)
+            self.c.checks.append(f"training output, {run.call}, input {shape}")
+            if step == 0:
+                pairs = [(n, resolve(m, n), r) for n, r in run.pairs]
+                self.check_gradients(y, yr, xc, xr, pairs, where, run.gen, run.ref, spec)
+        else:
+            self.failed.append(shape)
+            m_after = self.guard.call(_copy, m)
+            self.explain_mismatch(
+                y,
+                x,
+                spec,
+                run.ref_eps,
+                run.w,
+                run.b,
+                where,
+                yr,
+                probe=self.guarded(lambda x, m=m_after: m.train()(x)),
+            )
+        if run.running_kind and run.running:
+            self.check_running(run, prev, prev_ref, x, where)
+
+    def running_created_in_forward(self, run: ClassRun, prev, prev_ref):
+        """Running statistics created by the first forward pass (CS231n's bn_param dict, say):
+        found, noted, and the checks start from torch's initial values."""
+        m, spec = run.module, run.spec
+        exclude = {n for n in (run.scale, run.shift) if n}
+        run.running = self.guard.call(find_running, m, spec, exclude)
+        if not run.running:
+            return prev, prev_ref
+        self.c.problems.pop("running_stats_missing", None)  # they exist after all
+        self.c.note(
+            "Your running statistics appear only in the first forward pass; torch "
+            "creates them in __init__ as zeros (running_mean) and ones "
+            "(running_var), and the checks start from those values."
+        )
+        zeros = torch.zeros(spec.channels, dtype=torch.float64)
+        return {"mean": zeros, "var": torch.ones_like(zeros)}, self.torch_running(run)
+
+    def eval_step(self, run: ClassRun, k: int, shape) -> None:
+        """One forward in eval mode: the output compared with torch's, the running statistics
+        left unchanged."""
+        m = run.module
+        where = f"eval, {run.call}, input {shape}"
+        x = make_input(run.gen, shape, k)
+        prev = self.read_running(m, run.running)
+        try:
+            with torch.no_grad():
+                y = self.call(m, x.clone(), what="forward (eval mode)", where=where)
+            self.check_output(y, x, where)
         except Abort:
             return
-        ref.eval()
-        self.train_failed = len(failed) > failed_before
-        eval_ok = []
-        for k, shape in enumerate(sc.eval):
-            where = f"eval, {call}, input {shape}"
-            x = make_input(gen, shape, k)
-            prev = self.read_running(m, running)
-            try:
-                with torch.no_grad():
-                    y = self.call(m, x.clone(), what="forward (eval mode)", where=where)
-                self.check_output(y, x, where)
-            except Abort:
-                eval_ok.append(False)
-                continue
-            with torch.no_grad():
-                yr = ref(x.clone())
-            if running_kind and running:
-                now = self.read_running(m, running)
-                if any(not same(prev[k2], now[k2]) for k2 in prev if k2 in now):
-                    self.c.add(
-                        "running_stats_updated_in_eval",
-                        "The running statistics changed during a forward pass in eval mode.",
-                        where,
-                    )
-            if close(y, yr, self.rtol, self.atol):
-                self.c.checks.append(f"eval output, {call}, input {shape}")
-                eval_ok.append(True)
-                continue
-            eval_ok.append(False)
-            self.explain_eval_mismatch(
-                y, x, spec, ref_eps, w, b, where, yr, m, running, running_kind
-            )
-        # Both checks compare the candidate with itself, so they run whatever else is wrong:
-        # every bug they can see is reported in one run.
-        if running_kind:
-            self.check_mode_source(m, sc, call, gen)
-        if spec.center:
-            self.check_cancellation(
-                self.guarded(lambda x: _copy(m).train()(x)),
-                sc.train[0],
-                f"training, {call}, input {sc.train[0]}",
-            )
+        with torch.no_grad():
+            yr = run.ref(x.clone())
+        if run.running_kind and run.running:
+            now = self.read_running(m, run.running)
+            if any(not same(prev[k2], now[k2]) for k2 in prev if k2 in now):
+                self.c.add(
+                    "running_stats_updated_in_eval",
+                    "The running statistics changed during a forward pass in eval mode.",
+                    where,
+                )
+        if close(y, yr, self.rtol, self.atol):
+            self.c.checks.append(f"eval output, {run.call}, input {shape}")
+            return
+        self.explain_eval_mismatch(y, x, yr, where, run)
 
     def check_mode_source(self, m, sc, call, gen):
         """Mode must come from ``self.training``, never from ``torch.is_grad_enabled()`` (d2l's
@@ -705,7 +724,7 @@ def _grade_here(candidate, name, ref_kw, seed, rtol, atol, num_groups, timeout) 
     """Grade in this process: the reader's code under a :class:`Guard` and :func:`time_limit`."""
     cand_name = _candidate_name(candidate)
     guard = Guard()
-    g = _Grader(candidate, name, seed, rtol, atol, num_groups, ref_kw, guard)
+    g = Grader(candidate, name, seed, rtol, atol, num_groups, ref_kw, guard)
     try:
         try:
             with time_limit(timeout), torch.random.fork_rng(devices=[]):

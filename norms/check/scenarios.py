@@ -4,7 +4,7 @@ arguments and input shapes), the data, and building the reference layer."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -20,6 +20,41 @@ class Scenario:
     train: list  # input shapes of the successive training steps
     eval: list  # input shapes in evaluation mode (after training)
     optional: bool = False  # a crash only gives a note (feature torch has, book does not need)
+
+
+@dataclass
+class ClassRun:
+    """One scenario of a class candidate, as its phases find and pass it on: the candidate's
+    module and what was found in it, torch's matching layer, and the outcome so far.
+
+    The grader's phases (``inspect_module``, ``structure_problems``,
+    ``build_matching_reference``, ``set_parameters``, ``train_step``, ``eval_step``) take it
+    as an argument; nothing about one scenario is kept on the grader itself."""
+
+    sc: Scenario
+    spec: object  # hypotheses.Spec: the reference's dims and shapes
+    call: str  # how the candidate was built, e.g. "MyBatchNorm(3)"
+    module: nn.Module  # the candidate
+    scale: str | None  # the name of its γ (None: not found, or left out of the comparison)
+    shift: str | None  # the name of its β
+    wrong: list  # (name, shape) of parameters with another shape than torch's γ, β
+    plain: list  # names of γ, β kept as plain tensors (not registered)
+    eps: object  # the candidate's eps, or "missing"
+    momentum: object  # the candidate's momentum (a number or None), or "missing"
+    ref_params: set  # the names of the default reference's parameters (weight, bias)
+    wants_affine: bool  # torch's layer with these arguments has γ (and β)
+    running_kind: bool  # torch's layer with these arguments keeps running statistics
+    running: dict = field(default_factory=dict)  # "mean"/"var" -> (name, how it is kept)
+    created: tuple | None = None  # parameters (new, replaced) by the first forward pass
+    ref: nn.Module | None = None  # torch's layer with the candidate's settings
+    affine: bool = False  # whether the reference has γ
+    ref_eps: float = 0.0  # the eps the reference uses
+    gen: torch.Generator | None = None  # the scenario's inputs and parameters
+    w: torch.Tensor | None = None  # the γ given to both
+    b: torch.Tensor | None = None  # the β given to both
+    pairs: list = field(default_factory=list)  # (candidate's name, torch's parameter)
+    mom: float | None = None  # the reference's momentum (batch and instance norms)
+    train_failed: bool = False  # a training step of this scenario failed
 
 
 # Shapes are chosen so that no other size coincides with the channel count (or
