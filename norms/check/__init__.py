@@ -16,6 +16,11 @@ to name the bug; an output with NaN, the input itself or an output that ignores
 the input is named as such.  It never lets an exception from the reader's code
 escape: crashes, endless loops and exits become problems in the report.
 
+The report speaks the reader's language (:func:`norms.set_language`, or ``NORMS_LANG=zh``
+as the Chinese notebooks set it): every diagnosis, fix and note is a :func:`norms.i18n.tr`
+template with its translation in ``norms/locale/zh_CN/LC_MESSAGES/norms.check.*.po``, and
+its HTML in a stored output carries both languages.
+
 The parts, one module each:
 
 * :mod:`~norms.check.scenarios`: which layers, constructor arguments and input shapes are run,

@@ -7,6 +7,8 @@ import math
 
 import torch
 
+from norms.i18n import join, tr
+
 from .explanations import explain
 from .helpers import close, f64, fmt_exc, isfinite, isnan, maxerr, nonzero
 from .hypotheses import EPS_GUESSES, diagnose, hypothesis_output, standardize
@@ -15,7 +17,12 @@ from .tracing import layout
 
 #: problems that say the output is no normalization at all: the checks that compare the
 #: candidate with itself (a large mean) have nothing to add
-_NOT_NORMALIZING = ("no_mean_subtraction", "output_nan", "output_is_input", "output_ignores_input")
+_NOT_NORMALIZING = (
+    "no_mean_subtraction",
+    "output_nan",
+    "output_is_input",
+    "output_ignores_input",
+)
 
 
 class Diagnosis:
@@ -44,8 +51,12 @@ class Diagnosis:
         err = maxerr(y, yr)
         self.c.add(
             "output_mismatch",
-            f"Output differs from torch's: max abs error {err:.3g} for an input of shape "
-            f"{tuple(x.shape)}; no single known bug explains it.",
+            tr(
+                "Output differs from torch's: max abs error {err:.3g} for an input of shape "
+                "{shape}; no single known bug explains it.",
+                err=err,
+                shape=tuple(x.shape),
+            ),
             where,
         )
 
@@ -57,15 +68,24 @@ class Diagnosis:
         bad = ~isfinite(y64) & isfinite(f64(yr))
         if bool(bad.any()):
             nan, inf = bool(isnan(y64)[bad].any()), bool((~isnan(y64) & bad).any())
-            what = "NaN or inf" if nan and inf else ("NaN" if nan else "inf")
+            what = tr("NaN or inf") if nan and inf else ("NaN" if nan else "inf")
             at = [tuple(int(i) for i in p) for p in nonzero(bad)[:3].tolist()]
             count = int(bad.sum())
-            some = f"at {count} of {bad.numel()} positions" if count < bad.numel() else "everywhere"
+            some = (
+                tr("at {count} of {total} positions", count=count, total=bad.numel())
+                if count < bad.numel()
+                else tr("everywhere")
+            )
             self.c.add(
                 "output_nan",
-                f"Your output has {what} {some} for an input of shape {shape} "
-                f"(at {', '.join(map(str, at))}{', ...' if count > len(at) else ''}); torch's "
-                "output is finite there.",
+                tr(
+                    "Your output has {what} {some} for an input of shape {shape} (at {at}); "
+                    "torch's output is finite there.",
+                    what=what,
+                    some=some,
+                    shape=shape,
+                    at=", ".join(map(str, at)) + (", ..." if count > len(at) else ""),
+                ),
                 where,
             )
             return True
@@ -82,10 +102,14 @@ class Diagnosis:
         if w is not None:
             affine = x64 * f64(w).reshape(view) + (f64(b).reshape(view) if b is not None else 0)
         if close(y64, x64, self.rtol, self.atol) or close(y64, affine, self.rtol, self.atol):
-            what = "the input x itself" if close(y64, x64, self.rtol, self.atol) else "γ·x + β"
+            what = tr("the input x itself") if close(y64, x64, self.rtol, self.atol) else "γ·x + β"
             self.c.add(
                 "output_is_input",
-                f"For an input of shape {shape} your output is {what}: nothing was normalized.",
+                tr(
+                    "For an input of shape {shape} your output is {what}: nothing was normalized.",
+                    shape=shape,
+                    what=what,
+                ),
                 where,
             )
             return True
@@ -102,14 +126,24 @@ class Diagnosis:
                 other = None
         constant = y64.numel() > 1 and float(y64.max() - y64.min()) <= self.atol
         if (other is not None and close(other, y64, self.rtol, self.atol)) or constant:
-            value = f" ({float(y64.reshape(-1)[0]):.3g} everywhere)" if constant else ""
+            value = (
+                tr(" ({value:.3g} everywhere)", value=float(y64.reshape(-1)[0])) if constant else ""
+            )
             self.c.add(
                 "output_ignores_input",
-                f"Your output does not depend on the input: it is the same{value} for two "
-                f"different inputs of shape {shape}."
+                tr(
+                    "Your output does not depend on the input: it is the same{value} for two "
+                    "different inputs of shape {shape}.",
+                    value=value,
+                    shape=shape,
+                )
                 if other is not None
-                else f"Your output is the same{value} for every element of an input of shape "
-                f"{shape}.",
+                else tr(
+                    "Your output is the same{value} for every element of an input of shape "
+                    "{shape}.",
+                    value=value,
+                    shape=shape,
+                ),
                 where,
             )
             return True
@@ -176,14 +210,18 @@ class Diagnosis:
         ):
             return
         if close(y.double(), y0.double(), 1e-2, 1e-2):
-            self.c.checks.append(f"inputs with a large mean, {where}")
+            self.c.checks.append(tr("inputs with a large mean, {where}", where=where))
             return
         err = "NaN" if torch.isnan(y).any() else f"{maxerr(y.double(), y0.double()):.3g}"
         self.c.add(
             "variance_cancellation",
-            f"Adding 3000 to a float32 input of standard deviation 1 (shape {shape}) changes your "
-            f"output by up to {err}; subtracting the mean should make the two outputs agree to "
-            "about 1e-4, as torch's do. That is what E[x²] − E[x]² does.",
+            tr(
+                "Adding 3000 to a float32 input of standard deviation 1 (shape {shape}) changes "
+                "your output by up to {err}; subtracting the mean should make the two outputs "
+                "agree to about 1e-4, as torch's do. That is what E[x²] − E[x]² does.",
+                shape=shape,
+                err=err,
+            ),
             where,
         )
 
@@ -202,8 +240,10 @@ class Diagnosis:
         if running_kind and h is not None:
             self.c.add(
                 "eval_uses_batch_stats",
-                "In eval mode your output matches normalizing with the "
-                "statistics of the current batch.",
+                tr(
+                    "In eval mode your output matches normalizing with the "
+                    "statistics of the current batch."
+                ),
                 where,
             )
             for code, detail in explain(h, spec, tuple(x.shape), eps):
@@ -212,8 +252,10 @@ class Diagnosis:
         if running_kind and not running:
             self.c.add(
                 "running_stats_missing",
-                "In eval mode the output matches no normalization with "
-                "batch statistics, and no running statistics were found.",
+                tr(
+                    "In eval mode the output matches no normalization with "
+                    "batch statistics, and no running statistics were found."
+                ),
                 where,
             )
             return
@@ -225,8 +267,12 @@ class Diagnosis:
             return  # no running statistics: the training-mode problems explain this too
         self.c.add(
             "eval_mismatch",
-            f"Eval-mode output differs from torch's: max abs error "
-            f"{maxerr(y, yr):.3g} for an input of shape {tuple(x.shape)}.",
+            tr(
+                "Eval-mode output differs from torch's: max abs error {err:.3g} for an input of "
+                "shape {shape}.",
+                err=maxerr(y, yr),
+                shape=tuple(x.shape),
+            ),
             where,
         )
 
@@ -260,15 +306,24 @@ class Diagnosis:
             if code == "eps_value":
                 self.c.add(
                     code,
-                    f"In eval mode your output matches eps={e:g} with your running "
-                    f"statistics, but the layer's eps is {eps:g}.",
+                    tr(
+                        "In eval mode your output matches eps={e:g} with your running "
+                        "statistics, but the layer's eps is {eps:g}.",
+                        e=e,
+                        eps=eps,
+                    ),
                     where,
                 )
             elif code:
-                desc = "(x - mean) / (sqrt(var) + eps)" if mode == "outside" else "no eps at all"
+                desc = (
+                    "(x - mean) / (sqrt(var) + eps)" if mode == "outside" else tr("no eps at all")
+                )
                 self.c.add(
                     code,
-                    f"In eval mode your output matches {desc} with your running statistics.",
+                    tr(
+                        "In eval mode your output matches {desc} with your running statistics.",
+                        desc=desc,
+                    ),
                     where,
                 )
             # uses its own running stats correctly: their problems are reported above
@@ -282,40 +337,83 @@ class Diagnosis:
         try:
             self.guard.call(y.backward, g)
         except Exception as exc:
-            self.c.add("backward_failed", f"y.backward() raised {fmt_exc(exc)}", where)
+            self.c.add(
+                "backward_failed",
+                tr("y.backward() raised {error}", error=fmt_exc(exc)),
+                where,
+            )
             return
         yr.backward(g)
         ok = True
         if xc.grad is None:
             ok = False
-            self.c.add("gradient_mismatch", "The input gets no gradient.", where)
+            self.c.add("gradient_mismatch", tr("The input gets no gradient."), where)
         elif not close(xc.grad, xr.grad, 1e-3, 1e-4):
             ok = False
-            text = f"The input gradient differs by up to {maxerr(xc.grad, xr.grad):.3g}"
+            err = maxerr(xc.grad, xr.grad)
             fit = _backward_terms_fit(xr.detach(), g, xc.grad, ref) if ref is not None else None
             if fit is not None:
-                self.c.add("backward_term", f"{text}: {fit}.", where)
-            else:
-                self.c.add("gradient_mismatch", text + ".", where)
-        for name, p, r in param_pairs:
-            which = "weight" if r is getattr(ref, "weight", None) else "bias"
-            label = f"{which} ({'γ' if which == 'weight' else 'β'})"
-            if p.grad is None:
-                ok = False
                 self.c.add(
-                    "param_gradient", f"Your {label} {name!r} gets no gradient (None).", where
+                    "backward_term",
+                    tr(
+                        "The input gradient differs by up to {err:.3g}: {fit}.",
+                        err=err,
+                        fit=fit,
+                    ),
+                    where,
                 )
-            elif not close(p.grad.reshape(r.grad.shape), r.grad, 1e-3, 1e-4):
-                ok = False
-                got = p.grad.reshape(r.grad.shape)
-                err = maxerr(got, r.grad)
-                text = f"The gradient of your {label} {name!r} differs by up to {err:.3g}"
-                fit = None
-                if spec is not None:
-                    fit = _param_gradient_fit(which, got, xr.detach(), g, yr, ref, spec)
-                self.c.add("param_gradient", f"{text}{': ' + fit if fit else ''}.", where)
+            else:
+                self.c.add(
+                    "gradient_mismatch",
+                    tr("The input gradient differs by up to {err:.3g}.", err=err),
+                    where,
+                )
+        for name, p, r in param_pairs:
+            ok = self.check_param_gradient(name, p, r, xr, g, yr, where, ref, spec) and ok
         if ok:
-            self.c.checks.append(f"gradients, {where}")
+            self.c.checks.append(tr("gradients, {where}", where=where))
+
+    def check_param_gradient(self, name, p, r, xr, g, yr, where, ref, spec) -> bool:
+        """The gradient of one of the candidate's parameters (``p``, named ``name``) against
+        torch's (``r``); a wrong one is explained. True when it matches."""
+        which = "weight" if r is getattr(ref, "weight", None) else "bias"
+        label = "weight (γ)" if which == "weight" else "bias (β)"
+        if p.grad is None:
+            self.c.add(
+                "param_gradient",
+                tr(
+                    "Your {label} {name} gets no gradient (None).",
+                    label=label,
+                    name=repr(name),
+                ),
+                where,
+            )
+            return False
+        if not close(p.grad.reshape(r.grad.shape), r.grad, 1e-3, 1e-4):
+            got = p.grad.reshape(r.grad.shape)
+            err = maxerr(got, r.grad)
+            fit = None
+            if spec is not None:
+                fit = _param_gradient_fit(which, got, xr.detach(), g, yr, ref, spec)
+            text = (
+                tr(
+                    "The gradient of your {label} {name} differs by up to {err:.3g}: {fit}.",
+                    label=label,
+                    name=repr(name),
+                    err=err,
+                    fit=fit,
+                )
+                if fit
+                else tr(
+                    "The gradient of your {label} {name} differs by up to {err:.3g}.",
+                    label=label,
+                    name=repr(name),
+                    err=err,
+                )
+            )
+            self.c.add("param_gradient", text, where)
+            return False
+        return True
 
 
 def _param_gradient_fit(which, got, x, dy, yr, ref, spec) -> str | None:
@@ -337,29 +435,41 @@ def _param_gradient_fit(which, got, x, dy, yr, ref, spec) -> str | None:
         return t.sum(lead).reshape(got.shape)
 
     right = "Σ dy·x̂" if which == "weight" else "Σ dy"
+    mean_instead = tr("a mean over the {count} elements instead of a sum", count=count)
     tries = {
         "weight": [
-            (total(dy), "your gradient is Σ dy: the factor x̂ is missing"),
-            (total(dy * x_hat) / count, f"a mean over the {count} elements instead of a sum"),
-            (total(dy * f64(x)), "your gradient is Σ dy·x: it uses the input x instead of x̂"),
-            (total(dy * y), "your gradient is Σ dy·y: it uses the output γ·x̂ + β instead of x̂"),
+            (total(dy), tr("your gradient is Σ dy: the factor x̂ is missing")),
+            (total(dy * x_hat) / count, mean_instead),
+            (
+                total(dy * f64(x)),
+                tr("your gradient is Σ dy·x: it uses the input x instead of x̂"),
+            ),
+            (
+                total(dy * y),
+                tr("your gradient is Σ dy·y: it uses the output γ·x̂ + β instead of x̂"),
+            ),
         ],
         "bias": [
-            (total(dy * x_hat), "your gradient is Σ dy·x̂, which is the weight's"),
-            (total(dy) / count, f"a mean over the {count} elements instead of a sum"),
+            (total(dy * x_hat), tr("your gradient is Σ dy·x̂, which is the weight's")),
+            (total(dy) / count, mean_instead),
         ],
     }[which]
     for want, said in tries:
         if close(got, want, 1e-3, 1e-4):
-            return f"{said} (torch: {right} over the {count} elements that share each value)"
+            return tr(
+                "{said} (torch: {right} over the {count} elements that share each value)",
+                said=said,
+                right=right,
+                count=count,
+            )
     return None
 
 
 #: the three terms of dx = rstd·(g − mean(g) − x̂·mean(g·x̂)), g = γ·dy, as a reader knows them
 _TERMS = (
-    "the γ·dy/σ term",
-    "the mean-of-dy term (−mean(g)/σ)",
-    "the x̂·mean(dy·x̂) term (−x̂·mean(g·x̂)/σ)",
+    tr("the γ·dy/σ term"),
+    tr("the mean-of-dy term (−mean(g)/σ)"),
+    tr("the x̂·mean(dy·x̂) term (−x̂·mean(g·x̂)/σ)"),
 )
 
 
@@ -416,16 +526,21 @@ def _backward_terms_fit(x, dy, dx, ref) -> str | None:
     if not off:
         return None
     said = [
-        f"{name} is missing" if abs(c) < 0.02 else f"{name} has a factor {c:.3g} instead of 1"
+        tr("{term} is missing", term=name)
+        if abs(c) < 0.02
+        else tr("{term} has a factor {c:.3g} instead of 1", term=name, c=c)
         for name, c in off
     ]
     constant = len(off) == len(names) - 1 and all(abs(c) < 0.02 for _, c in off)
     if constant:  # only γ·dy/σ: the gradient of a layer whose statistics are constants
         said.append(
-            "that is the gradient of a layer whose statistics are constants (with autograd: "
-            "the mean and variance were detached)"
+            tr(
+                "that is the gradient of a layer whose statistics are constants (with autograd: "
+                "the mean and variance were detached)"
+            )
         )
-    return (
+    return tr(
         "your input gradient is the three-term formula dx = (g − mean(g) − x̂·mean(g·x̂))/σ "
-        f"(g = γ·dy, means over the elements that share a statistic) where {'; '.join(said)}"
+        "(g = γ·dy, means over the elements that share a statistic) where {said}",
+        said=join(said, tr("; ")),
     )

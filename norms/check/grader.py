@@ -6,13 +6,15 @@ import copy
 import functools
 import inspect
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
+from norms.i18n import Text, forms, tr
+
 from .diagnosis import Diagnosis
-from .helpers import close, fmt_exc, is_number, maxerr, resolve, same
+from .helpers import close, fmt_exc, is_number, lowered, maxerr, resolve, same
 from .hypotheses import Spec
 from .inspection import EPS_NAMES, find_affine, find_eps, find_running
 from .problems import Abort, Collector
@@ -41,7 +43,17 @@ from .tracing import explain_crash, reductions
 
 
 class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
-    def __init__(self, candidate, reference, seed, rtol, atol, num_groups, ref_kw=None, guard=None):
+    def __init__(
+        self,
+        candidate,
+        reference,
+        seed,
+        rtol,
+        atol,
+        num_groups,
+        ref_kw=None,
+        guard=None,
+    ):
         self.candidate = candidate
         self.guard = guard if guard is not None else Guard()
         self.ref_name = reference
@@ -59,11 +71,13 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
             return
         for code in ("wrong_dims", "wrong_groups", "output_mismatch"):
             p = self.c.problems.get(code)
-            if p is not None and "right for" not in p.detail:
-                p.detail += (
-                    f" The output was right for input {self.passed[0]} but not for "
-                    f"{self.failed[0]}: look for code that is right only for particular shapes (a "
-                    "hard-coded reshape, or a dim index that coincides for that shape)."
+            if p is not None and "right for" not in forms(p.detail)["en"]:
+                p.detail = p.detail + tr(
+                    " The output was right for input {passed} but not for {failed}: look for "
+                    "code that is right only for particular shapes (a hard-coded reshape, or a "
+                    "dim index that coincides for that shape).",
+                    passed=self.passed[0],
+                    failed=self.failed[0],
                 )
 
     # -- calling the reader's code ------------------------------------------------
@@ -73,15 +87,18 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
         try:
             return self.guard.call(fn, *args, **kw)
         except SystemExit as exc:  # sys.exit() in the reader's code: reported, never raised
-            self.c.add("exited", f"{what} called sys.exit({exc.code!r})", where)
+            self.c.add(
+                "exited",
+                tr("{what} called sys.exit({code})", what=what, code=repr(exc.code)),
+                where,
+            )
             raise Abort from None
         except Exception as exc:  # the reader's code may raise anything
-            code = (
-                "constructor_failed"
-                if what == "constructor"
-                else ("backward_failed" if what == "backward" else "forward_failed")
-            )
-            self.c.add(code, f"{what} raised {fmt_exc(exc)}", where)
+            code = {
+                "constructor": "constructor_failed",
+                "backward": "backward_failed",
+            }.get(forms(what)["en"], "forward_failed")
+            self.c.add(code, tr("{what} raised {error}", what=what, error=fmt_exc(exc)), where)
             if trace is not None:
                 self.explain_crash(*trace, where)
             raise Abort from None
@@ -94,7 +111,10 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
     def explain_crash(self, fn, x, spec, where):
         correct = spec.dims(tuple(x.shape))
         text = explain_crash(
-            reductions(fn, x.detach().clone()), correct, tuple(x.shape), f"torch.nn.{spec.name}"
+            reductions(fn, x.detach().clone()),
+            correct,
+            tuple(x.shape),
+            f"torch.nn.{spec.name}",
         )
         if text:
             self.c.add("wrong_dims", text, where)
@@ -102,25 +122,42 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
     def check_output(self, y, x, where):
         if not isinstance(y, torch.Tensor):
             self.c.add(
-                "wrong_type", f"The output is a {type(y).__name__}, not a torch.Tensor.", where
+                "wrong_type",
+                tr("The output is a {type}, not a torch.Tensor.", type=type(y).__name__),
+                where,
             )
             raise Abort
         if tuple(y.shape) != tuple(x.shape):
             self.c.add(
                 "wrong_shape",
-                f"For an input of shape {tuple(x.shape)} the output has shape {tuple(y.shape)}.",
+                tr(
+                    "For an input of shape {shape} the output has shape {got}.",
+                    shape=tuple(x.shape),
+                    got=tuple(y.shape),
+                ),
                 where,
             )
             raise Abort
         if y.dtype != x.dtype:
-            self.c.add("wrong_dtype", f"For a {x.dtype} input the output is {y.dtype}.", where)
+            self.c.add(
+                "wrong_dtype",
+                tr(
+                    "For a {dtype} input the output is {got}.",
+                    dtype=x.dtype,
+                    got=y.dtype,
+                ),
+                where,
+            )
 
     # -- entry ----------------------------------------------------------------------
     def run(self):
         cand = self.candidate
         if isinstance(cand, nn.Module):
             self.c.note(
-                f"grade() got an instance; grading its class {type(cand).__name__} instead."
+                tr(
+                    "grade() got an instance; grading its class {name} instead.",
+                    name=type(cand).__name__,
+                )
             )
             cand = self.candidate = type(cand)
         if inspect.isclass(cand) or (
@@ -145,7 +182,10 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
             self.cand_name = repr(cand)[:60]
             self.c.add(
                 "not_gradeable",
-                f"Got {type(cand).__name__}, which is neither a class nor a function.",
+                tr(
+                    "Got {type}, which is neither a class nor a function.",
+                    type=type(cand).__name__,
+                ),
             )
 
     def scenario(self, runner, sc):
@@ -163,8 +203,13 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
                 main.checks.extend(opt.checks)
                 for p in opt.problems.values():
                     main.note(
-                        f"With a tuple normalized_shape {sc.args[0]} (torch allows it, the book "
-                        f"does not need it): {p.title.lower()}. {p.detail}"
+                        tr(
+                            "With a tuple normalized_shape {shape} (torch allows it, the book "
+                            "does not need it): {title}. {detail}",
+                            shape=sc.args[0],
+                            title=lowered(p.title),
+                            detail=p.detail,
+                        )
                     )
 
     # -- plain functions --------------------------------------------------------------
@@ -211,7 +256,22 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
                 pos.append(spec.args[0])
         return pos, kw, eps
 
+    def shape_argument(self, sc, size, pos, kw, shape_arg):
+        """An int or a tuple normalized_shape? The first the function accepts (positional
+        ``pos`` or the keyword ``shape_arg``)."""
+        probe = torch.zeros(sc.train[0])
+        for variant in (size, (size,)):
+            p2 = [variant] if pos else []
+            k2 = dict(kw, **({shape_arg[0]: variant} if shape_arg else {}))
+            try:
+                self.guard.call(self.candidate, probe, *p2, **k2)
+            except Exception:
+                continue
+            return p2, k2
+        return pos, kw
+
     def run_function_scenario(self, sc):
+        """One scenario of a plain function, compared with torch's layer in training mode."""
         args = sc.args
         if self.ref_name == "GroupNorm":
             args = (self.num_groups, sc.args[1])
@@ -228,17 +288,7 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
         ):
             return  # f(x) cannot be told to normalize several trailing dims
         if spec.kind in ("layer", "rms") and isinstance(args[0], int) and (pos or shape_arg):
-            # int or tuple normalized_shape? use the first the function accepts
-            probe = torch.zeros(sc.train[0])
-            for variant in (args[0], (args[0],)):
-                p2 = [variant] if pos else []
-                k2 = dict(kw, **({shape_arg[0]: variant} if shape_arg else {}))
-                try:
-                    self.guard.call(self.candidate, probe, *p2, **k2)
-                except Exception:
-                    continue
-                pos, kw = p2, k2
-                break
+            pos, kw = self.shape_argument(sc, args[0], pos, kw, shape_arg)
         ref = build_reference(
             self.ref_name, args, affine=False, eps=eps, momentum="missing", track=False
         )
@@ -246,7 +296,7 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
         ref_eps = ref.eps if ref.eps is not None else torch.finfo(torch.float32).eps
         gen = torch.Generator().manual_seed(self.seed)
         for step, shape in enumerate(sc.train + sc.eval):
-            where = f"shape {shape}"
+            where = tr("shape {shape}", shape=shape)
             x = make_input(gen, shape, step)
             xc = x.clone().requires_grad_(True)
             xr = x.clone().requires_grad_(True)
@@ -255,9 +305,13 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
                     self.candidate,
                     xc,
                     *pos,
-                    what="calling the function",
+                    what=tr("calling the function"),
                     where=where,
-                    trace=(self.guarded(lambda x: self.candidate(x, *pos, **kw)), x, spec),
+                    trace=(
+                        self.guarded(lambda x: self.candidate(x, *pos, **kw)),
+                        x,
+                        spec,
+                    ),
                     **kw,
                 )
                 self.check_output(y, x, where)
@@ -266,7 +320,7 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
             yr = ref(xr)
             if close(y, yr, self.rtol, self.atol):
                 self.passed.append(shape)
-                self.c.checks.append(f"output on {shape}")
+                self.c.checks.append(tr("output on {shape}", shape=shape))
                 if step == 0:
                     self.check_gradients(y, yr, xc, xr, [], where, gen, ref, spec)
             else:
@@ -286,17 +340,22 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
             self.check_cancellation(
                 self.guarded(lambda x: self.candidate(x, *pos, **kw)),
                 sc.train[0],
-                f"shape {sc.train[0]}",
+                tr("shape {shape}", shape=sc.train[0]),
             )
 
     # -- classes ----------------------------------------------------------------------
     def build(self, args, where):
         # a functools.partial candidate is configured already: build it as given
         kw = {} if isinstance(self.candidate, functools.partial) else self.ref_kw
-        m = self.call(self.candidate, *args, what="constructor", where=where, **kw)
+        m = self.call(self.candidate, *args, what=tr("constructor"), where=where, **kw)
         if not isinstance(m, nn.Module):
             self.c.add(
-                "not_a_module", f"{self.cand_name} instances are {type(m).__name__} objects."
+                "not_a_module",
+                tr(
+                    "{name} instances are {type} objects.",
+                    name=self.cand_name,
+                    type=type(m).__name__,
+                ),
             )
             raise Abort
         return m
@@ -310,13 +369,13 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
         self.set_parameters(run)
         if run.running_kind and run.running:
             self.check_running_init(run.module, run.ref, run.running, run.call)
-        self.call(run.module.train, what="calling .train()", where=run.call)
+        self.call(run.module.train, what=tr("calling .train()"), where=run.call)
         run.ref.train()
         failed_before = len(self.failed)
         for step, shape in enumerate(sc.train):
             self.train_step(run, step, shape)
         try:
-            self.call(run.module.eval, what="calling .eval()", where=run.call)
+            self.call(run.module.eval, what=tr("calling .eval()"), where=run.call)
         except Abort:
             return
         run.ref.eval()
@@ -332,7 +391,7 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
             self.check_cancellation(
                 self.guarded(lambda x: _copy(m).train()(x)),
                 sc.train[0],
-                f"training, {run.call}, input {sc.train[0]}",
+                tr("training, {call}, input {shape}", call=run.call, shape=sc.train[0]),
             )
 
     def inspect_module(self, sc) -> ClassRun:
@@ -401,23 +460,32 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
         torch_call = call_str("torch.nn." + spec.name, sc.args, self.ref_kw)
         if getattr(ref, "bias", None) is None and run.shift is not None:
             why = (
-                "RMSNorm only rescales: it has a scale γ and no shift β"
+                tr("RMSNorm only rescales: it has a scale γ and no shift β")
                 if spec.kind == "rms"
-                else f"{torch_call} has no bias"
+                else tr("{call} has no bias", call=torch_call)
             )
             self.c.add(
                 "extra_shift",
-                f"{self.cand_name} has a shift parameter {run.shift!r}; {why}. "
-                "It was left at its initial value for the comparison.",
+                tr(
+                    "{name} has a shift parameter {param}; {why}. It was left at its initial "
+                    "value for the comparison.",
+                    name=self.cand_name,
+                    param=repr(run.shift),
+                    why=why,
+                ),
                 run.call,
             )
             run.shift = None
         if not run.affine and run.scale is not None:
             self.c.add(
                 "extra_scale",
-                f"{self.cand_name} has a scale parameter {run.scale!r}; "
-                f"{torch_call} has no "
-                "learnable parameters. It was left at its initial value for the comparison.",
+                tr(
+                    "{name} has a scale parameter {param}; {call} has no learnable parameters. "
+                    "It was left at its initial value for the comparison.",
+                    name=self.cand_name,
+                    param=repr(run.scale),
+                    call=torch_call,
+                ),
                 run.call,
             )
             run.scale = None
@@ -466,7 +534,7 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
         """One training step: the output, the gradients (first step) and the running
         statistics, each compared with torch's."""
         m, spec = run.module, run.spec
-        where = f"training, {run.call}, input {shape}"
+        where = tr("training, {call}, input {shape}", call=run.call, shape=shape)
         x = make_input(run.gen, shape, step)
         prev = self.read_running(m, run.running)
         prev_ref = self.torch_running(run)
@@ -477,7 +545,7 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
             y = self.call(
                 m,
                 xc,
-                what="forward (training mode)",
+                what=tr("forward (training mode)"),
                 where=where,
                 trace=(self.guarded(lambda x, m=m_before: m.train()(x)), x, spec),
             )
@@ -490,7 +558,9 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
         yr = run.ref(xr)
         if close(y, yr, self.rtol, self.atol):
             self.passed.append(shape)
-            self.c.checks.append(f"training output, {run.call}, input {shape}")
+            self.c.checks.append(
+                tr("training output, {call}, input {shape}", call=run.call, shape=shape)
+            )
             if step == 0:
                 pairs = [(n, resolve(m, n), r) for n, r in run.pairs]
                 self.check_gradients(y, yr, xc, xr, pairs, where, run.gen, run.ref, spec)
@@ -521,9 +591,11 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
             return prev, prev_ref
         self.c.problems.pop("running_stats_missing", None)  # they exist after all
         self.c.note(
-            "Your running statistics appear only in the first forward pass; torch "
-            "creates them in __init__ as zeros (running_mean) and ones "
-            "(running_var), and the checks start from those values."
+            tr(
+                "Your running statistics appear only in the first forward pass; torch "
+                "creates them in __init__ as zeros (running_mean) and ones "
+                "(running_var), and the checks start from those values."
+            )
         )
         zeros = torch.zeros(spec.channels, dtype=torch.float64)
         return {"mean": zeros, "var": torch.ones_like(zeros)}, self.torch_running(run)
@@ -532,12 +604,12 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
         """One forward in eval mode: the output compared with torch's, the running statistics
         left unchanged."""
         m = run.module
-        where = f"eval, {run.call}, input {shape}"
+        where = tr("eval, {call}, input {shape}", call=run.call, shape=shape)
         x = make_input(run.gen, shape, k)
         prev = self.read_running(m, run.running)
         try:
             with torch.no_grad():
-                y = self.call(m, x.clone(), what="forward (eval mode)", where=where)
+                y = self.call(m, x.clone(), what=tr("forward (eval mode)"), where=where)
             self.check_output(y, x, where)
         except Abort:
             return
@@ -548,11 +620,13 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
             if any(not same(prev[k2], now[k2]) for k2 in prev if k2 in now):
                 self.c.add(
                     "running_stats_updated_in_eval",
-                    "The running statistics changed during a forward pass in eval mode.",
+                    tr("The running statistics changed during a forward pass in eval mode."),
                     where,
                 )
         if close(y, yr, self.rtol, self.atol):
-            self.c.checks.append(f"eval output, {run.call}, input {shape}")
+            self.c.checks.append(
+                tr("eval output, {call}, input {shape}", call=run.call, shape=shape)
+            )
             return
         self.explain_eval_mismatch(y, x, yr, where, run)
 
@@ -565,7 +639,7 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
         depend on the rest being right."""
         shape = sc.eval[0]
         x = make_input(gen, shape, 7)
-        for mode, label in (("eval", "In eval mode"), ("train", "In training mode")):
+        for mode in ("eval", "train"):
             outs = {}
             for grad in (False, True):
 
@@ -584,14 +658,28 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
             if not close(outs[False], outs[True], self.rtol, self.atol):
                 self.c.add(
                     "mode_from_grad_enabled",
-                    f"{label} your output differs by {maxerr(outs[False], outs[True]):.3g} "
-                    "between torch.no_grad() and gradients enabled, for the same input and the "
-                    "same state.",
-                    f"{mode} mode, {call}, input {shape}",
+                    _differs_with_grad(mode, maxerr(outs[False], outs[True])),
+                    tr("eval mode, {call}, input {shape}", call=call, shape=shape)
+                    if mode == "eval"
+                    else tr("train mode, {call}, input {shape}", call=call, shape=shape),
                 )
 
 
-class _Uncopyable(BaseException):  # noqa: N818 - passes the guards around reader code
+def _differs_with_grad(mode, err) -> Text:
+    if mode == "eval":
+        return tr(
+            "In eval mode your output differs by {err:.3g} between torch.no_grad() and "
+            "gradients enabled, for the same input and the same state.",
+            err=err,
+        )
+    return tr(
+        "In training mode your output differs by {err:.3g} between torch.no_grad() and "
+        "gradients enabled, for the same input and the same state.",
+        err=err,
+    )
+
+
+class _Uncopyable(BaseException):
     pass
 
 
@@ -691,7 +779,11 @@ def grade(
     except ChildEnded as exc:
         problems.add(
             "crashed",
-            f"The process grading {cand_name} ended ({exc.status}) before it could report.",
+            tr(
+                "The process grading {name} ended ({status}) before it could report.",
+                name=cand_name,
+                status=exc.status,
+            ),
         )
     except Exception as exc:  # a bug in the grader must still not surface as a traceback
         problems.add("grader_error", fmt_exc(exc))
@@ -707,7 +799,11 @@ def _candidate_name(candidate) -> str:
 
 
 def _timed_out(cand_name, timeout) -> str:
-    return f"{cand_name} did not finish in {timeout:g} s: grading stopped it there."
+    return tr(
+        "{name} did not finish in {timeout:g} s: grading stopped it there.",
+        name=cand_name,
+        timeout=timeout,
+    )
 
 
 def _report(cand_name, name, ref_kw, c: Collector) -> Report:
@@ -735,9 +831,12 @@ def _grade_here(candidate, name, ref_kw, seed, rtol, atol, num_groups, timeout) 
     except TimedOut:
         g.c.add("timed_out", _timed_out(getattr(g, "cand_name", cand_name), timeout))
     except SystemExit as exc:  # raised outside a guarded call: still reported, never raised
-        g.c.add("exited", f"your code called sys.exit({exc.code!r})")
+        g.c.add("exited", tr("your code called sys.exit({code})", code=repr(exc.code)))
     except _Uncopyable as exc:
-        g.c.add("not_copyable", f"copy.deepcopy of your module raised {exc}")
+        g.c.add(
+            "not_copyable",
+            tr("copy.deepcopy of your module raised {error}", error=str(exc)),
+        )
     except Exception as exc:  # a bug in the grader must still not surface as a traceback
-        g.c.add("grader_error", f"{fmt_exc(exc)}\n{traceback.format_exc(limit=-3)}")
+        g.c.add("grader_error", fmt_exc(exc) + "\n" + traceback.format_exc(limit=-3))
     return _report(getattr(g, "cand_name", cand_name), name, ref_kw, g.c)

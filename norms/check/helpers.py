@@ -9,6 +9,8 @@ import traceback
 import torch
 from torch import nn
 
+from norms.i18n import LANGUAGES, Text, forms, join, tr
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 # The grader's own references to what it compares with, taken when norms.check is imported: a
@@ -47,8 +49,49 @@ def fmt_exc(exc: BaseException) -> str:
     if user:
         f = user[-1]
         src = f" `{f.line.strip()}`" if f.line else ""
-        msg += f" (line {f.lineno} in {f.name}{src})"
+        msg = msg + tr(
+            " (line {line} in {function}{source})",
+            line=f.lineno,
+            function=f.name,
+            source=src,
+        )
     return msg
+
+
+def current(text) -> Text:
+    """``text`` (a message made earlier, e.g. when norms.check was imported) in the language of
+    the moment."""
+    return Text(forms(text))
+
+
+def lowered(text) -> Text:
+    """``text`` lowercased where the language has cases (English), as it reads inside a
+    sentence."""
+    return Text({k: v.lower() if k == "en" else v for k, v in forms(text).items()})
+
+
+def sentence(parts) -> Text:
+    """Clauses joined into one sentence: "a; b; c." in English (the first letter capitalized),
+    "a；b；c。" in Chinese."""
+    texts = [forms(p) for p in parts]
+    out = {}
+    for language in LANGUAGES:
+        if language == "zh":
+            out[language] = "；".join(t[language] for t in texts) + "。"
+        else:
+            joined = "; ".join(t[language] for t in texts)
+            out[language] = joined[:1].upper() + joined[1:] + "."
+    return Text(out)
+
+
+#: between the places a problem was seen ("training, M(3), input (8, 3)"), which may contain
+#: commas themselves: a comma in English, a semicolon in Chinese (punctuation, not a message)
+PLACES_SEP = Text({"en": ", ", "zh": "；"})
+
+
+def places(where: list) -> Text:
+    """The first three places a problem was seen, and "..." when there are more."""
+    return join(where[:3] + (["..."] if len(where) > 3 else []), PLACES_SEP)
 
 
 def _shape(t):

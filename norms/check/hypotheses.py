@@ -6,9 +6,11 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import torch
+
+from norms.i18n import tr
 
 from .helpers import close
 from .scenarios import KIND
@@ -69,11 +71,11 @@ class Spec:
 
     def describe_dims(self, shape):
         if self.kind == "group":
-            return (
-                f"each sample's groups of {self.channels // self.groups} adjacent channels "
-                f"(together with all their positions)"
+            return tr(
+                "each sample's groups of {n} adjacent channels (together with all their positions)",
+                n=self.channels // self.groups,
             )
-        return f"dims {self.dims(shape)}"
+        return tr("dims {dims}", dims=self.dims(shape))
 
 
 def _reduce(x, dims, center, divisor):
@@ -125,7 +127,7 @@ class Hypothesis:
     eps_mode: str = "inside"
     center_flip: bool = False
     affine: str = "ok"  # ok | none | swapped
-    eps: Optional[float] = None  # None = the layer's eps
+    eps: float | None = None  # None = the layer's eps
 
     def deviations(self):
         return (
@@ -155,7 +157,11 @@ def _hypotheses(spec, shape, has_affine, has_shift, eps, include_exact=False):
             affines.append("swapped")
     hyps = []
     for dims, div, mode, flip, aff in itertools.product(
-        dim_variants, ("n", "n-1", "1"), ("inside", "outside", "none"), (False, True), affines
+        dim_variants,
+        ("n", "n-1", "1"),
+        ("inside", "outside", "none"),
+        (False, True),
+        affines,
     ):
         h = Hypothesis(dims, div, mode, flip, aff)
         if (include_exact or h.deviations() > 0) and h.deviations() <= 3:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from norms.i18n import tr
+
 from .helpers import close, maxerr, resolve, same
 from .scenarios import ClassRun
 
@@ -34,11 +36,22 @@ class RunningStatsChecks:
             if got.shape != refs[key].shape or same(got, refs[key]):
                 continue
             name = running[key][0]
-            want = "zeros" if key == "mean" else "ones"
             vals = sorted({round(float(v), 4) for v in got[:4]})
             self.c.add(
                 "running_stats_init",
-                f"After {where} {name} holds {vals}...; torch starts running_{key} at {want}.",
+                tr(
+                    "After {call} {name} holds {values}...; torch starts running_mean at zeros.",
+                    call=where,
+                    name=name,
+                    values=vals,
+                )
+                if key == "mean"
+                else tr(
+                    "After {call} {name} holds {values}...; torch starts running_var at ones.",
+                    call=where,
+                    name=name,
+                    values=vals,
+                ),
                 where,
             )
 
@@ -48,7 +61,10 @@ class RunningStatsChecks:
         step, ``prev_ref``: torch's)."""
         self.running_autograd_problems(run.module, run.running, where)
         now = self.read_running(run.module, run.running)
-        refs = {"mean": run.ref.running_mean.double(), "var": run.ref.running_var.double()}
+        refs = {
+            "mean": run.ref.running_mean.double(),
+            "var": run.ref.running_var.double(),
+        }
         batch, n = _batch_statistics(x, run.spec)
         m_ = run.mom if run.mom is not None else 0.1
         for key in ("mean", "var"):
@@ -58,7 +74,16 @@ class RunningStatsChecks:
             if got.shape != refs[key].shape or close(got, refs[key], 1e-4, 1e-5):
                 continue
             self.explain_running(
-                run.running[key][0], key, got, prev[key], prev_ref, refs, batch[key], m_, n, where
+                run.running[key][0],
+                key,
+                got,
+                prev[key],
+                prev_ref,
+                refs,
+                batch[key],
+                m_,
+                n,
+                where,
             )
 
     def running_autograd_problems(self, m, running, where):
@@ -71,9 +96,13 @@ class RunningStatsChecks:
             if isinstance(t, torch.Tensor) and (t.requires_grad or t.grad_fn is not None):
                 self.c.add(
                     "running_stats_autograd",
-                    f"After a training step {name} has requires_grad={t.requires_grad} and "
-                    f"grad_fn={type(t.grad_fn).__name__ if t.grad_fn is not None else None}: "
-                    "every step extends a graph that is never freed.",
+                    tr(
+                        "After a training step {name} has requires_grad={requires_grad} and "
+                        "grad_fn={grad_fn}: every step extends a graph that is never freed.",
+                        name=name,
+                        requires_grad=t.requires_grad,
+                        grad_fn=type(t.grad_fn).__name__ if t.grad_fn is not None else None,
+                    ),
                     where,
                 )
 
@@ -92,9 +121,13 @@ class RunningStatsChecks:
                 if not any(c in self.c.problems for c in _EARLIER_RUNNING_PROBLEMS):
                     self.c.add(
                         "running_stats_mismatch",
-                        f"{name} is updated the right way, but from a value that differs from "
-                        f"torch's running_{key} by up to "
-                        f"{maxerr(old, prev_ref[key]) if prev_ref else 0:.3g}.",
+                        tr(
+                            "{name} is updated the right way, but from a value that differs "
+                            "from torch's running_{key} by up to {err:.3g}.",
+                            name=name,
+                            key=key,
+                            err=maxerr(old, prev_ref[key]) if prev_ref else 0,
+                        ),
                         where,
                     )
                 return
@@ -104,14 +137,19 @@ class RunningStatsChecks:
         elif same(got, old):
             self.c.add(
                 "running_stats_not_updated",
-                f"{name} did not change during a training step.",
+                tr("{name} did not change during a training step.", name=name),
                 where,
             )
         else:
             self.c.add(
                 "running_stats_mismatch",
-                f"After a training step {name} differs from torch's running_{key} by up to "
-                f"{maxerr(got, refs[key]):.3g}.",
+                tr(
+                    "After a training step {name} differs from torch's running_{key} by up to "
+                    "{err:.3g}.",
+                    name=name,
+                    key=key,
+                    err=maxerr(got, refs[key]),
+                ),
                 where,
             )
 
@@ -121,15 +159,24 @@ class RunningStatsChecks:
         if conv == "keras":
             self.c.add(
                 "momentum_convention",
-                f"{name} matches {m_:g}·old + {1 - m_:g}·batch, i.e. momentum weighs the "
-                f"old value; PyTorch computes {1 - m_:g}·old + {m_:g}·batch.",
+                tr(
+                    "{name} matches {m:g}·old + {rest:g}·batch, i.e. momentum weighs the old "
+                    "value; PyTorch computes {rest:g}·old + {m:g}·batch.",
+                    name=name,
+                    m=m_,
+                    rest=1 - m_,
+                ),
                 where,
             )
         if vk == "biased":
             self.c.add(
                 "running_var_biased",
-                f"{name} matches an update with the biased batch variance (÷n, n={n}); "
-                "torch.nn uses the unbiased one (÷(n-1)) for running_var.",
+                tr(
+                    "{name} matches an update with the biased batch variance (÷n, n={n}); "
+                    "torch.nn uses the unbiased one (÷(n-1)) for running_var.",
+                    name=name,
+                    n=n,
+                ),
                 where,
             )
 

@@ -33,6 +33,8 @@ import warnings
 import torch
 from torch import nn
 
+from norms.i18n import tr
+
 #: grade in a forked child that is killed at the time limit (Linux: Colab, most notebooks);
 #: elsewhere (macOS, where forking a process that uses system frameworks is unsafe, Windows,
 #: which has no fork) the grading runs in this process under :func:`time_limit`
@@ -56,7 +58,17 @@ def _protected() -> list:
 
     from .scenarios import KIND
 
-    objs = [builtins, math, copy, torch, torch.nn, nnf, torch.Tensor, torch.testing, torch.linalg]
+    objs = [
+        builtins,
+        math,
+        copy,
+        torch,
+        torch.nn,
+        nnf,
+        torch.Tensor,
+        torch.testing,
+        torch.linalg,
+    ]
     objs += [torch.autograd, torch.autograd.Function, nn.Module, nn.Parameter]
     for name in KIND:
         cls = getattr(nn, name)
@@ -182,7 +194,10 @@ def time_limit(timeout: float | None):
         if fired[0] > 1:  # the last one was caught: raise on the next line of the reader's code
             sys.settrace(stop)
             while frame is not None:  # every instruction, not every line: an `except` clause
-                frame.f_trace, frame.f_trace_opcodes = stop, True  # may have no line of its own
+                frame.f_trace, frame.f_trace_opcodes = (
+                    stop,
+                    True,
+                )  # may have no line of its own
                 frame = frame.f_back
         raise TimedOut()
 
@@ -279,9 +294,9 @@ def in_child(work, timeout: float | None):
         kind, value = pickle.loads(b"".join(chunks))
     except Exception:
         if os.WIFSIGNALED(code):
-            how = f"killed by signal {os.WTERMSIG(code)}"
+            how = tr("killed by signal {signal}", signal=os.WTERMSIG(code))
         else:
-            how = f"exit status {os.WEXITSTATUS(code)}"
+            how = tr("exit status {status}", status=os.WEXITSTATUS(code))
         raise ChildEnded(how) from None
     if kind == "error":
         raise RuntimeError(value)

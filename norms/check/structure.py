@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from .helpers import fmt_exc, resolve, same
+from norms.i18n import join, tr
+
+from .helpers import fmt_exc, resolve, same, sentence
 from .problems import Abort
 from .scenarios import ClassRun, make_input
 
@@ -39,8 +41,8 @@ class StructureChecks:
         if not same(x, x0):
             self.c.add(
                 "modifies_input",
-                "After a forward pass the input tensor had different values.",
-                f"input {tuple(x.shape)}",
+                tr("After a forward pass the input tensor had different values."),
+                tr("input {shape}", shape=tuple(x.shape)),
             )
         after = {n: p for n, p in m.named_parameters()}
         new = [n for n in after if n not in before]
@@ -58,8 +60,12 @@ class StructureChecks:
             if run.spec.kind == "batch":
                 self.c.add(
                     "running_stats_missing",
-                    f"After {run.call} no tensor of shape ({run.spec.channels},) "
-                    "holding a running mean (zeros) or variance (ones) was found.",
+                    tr(
+                        "After {call} no tensor of shape ({channels},) holding a running mean "
+                        "(zeros) or variance (ones) was found.",
+                        call=run.call,
+                        channels=run.spec.channels,
+                    ),
                     run.call,
                 )
             return
@@ -72,14 +78,21 @@ class StructureChecks:
         new, replaced = run.created
         parts = []
         if new:
-            parts.append(f"new parameter(s) {', '.join(new)} appeared after the first forward")
+            parts.append(
+                tr(
+                    "new parameter(s) {names} appeared after the first forward",
+                    names=", ".join(new),
+                )
+            )
         if replaced:
             parts.append(
-                f"parameter(s) {', '.join(replaced)} were replaced by new objects in forward"
+                tr(
+                    "parameter(s) {names} were replaced by new objects in forward",
+                    names=", ".join(replaced),
+                )
             )
         if parts:
-            text = "; ".join(parts)
-            self.c.add("params_created_in_forward", text[:1].upper() + text[1:] + ".", run.call)
+            self.c.add("params_created_in_forward", sentence(parts), run.call)
 
     def parameter_problems(self, run: ClassRun) -> None:
         """γ and β: of the wrong shape, plain tensors, or missing."""
@@ -87,17 +100,30 @@ class StructureChecks:
         for n, shp in run.wrong:
             self.c.add(
                 "param_shape",
-                f"{call} has parameter {n!r} of shape {shp}; torch.nn.{spec.name} "
-                f"has weight/bias of shape {spec.param_shape()}.",
+                tr(
+                    "{call} has parameter {name} of shape {shape}; torch.nn.{layer} has "
+                    "weight/bias of shape {want}.",
+                    call=call,
+                    name=repr(n),
+                    shape=shp,
+                    layer=spec.name,
+                    want=spec.param_shape(),
+                ),
                 call,
             )
         plain = run.plain
         if plain:
             self.c.add(
                 "params_not_registered",
-                f"{', '.join('self.' + n for n in plain)} "
-                f"{'is a plain tensor' if len(plain) == 1 else 'are plain tensors'}"
-                " and not in model.parameters().",
+                tr(
+                    "{names} is a plain tensor and not in model.parameters().",
+                    names=", ".join("self." + n for n in plain),
+                )
+                if len(plain) == 1
+                else tr(
+                    "{names} are plain tensors and not in model.parameters().",
+                    names=", ".join("self." + n for n in plain),
+                ),
                 call,
             )
         created_any = bool(run.created and (run.created[0] or run.created[1]))
@@ -105,15 +131,20 @@ class StructureChecks:
             return
         missing = []
         if run.scale is None:
-            missing.append("scale (γ, initialized to ones)")
+            missing.append(tr("scale (γ, initialized to ones)"))
         if run.shift is None and "bias" in run.ref_params:
-            missing.append("shift (β, initialized to zeros)")
+            missing.append(tr("shift (β, initialized to zeros)"))
         if missing:
             self.c.add(
                 "params_missing",
-                f"After {call} there is no parameter of shape "
-                f"{spec.param_shape()} for the {' or '.join(missing)}; "
-                f"torch.nn.{spec.name} has one.",
+                tr(
+                    "After {call} there is no parameter of shape {shape} for the {missing}; "
+                    "torch.nn.{layer} has one.",
+                    call=call,
+                    shape=spec.param_shape(),
+                    missing=join(missing, tr(" or ")),
+                    layer=spec.name,
+                ),
                 call,
             )
 
@@ -125,30 +156,41 @@ class StructureChecks:
             if key not in running:
                 self.c.add(
                     "running_stats_missing",
-                    f"No running {key} (a tensor of shape ({run.spec.channels},) "
-                    f"initialized to {'zeros' if key == 'mean' else 'ones'}) "
-                    "was found.",
+                    tr(
+                        "No running mean (a tensor of shape ({channels},) initialized to "
+                        "zeros) was found.",
+                        channels=run.spec.channels,
+                    )
+                    if key == "mean"
+                    else tr(
+                        "No running var (a tensor of shape ({channels},) initialized to "
+                        "ones) was found.",
+                        channels=run.spec.channels,
+                    ),
                     call,
                 )
         kinds = {w for _, w in running.values()}
         if "parameter" in kinds:
             self.c.add(
                 "running_stats_parameters",
-                f"{', '.join(n for n, w in running.values() if w == 'parameter')} "
-                "are nn.Parameters, so an optimizer would change them and they get gradients.",
+                tr(
+                    "{names} are nn.Parameters, so an optimizer would change them and they get "
+                    "gradients.",
+                    names=", ".join(n for n, w in running.values() if w == "parameter"),
+                ),
                 call,
             )
         issues = []
         if "attribute" in kinds:
             issues.append(
-                "they are plain attributes ("
-                + ", ".join("self." + n for n, w in running.values() if w == "attribute")
-                + ")"
+                tr(
+                    "they are plain attributes ({names})",
+                    names=", ".join("self." + n for n, w in running.values() if w == "attribute"),
+                )
             )
         issues += self.state_dict_issues(run) + self.device_issues(run)
         if issues and "parameter" not in kinds:
-            text = "; ".join(issues)
-            self.c.add("running_stats_not_buffers", text[:1].upper() + text[1:] + ".", call)
+            self.c.add("running_stats_not_buffers", sentence(issues), call)
 
     def state_dict_issues(self, run: ClassRun) -> list:
         """Running statistics that ``state_dict()`` leaves out."""
@@ -156,13 +198,16 @@ class StructureChecks:
         try:
             sd = self.guard.call(run.module.state_dict)
         except Exception as exc:
-            self.c.note(f"state_dict() raised {fmt_exc(exc)}")
+            self.c.note(tr("state_dict() raised {error}", error=fmt_exc(exc)))
             return []
         absent = [n for n in names if n not in sd]
         if not absent:
             return []
         return [
-            f"the state_dict lacks {', '.join(absent)} (saving and loading the model loses them)"
+            tr(
+                "the state_dict lacks {names} (saving and loading the model loses them)",
+                names=", ".join(absent),
+            )
         ]
 
     def device_issues(self, run: ClassRun) -> list:
@@ -177,11 +222,18 @@ class StructureChecks:
                     stay.append(n)
             if stay:
                 return [
-                    f"model.to(torch.float64) leaves {', '.join(stay)} as {t.dtype} "
-                    "(so .to('cuda') would not move them either)"
+                    tr(
+                        "model.to(torch.float64) leaves {names} as {dtype} (so .to('cuda') would "
+                        "not move them either)",
+                        names=", ".join(stay),
+                        dtype=t.dtype,
+                    )
                 ]
         except Exception as exc:
             self.c.note(
-                f"building a second instance and calling .to(torch.float64) raised {fmt_exc(exc)}"
+                tr(
+                    "building a second instance and calling .to(torch.float64) raised {error}",
+                    error=fmt_exc(exc),
+                )
             )
         return []
