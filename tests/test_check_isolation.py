@@ -232,10 +232,10 @@ class Uncopyable(GoodBatchNorm):
 def test_a_module_deepcopy_refuses_is_still_graded_on_copies():
     """copy.deepcopy fails on a lock: the grader copies the modules and tensors itself and grades
     the copies (it used to grade the module in place, and its running statistics moved)."""
-    from norms.check import grader
+    from norms.check import copying
 
     module = Uncopyable(3)
-    twin = grader._copy(module)
+    twin = copying.copy_module(module)
     assert twin is not module and twin.running_mean is not module.running_mean
     twin(torch.randn(4, 3))
     assert torch.equal(module.running_mean, torch.zeros(3))  # the original did not move
@@ -251,11 +251,11 @@ class Unclonable(GoodBatchNorm):
 
 
 def test_a_module_that_cannot_be_copied_at_all_is_reported():
-    from norms.check import grader
+    from norms.check import copying
 
     module = Unclonable(3)
-    with pytest.raises(grader._Uncopyable):
-        grader._copy(module)
+    with pytest.raises(copying.Uncopyable):
+        copying.copy_module(module)
 
 
 def test_a_configured_candidate_is_built_as_given():

@@ -33,6 +33,7 @@ problem;
 * :mod:`~norms.check.inspection`: finding the candidate's eps, scale/shift and running statistics;
 * :mod:`~norms.check.structure`, :mod:`~norms.check.running_stats`, :mod:`~norms.check.diagnosis`:
   the checks, mixed into :class:`~norms.check.grader.Grader`;
+* :mod:`~norms.check.copying`: independent copies of the reader's module, which the grader runs;
 * :mod:`~norms.check.sandbox`: running the reader's code (a child process killed at the time
   limit, what it replaces in torch put back after every call);
 * :mod:`~norms.check.grader`: the run itself and :func:`grade`.

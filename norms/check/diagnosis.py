@@ -7,12 +7,13 @@ import math
 
 import torch
 
-from norms.i18n import join, tr
+from norms.i18n import Text, join, tr
 
+from .copying import copy_module
 from .explanations import explain
 from .helpers import close, f64, fmt_exc, isfinite, isnan, maxerr, nonzero
 from .hypotheses import EPS_GUESSES, diagnose, hypothesis_output, standardize
-from .scenarios import ClassRun
+from .scenarios import ClassRun, make_input
 from .tracing import layout
 
 #: problems that say the output is no normalization at all: the checks that compare the
@@ -330,6 +331,40 @@ class Diagnosis:
             return True
         return False
 
+    def check_mode_source(self, m, sc, call, gen):
+        """Mode must come from ``self.training``, never from ``torch.is_grad_enabled()`` (d2l's
+        bug).
+
+        The candidate is compared with itself: in eval mode with and without gradients, and in
+        training mode with and without gradients (each on a fresh copy), so the check does not
+        depend on the rest being right."""
+        shape = sc.eval[0]
+        x = make_input(gen, shape, 7)
+        for mode in ("eval", "train"):
+            outs = {}
+            for grad in (False, True):
+
+                def forward(grad=grad, mode=mode):
+                    c = copy_module(m)
+                    c.train(mode == "train")
+                    with torch.set_grad_enabled(grad):
+                        return c(x.clone().requires_grad_(grad))
+
+                try:
+                    outs[grad] = self.guard.call(forward)
+                except Exception:
+                    break  # crashes are reported by the main loop
+            if len(outs) < 2 or not all(isinstance(o, torch.Tensor) for o in outs.values()):
+                continue
+            if not close(outs[False], outs[True], self.rtol, self.atol):
+                self.c.add(
+                    "mode_from_grad_enabled",
+                    _differs_with_grad(mode, maxerr(outs[False], outs[True])),
+                    tr("eval mode, {call}, input {shape}", call=call, shape=shape)
+                    if mode == "eval"
+                    else tr("train mode, {call}, input {shape}", call=call, shape=shape),
+                )
+
     def check_gradients(self, y, yr, xc, xr, param_pairs, where, gen, ref=None, spec=None):
         """The input gradient and each parameter's (``param_pairs``: (name, the candidate's
         parameter, torch's)) after one backward; a wrong one is explained in its own terms."""
@@ -414,6 +449,20 @@ class Diagnosis:
             self.c.add("param_gradient", text, where)
             return False
         return True
+
+
+def _differs_with_grad(mode, err) -> Text:
+    if mode == "eval":
+        return tr(
+            "In eval mode your output differs by {err:.3g} between torch.no_grad() and "
+            "gradients enabled, for the same input and the same state.",
+            err=err,
+        )
+    return tr(
+        "In training mode your output differs by {err:.3g} between torch.no_grad() and "
+        "gradients enabled, for the same input and the same state.",
+        err=err,
+    )
 
 
 def _param_gradient_fit(which, got, x, dy, yr, ref, spec) -> str | None:

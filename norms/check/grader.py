@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 import traceback
@@ -11,10 +10,11 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from norms.i18n import Text, forms, tr
+from norms.i18n import forms, tr
 
+from .copying import Uncopyable, copy_module
 from .diagnosis import Diagnosis
-from .helpers import close, fmt_exc, is_number, lowered, maxerr, resolve, same
+from .helpers import close, fmt_exc, is_number, lowered, resolve, same
 from .hypotheses import Spec
 from .inspection import EPS_NAMES, find_affine, find_eps, find_running
 from .problems import Abort, Collector
@@ -389,7 +389,7 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
         if run.spec.center:
             m = run.module
             self.check_cancellation(
-                self.guarded(lambda x: _copy(m).train()(x)),
+                self.guarded(lambda x: copy_module(m).train()(x)),
                 sc.train[0],
                 tr("training, {call}, input {shape}", call=run.call, shape=sc.train[0]),
             )
@@ -541,7 +541,7 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
         xc = x.clone().requires_grad_(True)
         xr = x.clone().requires_grad_(True)
         try:
-            m_before = self.guard.call(_copy, m)
+            m_before = self.guard.call(copy_module, m)
             y = self.call(
                 m,
                 xc,
@@ -566,7 +566,7 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
                 self.check_gradients(y, yr, xc, xr, pairs, where, run.gen, run.ref, spec)
         else:
             self.failed.append(shape)
-            m_after = self.guard.call(_copy, m)
+            m_after = self.guard.call(copy_module, m)
             self.explain_mismatch(
                 y,
                 x,
@@ -629,97 +629,6 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
             )
             return
         self.explain_eval_mismatch(y, x, yr, where, run)
-
-    def check_mode_source(self, m, sc, call, gen):
-        """Mode must come from ``self.training``, never from ``torch.is_grad_enabled()`` (d2l's
-        bug).
-
-        The candidate is compared with itself: in eval mode with and without gradients, and in
-        training mode with and without gradients (each on a fresh copy), so the check does not
-        depend on the rest being right."""
-        shape = sc.eval[0]
-        x = make_input(gen, shape, 7)
-        for mode in ("eval", "train"):
-            outs = {}
-            for grad in (False, True):
-
-                def forward(grad=grad, mode=mode):
-                    c = _copy(m)
-                    c.train(mode == "train")
-                    with torch.set_grad_enabled(grad):
-                        return c(x.clone().requires_grad_(grad))
-
-                try:
-                    outs[grad] = self.guard.call(forward)
-                except Exception:
-                    break  # crashes are reported by the main loop
-            if len(outs) < 2 or not all(isinstance(o, torch.Tensor) for o in outs.values()):
-                continue
-            if not close(outs[False], outs[True], self.rtol, self.atol):
-                self.c.add(
-                    "mode_from_grad_enabled",
-                    _differs_with_grad(mode, maxerr(outs[False], outs[True])),
-                    tr("eval mode, {call}, input {shape}", call=call, shape=shape)
-                    if mode == "eval"
-                    else tr("train mode, {call}, input {shape}", call=call, shape=shape),
-                )
-
-
-def _differs_with_grad(mode, err) -> Text:
-    if mode == "eval":
-        return tr(
-            "In eval mode your output differs by {err:.3g} between torch.no_grad() and "
-            "gradients enabled, for the same input and the same state.",
-            err=err,
-        )
-    return tr(
-        "In training mode your output differs by {err:.3g} between torch.no_grad() and "
-        "gradients enabled, for the same input and the same state.",
-        err=err,
-    )
-
-
-class _Uncopyable(BaseException):
-    pass
-
-
-def _copy(m):
-    """An independent copy of the reader's module (running statistics included), never the module
-    itself: ``copy.deepcopy``, else (tensors that are not graph leaves, a lock in an attribute) a
-    copy of every submodule and tensor that shares the other attributes; :class:`_Uncopyable`
-    if neither works (:func:`grade` reports it)."""
-    try:
-        return copy.deepcopy(m)
-    except Exception as exc:
-        first = exc
-    try:
-        return _copy_tensors(m, {})
-    except Exception:
-        raise _Uncopyable(fmt_exc(first)) from None
-
-
-def _copy_tensors(obj, memo: dict):
-    """``obj`` with every module, tensor, dict, list and tuple in it copied (a tensor by
-    ``clone()``, which keeps its graph); anything else shared."""
-    if id(obj) in memo:
-        return memo[id(obj)]
-    if isinstance(obj, nn.Parameter):
-        new = nn.Parameter(obj.detach().clone(), requires_grad=obj.requires_grad)
-    elif isinstance(obj, torch.Tensor):
-        new = obj.clone()
-    elif isinstance(obj, nn.Module):
-        new = copy.copy(obj)
-        memo[id(obj)] = new
-        new.__dict__ = {k: _copy_tensors(v, memo) for k, v in vars(obj).items()}
-        return new
-    elif isinstance(obj, dict):
-        new = type(obj)((k, _copy_tensors(v, memo)) for k, v in obj.items())
-    elif isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
-        new = type(obj)(_copy_tensors(v, memo) for v in obj)
-    else:
-        new = obj
-    memo[id(obj)] = new
-    return new
 
 
 def grade(
@@ -832,7 +741,7 @@ def _grade_here(candidate, name, ref_kw, seed, rtol, atol, num_groups, timeout) 
         g.c.add("timed_out", _timed_out(getattr(g, "cand_name", cand_name), timeout))
     except SystemExit as exc:  # raised outside a guarded call: still reported, never raised
         g.c.add("exited", tr("your code called sys.exit({code})", code=repr(exc.code)))
-    except _Uncopyable as exc:
+    except Uncopyable as exc:
         g.c.add(
             "not_copyable",
             tr("copy.deepcopy of your module raised {error}", error=str(exc)),
