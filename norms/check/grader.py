@@ -81,9 +81,10 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
                 )
 
     # -- calling the reader's code ------------------------------------------------
-    def call(self, fn, *args, what, where, trace=None, **kw):
-        """Call the reader's code; a crash becomes a problem.  ``trace = (fn, x, spec)`` re-runs a
-        crashed forward to see which dims its statistics were taken over."""
+    def call(self, fn, *args, what, where, trace=None, crash="forward_failed", **kw):
+        """Call the reader's code; a crash becomes the problem ``crash``, ``what`` (a
+        :func:`~norms.i18n.tr` text) saying which call it was.  ``trace = (fn, x, spec)``
+        re-runs a crashed forward to see which dims its statistics were taken over."""
         try:
             return self.guard.call(fn, *args, **kw)
         except SystemExit as exc:  # sys.exit() in the reader's code: reported, never raised
@@ -94,11 +95,7 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
             )
             raise Abort from None
         except Exception as exc:  # the reader's code may raise anything
-            code = {
-                "constructor": "constructor_failed",
-                "backward": "backward_failed",
-            }.get(forms(what)["en"], "forward_failed")
-            self.c.add(code, tr("{what} raised {error}", what=what, error=fmt_exc(exc)), where)
+            self.c.add(crash, tr("{what} raised {error}", what=what, error=fmt_exc(exc)), where)
             if trace is not None:
                 self.explain_crash(*trace, where)
             raise Abort from None
@@ -347,7 +344,14 @@ class Grader(StructureChecks, RunningStatsChecks, Diagnosis):
     def build(self, args, where):
         # a functools.partial candidate is configured already: build it as given
         kw = {} if isinstance(self.candidate, functools.partial) else self.ref_kw
-        m = self.call(self.candidate, *args, what=tr("constructor"), where=where, **kw)
+        m = self.call(
+            self.candidate,
+            *args,
+            what=tr("constructor"),
+            where=where,
+            crash="constructor_failed",
+            **kw,
+        )
         if not isinstance(m, nn.Module):
             self.c.add(
                 "not_a_module",
