@@ -176,8 +176,8 @@ assignments: setup ## the otter-grader assignments: student notebooks and autogr
 
 # grade.py checks its arguments first, then builds that one assignment if its sources changed
 # (the quotes: a folder's name may have spaces)
-grade: setup ## grade a class without Docker: make grade ASSIGNMENT=<name> SUBMISSIONS=<folder> (grades.csv, feedback/)
-	@$(PY) tools/grade.py "$(ASSIGNMENT)" "$(SUBMISSIONS)" $(if $(GRADES),--out "$(GRADES)")
+grade: setup ## grade a class without Docker: make grade ASSIGNMENT=<name> SUBMISSIONS=<folder> [LANGUAGE=zh] (grades.csv, feedback/)
+	@$(PY) tools/grade.py "$(ASSIGNMENT)" "$(SUBMISSIONS)" $(if $(GRADES),--out "$(GRADES)") $(if $(LANGUAGE),--language "$(LANGUAGE)")
 
 test-courses: student assignments ## only the checks of the student edition and of the assignments (otter run)
 	@$(TEST_THREADS) $(BIN)/pytest -n $(JOBS) tests -q -m courses

@@ -792,10 +792,10 @@ def test_layer_without_running_stats_gets_no_running_stats_advice():
 def test_scenario_shapes_never_repeat_the_channel_size():
     """The grader's inputs keep the channel (or normalized) size unique within each
     shape, as norms.check and the grade-your-own chapter claim."""
-    from norms.check.scenarios import _SCENARIOS
+    from norms.check.scenarios import SCENARIOS
 
     clashes = []
-    for name, scenarios in _SCENARIOS.items():
+    for name, scenarios in SCENARIOS.items():
         for sc in scenarios:
             if name.startswith(("LayerNorm", "RMSNorm")):
                 normalized = sc.args[0] if isinstance(sc.args[0], tuple) else (sc.args[0],)
@@ -902,11 +902,11 @@ def test_rmsnorm_without_eps_is_not_called_eps_outside():
 def test_eps_cases_that_cannot_be_told_apart_say_so():
     """A function gives the grader no copy to probe with a second input... it still has one: itself.
     Without a probe (explanations only), the words say the two cannot be told apart."""
-    from norms.check.explanations import _explain
-    from norms.check.hypotheses import _Hyp, _Spec
+    from norms.check.explanations import explain
+    from norms.check.hypotheses import Hypothesis, Spec
 
-    spec = _Spec("RMSNorm", (5,))
-    ((code, detail),) = _explain(_Hyp(eps_mode="none"), spec, (4, 5), 1.2e-7, told_apart=False)
+    spec = Spec("RMSNorm", (5,))
+    ((code, detail),) = explain(Hypothesis(eps_mode="none"), spec, (4, 5), 1.2e-7, told_apart=False)
     assert code == "eps_missing" and "cannot be told apart" in detail
 
 
@@ -1211,12 +1211,12 @@ def test_an_output_that_is_no_normalization_is_named_and_nothing_else(candidate,
 
 def test_a_hypothesis_that_gives_nan_is_never_the_diagnosis():
     """Unbiased variance over one element is 0/0: such a hypothesis explains no output."""
-    from norms.check.hypotheses import _diagnose, _Spec
+    from norms.check.hypotheses import Spec, diagnose
 
-    spec = _Spec("LayerNorm", (5,))
+    spec = Spec("LayerNorm", (5,))
     x = torch.randn(1, 5)  # unbiased variance over dim 0: 0/0
     y = torch.full_like(x, float("nan"))
-    assert _diagnose(y, x, spec, 1e-5, None, None, 1e-4, 1e-4) is None
+    assert diagnose(y, x, spec, 1e-5, None, None, 1e-4, 1e-4) is None
 
 
 # ----------------------------------------------------------------------------

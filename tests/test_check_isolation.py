@@ -73,7 +73,7 @@ def _grade_in_a_process(
         import torch
         from torch import nn
         from norms.check import grade, grader
-        grader._CHILD_PROCESS = grader._CHILD_PROCESS and {child}
+        grader.CHILD_PROCESS = grader.CHILD_PROCESS and {child}
         {source}
         report = grade(Candidate, nn.BatchNorm1d, timeout={timeout})
         print("codes:", [p.code for p in report.problems])
@@ -137,7 +137,7 @@ _HOSTILE_LOOPS = {
 }
 
 
-@pytest.mark.skipif(not grader._CHILD_PROCESS, reason="grading in a child process is Linux's")
+@pytest.mark.skipif(not grader.CHILD_PROCESS, reason="grading in a child process is Linux's")
 @pytest.mark.parametrize("loop", list(_HOSTILE_LOOPS))
 def test_a_loop_that_defeats_the_alarm_is_still_stopped(loop):
     """The time limit holds against code that catches the alarm, cancels the timer or ignores the
@@ -158,7 +158,7 @@ def test_a_loop_that_catches_the_alarm_is_stopped_in_process_too():
     assert "codes: ['timed_out']" in done.stdout, done.stdout
 
 
-@pytest.mark.skipif(not grader._CHILD_PROCESS, reason="grading in a child process is Linux's")
+@pytest.mark.skipif(not grader.CHILD_PROCESS, reason="grading in a child process is Linux's")
 def test_os_exit_in_the_candidate_is_a_problem_not_the_end_of_the_process():
     done = _grade_in_a_process(_candidate_source("forward", "os._exit(3)\n"), timeout=30)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -232,10 +232,10 @@ class Uncopyable(GoodBatchNorm):
 def test_a_module_deepcopy_refuses_is_still_graded_on_copies():
     """copy.deepcopy fails on a lock: the grader copies the modules and tensors itself and grades
     the copies (it used to grade the module in place, and its running statistics moved)."""
-    from norms.check import grader
+    from norms.check import copying
 
     module = Uncopyable(3)
-    twin = grader._copy(module)
+    twin = copying.copy_module(module)
     assert twin is not module and twin.running_mean is not module.running_mean
     twin(torch.randn(4, 3))
     assert torch.equal(module.running_mean, torch.zeros(3))  # the original did not move
@@ -251,11 +251,11 @@ class Unclonable(GoodBatchNorm):
 
 
 def test_a_module_that_cannot_be_copied_at_all_is_reported():
-    from norms.check import grader
+    from norms.check import copying
 
     module = Unclonable(3)
-    with pytest.raises(grader._Uncopyable):
-        grader._copy(module)
+    with pytest.raises(copying.Uncopyable):
+        copying.copy_module(module)
 
 
 def test_a_configured_candidate_is_built_as_given():
@@ -326,7 +326,7 @@ def _replace_the_graders_comparison():
     from norms.check import diagnosis, running_stats
 
     for module in (grader, diagnosis, running_stats):
-        module._close = lambda *args, **kwargs: True
+        module.close = lambda *args, **kwargs: True
 
 
 class _Liar(torch.Tensor):
@@ -362,16 +362,16 @@ _REPLACEMENTS = {
     "torch.allclose": _replace_allclose,
     "torch.Tensor.double": _replace_tensor_double,
     "torch.nn.functional.layer_norm": _replace_layer_norm,
-    "the grader's _close": _replace_the_graders_comparison,
+    "the grader's close": _replace_the_graders_comparison,
     "a Tensor subclass": None,
 }
 
 
 @pytest.fixture(params=[True, False], ids=["child process", "in process"])
 def child(request, monkeypatch):
-    if request.param and not grader._CHILD_PROCESS:
+    if request.param and not grader.CHILD_PROCESS:
         pytest.skip("grading in a child process is Linux's")
-    monkeypatch.setattr(grader, "_CHILD_PROCESS", request.param)
+    monkeypatch.setattr(grader, "CHILD_PROCESS", request.param)
     return request.param
 
 
@@ -387,10 +387,10 @@ def test_a_forward_that_replaces_what_the_grader_compares_with_does_not_pass(wha
         assert not report.ok, report
         assert {"output_mismatch", "output_is_input"} & set(report.codes), report
         assert torch.allclose is allclose and F.layer_norm is layer_norm
-        assert torch.Tensor.double is double and grader._close is helpers._close
+        assert torch.Tensor.double is double and grader.close is helpers.close
     finally:
         torch.allclose, torch.Tensor.double, F.layer_norm = allclose, double, layer_norm
-        grader._close = helpers._close
+        grader.close = helpers.close
 
 
 class _ZeroGradientThatReplacesAllclose(torch.autograd.Function):
@@ -426,7 +426,7 @@ def test_when_no_child_process_can_be_made_the_grading_runs_here(monkeypatch):
     def no_fork():
         raise BlockingIOError(11, "Resource temporarily unavailable")
 
-    monkeypatch.setattr(grader, "_CHILD_PROCESS", True)
+    monkeypatch.setattr(grader, "CHILD_PROCESS", True)
     monkeypatch.setattr(sandbox.os, "fork", no_fork)
     assert grade(GoodBatchNorm, nn.BatchNorm2d).ok
     assert "exited" in grade(ExitsInForward, nn.BatchNorm1d).codes

@@ -219,6 +219,26 @@ def test_usage_errors_at_once(name, folder, message, tmp_path):
     assert "assignment" not in run.stdout and not (tmp_path / "grades").exists(), run.stdout
 
 
+def test_the_language_of_the_explanations_reaches_the_grading(tmp_path, monkeypatch):
+    """--language zh (make grade LANGUAGE=zh): the grading's environment sets NORMS_LANG, which
+    the notebook's kernel inherits (norms.get_language); without it, this process's."""
+    monkeypatch.delenv("NORMS_LANG", raising=False)
+    assert grade._environment(tmp_path, "zh")["NORMS_LANG"] == "zh"
+    assert "NORMS_LANG" not in grade._environment(tmp_path)
+    monkeypatch.setenv("NORMS_LANG", "zh")
+    assert grade._environment(tmp_path, "en")["NORMS_LANG"] == "en"
+    assert grade._environment(tmp_path)["NORMS_LANG"] == "zh"
+
+
+def test_an_unknown_language_is_a_usage_error(tmp_path):
+    (tmp_path / "subs" / "alice").mkdir(parents=True)
+    (tmp_path / "subs" / "alice" / "a.ipynb").write_text("{}")
+    command = make_grade(NAME, tmp_path / "subs", tmp_path / "grades", "--language", "fr")
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "invalid choice: 'fr'" in run.stderr, run.stderr
+    assert not (tmp_path / "grades").exists()
+
+
 def test_a_folder_that_make_grade_did_not_write_is_never_replaced(tmp_path):
     (tmp_path / "subs").mkdir()
     (tmp_path / "subs" / "a.ipynb").write_text("{}")

@@ -42,7 +42,12 @@ Usage errors are reported at once, before anything is built or graded: an unknow
 assignment (the names are listed), a submissions folder that does not exist, one without
 notebooks, an ``--out`` folder that ``make grade`` did not write.
 
-Usage: ``python tools/grade.py NAME FOLDER [--out DIR] [--timeout S] [--memory MB] [--jobs N]``.
+``--language zh`` (``make grade ... LANGUAGE=zh``): the grader's explanations of the bugs in
+the feedback are in Chinese (``NORMS_LANG=zh`` in the grading; the rest of the feedback stays
+English).
+
+Usage: ``python tools/grade.py NAME FOLDER [--out DIR] [--timeout S] [--memory MB] [--jobs N]
+[--language en|zh]``.
 """
 
 from __future__ import annotations
@@ -288,9 +293,13 @@ def _limits(memory_mb: int):
     return apply
 
 
-def _environment(work: Path) -> dict:
-    """The environment of ``otter run`` for the submission graded in ``work``."""
+def _environment(work: Path, language: str | None = None) -> dict:
+    """The environment of ``otter run`` for the submission graded in ``work``; ``language``
+    (``"en"``, ``"zh"``): the one the grader's explanations speak (``NORMS_LANG``), else
+    this process's."""
     env = {k: v for k, v in os.environ.items() if k not in ELSEWHERE}
+    if language is not None:
+        env["NORMS_LANG"] = language
     folder = work / GRADER
     env.update(
         OMP_NUM_THREADS="1",
@@ -337,9 +346,17 @@ def reasons(report: Path, log: str, memory: int) -> tuple[list[str], list[str]]:
     return stopped, writes
 
 
-def grade_one(zip_path: Path, notebook: Path, work: Path, timeout: float, memory: int) -> dict:
-    """Grade one submission in ``work`` (a fresh temporary folder, its HOME and TMPDIR too);
-    return {question: score, ...} with 'reason' and 'feedback'."""
+def grade_one(
+    zip_path: Path,
+    notebook: Path,
+    work: Path,
+    timeout: float,
+    memory: int,
+    language: str | None = None,
+) -> dict:
+    """Grade one submission in ``work`` (a fresh temporary folder, its HOME and TMPDIR too),
+    the grader's explanations in ``language``; return {question: score, ...} with 'reason'
+    and 'feedback'."""
     import nbformat
 
     shutil.rmtree(work, ignore_errors=True)
@@ -365,7 +382,7 @@ def grade_one(zip_path: Path, notebook: Path, work: Path, timeout: float, memory
     proc = subprocess.Popen(
         [str(otter), "run", "-a", str(zip_path), "-o", str(work / "results"), str(copy)],
         cwd=work,
-        env=_environment(work),
+        env=_environment(work, language),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -437,6 +454,12 @@ def main(argv) -> int:
     parser.add_argument("--timeout", type=float, default=TIMEOUT)
     parser.add_argument("--memory", type=int, default=MEMORY, help="MB per submission")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--language",
+        choices=("en", "zh"),
+        help="the language of the grader's explanations in the feedback (default: "
+        "NORMS_LANG, else English)",
+    )
     args = parser.parse_args(argv)
     # usage errors first, before anything is built
     check_name(args.name)
@@ -477,7 +500,7 @@ def _grade(args, folder: Path, notebooks: list[Path], out: Path, new: Path) -> i
         with lock:
             running.add(i)
             before = snapshot(watched)
-        s = grade_one(zip_path, nb, scratch / str(i), args.timeout, args.memory)
+        s = grade_one(zip_path, nb, scratch / str(i), args.timeout, args.memory, args.language)
         with lock:
             if changed(before, snapshot(watched)):
                 suspects.update(running)  # who wrote it? re-graded alone below
@@ -488,7 +511,7 @@ def _grade(args, folder: Path, notebooks: list[Path], out: Path, new: Path) -> i
 
     def alone(i, nb):
         before = snapshot(watched)
-        s = grade_one(zip_path, nb, scratch / str(i), args.timeout, args.memory)
+        s = grade_one(zip_path, nb, scratch / str(i), args.timeout, args.memory, args.language)
         wrote = changed(before, snapshot(watched))
         if wrote:
             paths = ", ".join(wrote[:5]) + (", ..." if len(wrote) > 5 else "")

@@ -18,9 +18,15 @@ to name the bug; an output with NaN, the input itself or an output that ignores
 the input is named as such.  It never lets an exception from the reader's code
 escape: crashes, endless loops and exits become problems in the report.
 
+The report speaks the reader's language (:func:`norms.set_language`, or ``NORMS_LANG=zh``
+as the Chinese notebooks set it): every diagnosis, fix and note is a :func:`norms.i18n.tr`
+template with its translation in ``norms/locale/zh_CN/LC_MESSAGES/norms.check.*.po``, and
+its HTML in a stored output carries both languages.
+
 The parts, one module each:
 
-* :mod:`~norms.check.scenarios`: which layers, constructor arguments and input shapes are run;
+* :mod:`~norms.check.scenarios`: which layers, constructor arguments and input shapes are run,
+  and :class:`~norms.check.scenarios.ClassRun`, what one scenario passes from phase to phase;
 * :mod:`~norms.check.problems`: every problem code with its title and fix, and the collector;
 * :mod:`~norms.check.report`: the :class:`Report` a reader sees (text and HTML);
 * :mod:`~norms.check.hypotheses`: float64 re-implementations of the usual bugs, to name a mismatch;
@@ -28,7 +34,8 @@ The parts, one module each:
 problem;
 * :mod:`~norms.check.inspection`: finding the candidate's eps, scale/shift and running statistics;
 * :mod:`~norms.check.structure`, :mod:`~norms.check.running_stats`, :mod:`~norms.check.diagnosis`:
-  the checks, mixed into :class:`~norms.check.grader._Grader`;
+  the checks, mixed into :class:`~norms.check.grader.Grader`;
+* :mod:`~norms.check.copying`: independent copies of the reader's module, which the grader runs;
 * :mod:`~norms.check.sandbox`: running the reader's code (a child process killed at the time
   limit, what it replaces in torch put back after every call);
 * :mod:`~norms.check.grader`: the run itself and :func:`grade`.

@@ -7,18 +7,30 @@ import math
 
 import torch
 
-from .explanations import _explain
-from .helpers import _close, _f64, _fmt_exc, _isfinite, _isnan, _maxerr, _nonzero
-from .hypotheses import _EPS_GUESSES, _diagnose, _hyp_output, _scale
+from norms.i18n import Text, join, tr
+
+from .copying import copy_module
+from .explanations import explain
+from .helpers import close, f64, fmt_exc, isfinite, isnan, maxerr, nonzero
+from .hypotheses import EPS_GUESSES, diagnose, hypothesis_output, standardize
+from .scenarios import ClassRun, make_input
 from .tracing import layout
 
 #: problems that say the output is no normalization at all: the checks that compare the
 #: candidate with itself (a large mean) have nothing to add
-_NOT_NORMALIZING = ("no_mean_subtraction", "output_nan", "output_is_input", "output_ignores_input")
+_NOT_NORMALIZING = (
+    "no_mean_subtraction",
+    "output_nan",
+    "output_is_input",
+    "output_ignores_input",
+)
 
 
-class _Diagnosis:
-    """Mixed into :class:`norms.check.grader._Grader`."""
+class Diagnosis:
+    """Mixed into :class:`norms.check.grader.Grader`. Reads only the grader's settings for the
+    whole run (``c``, ``guard``, ``seed``, ``rtol``, ``atol``, ``candidate``, ``ref_kw``);
+    what one scenario found comes in as arguments (a :class:`~norms.check.scenarios.ClassRun`)
+    and the checks write nothing on the grader but problems, notes and checks."""
 
     # -- diagnosis -----------------------------------------------------------------------------
     def explain_mismatch(self, y, x, spec, eps, w, b, where, yr, probe=None):
@@ -26,7 +38,7 @@ class _Diagnosis:
         apart hypotheses that the first input cannot."""
         if self.nan_output(y, x, where, yr) or self.not_normalized(y, x, spec, w, b, where, probe):
             return
-        h = _diagnose(y, x, spec, eps, w, b, self.rtol, self.atol)
+        h = diagnose(y, x, spec, eps, w, b, self.rtol, self.atol)
         if h is not None:
             told = True
             if h.eps_mode in ("outside", "none"):
@@ -34,14 +46,18 @@ class _Diagnosis:
             form = None  # the layout matters where there is a channel dim
             if h.dims is not None and probe and spec.kind in ("batch", "instance", "group"):
                 form = layout(probe, x.detach().clone())
-            for code, detail in _explain(h, spec, tuple(x.shape), eps, told, form):
+            for code, detail in explain(h, spec, tuple(x.shape), eps, told, form):
                 self.c.add(code, detail, where)
             return
-        err = _maxerr(y, yr)
+        err = maxerr(y, yr)
         self.c.add(
             "output_mismatch",
-            f"Output differs from torch's: max abs error {err:.3g} for an input of shape "
-            f"{tuple(x.shape)}; no single known bug explains it.",
+            tr(
+                "Output differs from torch's: max abs error {err:.3g} for an input of shape "
+                "{shape}; no single known bug explains it.",
+                err=err,
+                shape=tuple(x.shape),
+            ),
             where,
         )
 
@@ -49,19 +65,28 @@ class _Diagnosis:
         """An output with NaN (or inf) where torch's has none: named as such, with positions, and
         True (no hypothesis is tried: NaN matches every hypothesis that also gives NaN)."""
         shape = tuple(x.shape)
-        y64 = _f64(y)
-        bad = ~_isfinite(y64) & _isfinite(_f64(yr))
+        y64 = f64(y)
+        bad = ~isfinite(y64) & isfinite(f64(yr))
         if bool(bad.any()):
-            nan, inf = bool(_isnan(y64)[bad].any()), bool((~_isnan(y64) & bad).any())
-            what = "NaN or inf" if nan and inf else ("NaN" if nan else "inf")
-            at = [tuple(int(i) for i in p) for p in _nonzero(bad)[:3].tolist()]
+            nan, inf = bool(isnan(y64)[bad].any()), bool((~isnan(y64) & bad).any())
+            what = tr("NaN or inf") if nan and inf else ("NaN" if nan else "inf")
+            at = [tuple(int(i) for i in p) for p in nonzero(bad)[:3].tolist()]
             count = int(bad.sum())
-            some = f"at {count} of {bad.numel()} positions" if count < bad.numel() else "everywhere"
+            some = (
+                tr("at {count} of {total} positions", count=count, total=bad.numel())
+                if count < bad.numel()
+                else tr("everywhere")
+            )
             self.c.add(
                 "output_nan",
-                f"Your output has {what} {some} for an input of shape {shape} "
-                f"(at {', '.join(map(str, at))}{', ...' if count > len(at) else ''}); torch's "
-                "output is finite there.",
+                tr(
+                    "Your output has {what} {some} for an input of shape {shape} (at {at}); "
+                    "torch's output is finite there.",
+                    what=what,
+                    some=some,
+                    shape=shape,
+                    at=", ".join(map(str, at)) + (", ..." if count > len(at) else ""),
+                ),
                 where,
             )
             return True
@@ -72,16 +97,20 @@ class _Diagnosis:
         named as such, and True (a constant or the input matches hypotheses only by accident).
         ``probe(x)`` runs the candidate again, on a copy."""
         shape = tuple(x.shape)
-        y64, x64 = _f64(y), _f64(x)
+        y64, x64 = f64(y), f64(x)
         view = spec.param_view(shape)
         affine = x64
         if w is not None:
-            affine = x64 * _f64(w).reshape(view) + (_f64(b).reshape(view) if b is not None else 0)
-        if _close(y64, x64, self.rtol, self.atol) or _close(y64, affine, self.rtol, self.atol):
-            same = "the input x itself" if _close(y64, x64, self.rtol, self.atol) else "γ·x + β"
+            affine = x64 * f64(w).reshape(view) + (f64(b).reshape(view) if b is not None else 0)
+        if close(y64, x64, self.rtol, self.atol) or close(y64, affine, self.rtol, self.atol):
+            what = tr("the input x itself") if close(y64, x64, self.rtol, self.atol) else "γ·x + β"
             self.c.add(
                 "output_is_input",
-                f"For an input of shape {shape} your output is {same}: nothing was normalized.",
+                tr(
+                    "For an input of shape {shape} your output is {what}: nothing was normalized.",
+                    shape=shape,
+                    what=what,
+                ),
                 where,
             )
             return True
@@ -97,15 +126,25 @@ class _Diagnosis:
             if not isinstance(other, torch.Tensor) or tuple(other.shape) != shape:
                 other = None
         constant = y64.numel() > 1 and float(y64.max() - y64.min()) <= self.atol
-        if (other is not None and _close(other, y64, self.rtol, self.atol)) or constant:
-            value = f" ({float(y64.reshape(-1)[0]):.3g} everywhere)" if constant else ""
+        if (other is not None and close(other, y64, self.rtol, self.atol)) or constant:
+            value = (
+                tr(" ({value:.3g} everywhere)", value=float(y64.reshape(-1)[0])) if constant else ""
+            )
             self.c.add(
                 "output_ignores_input",
-                f"Your output does not depend on the input: it is the same{value} for two "
-                f"different inputs of shape {shape}."
+                tr(
+                    "Your output does not depend on the input: it is the same{value} for two "
+                    "different inputs of shape {shape}.",
+                    value=value,
+                    shape=shape,
+                )
                 if other is not None
-                else f"Your output is the same{value} for every element of an input of shape "
-                f"{shape}.",
+                else tr(
+                    "Your output is the same{value} for every element of an input of shape "
+                    "{shape}.",
+                    value=value,
+                    shape=shape,
+                ),
                 where,
             )
             return True
@@ -125,8 +164,11 @@ class _Diagnosis:
             w.detach().double() if w is not None else None,
             b.detach().double() if b is not None else None,
         )
-        if not _close(
-            _hyp_output(h, x64, *args, {}), _hyp_output(other, x64, *args, {}), self.rtol, self.atol
+        if not close(
+            hypothesis_output(h, x64, *args, {}),
+            hypothesis_output(other, x64, *args, {}),
+            self.rtol,
+            self.atol,
         ):
             return h, True  # this input already tells them apart
         if probe is None:
@@ -141,7 +183,7 @@ class _Diagnosis:
         if not isinstance(yp, torch.Tensor) or yp.shape != xp.shape:
             return h, False
         for cand in (h, other):
-            if _close(yp.double(), _hyp_output(cand, xp.double(), *args, {}), 1e-3, 1e-3):
+            if close(yp.double(), hypothesis_output(cand, xp.double(), *args, {}), 1e-3, 1e-3):
                 return cand, True
         return h, False
 
@@ -168,96 +210,160 @@ class _Diagnosis:
             or y.shape != y0.shape
         ):
             return
-        if _close(y.double(), y0.double(), 1e-2, 1e-2):
-            self.c.checks.append(f"inputs with a large mean, {where}")
+        if close(y.double(), y0.double(), 1e-2, 1e-2):
+            self.c.checks.append(tr("inputs with a large mean, {where}", where=where))
             return
-        err = "NaN" if torch.isnan(y).any() else f"{_maxerr(y.double(), y0.double()):.3g}"
+        err = "NaN" if torch.isnan(y).any() else f"{maxerr(y.double(), y0.double()):.3g}"
         self.c.add(
             "variance_cancellation",
-            f"Adding 3000 to a float32 input of standard deviation 1 (shape {shape}) changes your "
-            f"output by up to {err}; subtracting the mean should make the two outputs agree to "
-            "about 1e-4, as torch's do. That is what E[x²] − E[x]² does.",
+            tr(
+                "Adding 3000 to a float32 input of standard deviation 1 (shape {shape}) changes "
+                "your output by up to {err}; subtracting the mean should make the two outputs "
+                "agree to about 1e-4, as torch's do. That is what E[x²] − E[x]² does.",
+                shape=shape,
+                err=err,
+            ),
             where,
         )
 
-    def explain_eval_mismatch(self, y, x, spec, eps, w, b, where, yr, m, running, running_kind):
+    def explain_eval_mismatch(self, y, x, yr, where, run: ClassRun):
+        """An eval-mode output that differs from torch's: named from the candidate's own running
+        statistics, else from the batch statistics."""
+        spec, eps, w, b = run.spec, run.ref_eps, run.w, run.b
+        running, running_kind = run.running, run.running_kind
         if self.nan_output(y, x, where, yr):
             return
-        x64, y64 = x.double(), y.detach().double()
-        if running_kind and running:
-            now = self.read_running(m, running)
-            if "mean" in now and "var" in now:
-                view = (1, -1) + (1,) * (x.dim() - 2)
-                rm, rv = now["mean"].reshape(view), now["var"].reshape(view)
-                wv = w.double().reshape(view) if w is not None else 1.0
-                bv = b.double().reshape(view) if b is not None else 0.0
-                tries = [
-                    ("inside", eps, None),
-                    ("outside", eps, "eps_outside_sqrt"),
-                    ("none", eps, "eps_missing"),
-                ]
-                tries += [
-                    ("inside", e, "eps_value")
-                    for e in _EPS_GUESSES
-                    if not math.isclose(e, eps, rel_tol=0.05)
-                ]
-                for mode, e, code in tries:
-                    out = _scale(x64, rm, rv, e, mode) * wv + bv
-                    if _close(y64, out, self.rtol, self.atol):
-                        if code == "eps_value":
-                            self.c.add(
-                                code,
-                                f"In eval mode your output matches eps={e:g} with your running "
-                                f"statistics, but the layer's eps is {eps:g}.",
-                                where,
-                            )
-                        elif code:
-                            desc = (
-                                "(x - mean) / (sqrt(var) + eps)"
-                                if mode == "outside"
-                                else "no eps at all"
-                            )
-                            self.c.add(
-                                code,
-                                f"In eval mode your output matches {desc} with your running "
-                                "statistics.",
-                                where,
-                            )
-                        # uses its own running stats correctly: their problems are reported above
-                        return
+        if running_kind and running and self.uses_own_running(y, x, where, run):
+            return
         if self.not_normalized(y, x, spec, w, b, where):
             return
-        h = _diagnose(y, x, spec, eps, w, b, self.rtol, self.atol, include_exact=running_kind)
+        h = diagnose(y, x, spec, eps, w, b, self.rtol, self.atol, include_exact=running_kind)
         if running_kind and h is not None:
             self.c.add(
                 "eval_uses_batch_stats",
-                "In eval mode your output matches normalizing with the "
-                "statistics of the current batch.",
+                tr(
+                    "In eval mode your output matches normalizing with the "
+                    "statistics of the current batch."
+                ),
                 where,
             )
-            for code, detail in _explain(h, spec, tuple(x.shape), eps):
+            for code, detail in explain(h, spec, tuple(x.shape), eps):
                 self.c.add(code, detail, where)
             return
         if running_kind and not running:
             self.c.add(
                 "running_stats_missing",
-                "In eval mode the output matches no normalization with "
-                "batch statistics, and no running statistics were found.",
+                tr(
+                    "In eval mode the output matches no normalization with "
+                    "batch statistics, and no running statistics were found."
+                ),
                 where,
             )
             return
         if h is not None:
-            for code, detail in _explain(h, spec, tuple(x.shape), eps):
+            for code, detail in explain(h, spec, tuple(x.shape), eps):
                 self.c.add(code, detail, where)
             return
-        if not running_kind and self.train_failed:
+        if not running_kind and run.train_failed:
             return  # no running statistics: the training-mode problems explain this too
         self.c.add(
             "eval_mismatch",
-            f"Eval-mode output differs from torch's: max abs error "
-            f"{_maxerr(y, yr):.3g} for an input of shape {tuple(x.shape)}.",
+            tr(
+                "Eval-mode output differs from torch's: max abs error {err:.3g} for an input of "
+                "shape {shape}.",
+                err=maxerr(y, yr),
+                shape=tuple(x.shape),
+            ),
             where,
         )
+
+    def uses_own_running(self, y, x, where, run: ClassRun) -> bool:
+        """Does the eval-mode output normalize with the candidate's own running statistics
+        (with eps where it belongs, outside the square root, missing, or another value)? The
+        problem found is added; True when the output is explained so."""
+        now = self.read_running(run.module, run.running)
+        if "mean" not in now or "var" not in now:
+            return False
+        eps, w, b = run.ref_eps, run.w, run.b
+        x64, y64 = x.double(), y.detach().double()
+        view = (1, -1) + (1,) * (x.dim() - 2)
+        rm, rv = now["mean"].reshape(view), now["var"].reshape(view)
+        wv = w.double().reshape(view) if w is not None else 1.0
+        bv = b.double().reshape(view) if b is not None else 0.0
+        tries = [
+            ("inside", eps, None),
+            ("outside", eps, "eps_outside_sqrt"),
+            ("none", eps, "eps_missing"),
+        ]
+        tries += [
+            ("inside", e, "eps_value")
+            for e in EPS_GUESSES
+            if not math.isclose(e, eps, rel_tol=0.05)
+        ]
+        for mode, e, code in tries:
+            out = standardize(x64, rm, rv, e, mode) * wv + bv
+            if not close(y64, out, self.rtol, self.atol):
+                continue
+            if code == "eps_value":
+                self.c.add(
+                    code,
+                    tr(
+                        "In eval mode your output matches eps={e:g} with your running "
+                        "statistics, but the layer's eps is {eps:g}.",
+                        e=e,
+                        eps=eps,
+                    ),
+                    where,
+                )
+            elif code:
+                desc = (
+                    "(x - mean) / (sqrt(var) + eps)" if mode == "outside" else tr("no eps at all")
+                )
+                self.c.add(
+                    code,
+                    tr(
+                        "In eval mode your output matches {desc} with your running statistics.",
+                        desc=desc,
+                    ),
+                    where,
+                )
+            # uses its own running stats correctly: their problems are reported above
+            return True
+        return False
+
+    def check_mode_source(self, m, sc, call, gen):
+        """Mode must come from ``self.training``, never from ``torch.is_grad_enabled()`` (d2l's
+        bug).
+
+        The candidate is compared with itself: in eval mode with and without gradients, and in
+        training mode with and without gradients (each on a fresh copy), so the check does not
+        depend on the rest being right."""
+        shape = sc.eval[0]
+        x = make_input(gen, shape, 7)
+        for mode in ("eval", "train"):
+            outs = {}
+            for grad in (False, True):
+
+                def forward(grad=grad, mode=mode):
+                    c = copy_module(m)
+                    c.train(mode == "train")
+                    with torch.set_grad_enabled(grad):
+                        return c(x.clone().requires_grad_(grad))
+
+                try:
+                    outs[grad] = self.guard.call(forward)
+                except Exception:
+                    break  # crashes are reported by the main loop
+            if len(outs) < 2 or not all(isinstance(o, torch.Tensor) for o in outs.values()):
+                continue
+            if not close(outs[False], outs[True], self.rtol, self.atol):
+                self.c.add(
+                    "mode_from_grad_enabled",
+                    _differs_with_grad(mode, maxerr(outs[False], outs[True])),
+                    tr("eval mode, {call}, input {shape}", call=call, shape=shape)
+                    if mode == "eval"
+                    else tr("train mode, {call}, input {shape}", call=call, shape=shape),
+                )
 
     def check_gradients(self, y, yr, xc, xr, param_pairs, where, gen, ref=None, spec=None):
         """The input gradient and each parameter's (``param_pairs``: (name, the candidate's
@@ -266,40 +372,97 @@ class _Diagnosis:
         try:
             self.guard.call(y.backward, g)
         except Exception as exc:
-            self.c.add("backward_failed", f"y.backward() raised {_fmt_exc(exc)}", where)
+            self.c.add(
+                "backward_failed",
+                tr("y.backward() raised {error}", error=fmt_exc(exc)),
+                where,
+            )
             return
         yr.backward(g)
         ok = True
         if xc.grad is None:
             ok = False
-            self.c.add("gradient_mismatch", "The input gets no gradient.", where)
-        elif not _close(xc.grad, xr.grad, 1e-3, 1e-4):
+            self.c.add("gradient_mismatch", tr("The input gets no gradient."), where)
+        elif not close(xc.grad, xr.grad, 1e-3, 1e-4):
             ok = False
-            text = f"The input gradient differs by up to {_maxerr(xc.grad, xr.grad):.3g}"
+            err = maxerr(xc.grad, xr.grad)
             fit = _backward_terms_fit(xr.detach(), g, xc.grad, ref) if ref is not None else None
             if fit is not None:
-                self.c.add("backward_term", f"{text}: {fit}.", where)
-            else:
-                self.c.add("gradient_mismatch", text + ".", where)
-        for name, p, r in param_pairs:
-            which = "weight" if r is getattr(ref, "weight", None) else "bias"
-            label = f"{which} ({'γ' if which == 'weight' else 'β'})"
-            if p.grad is None:
-                ok = False
                 self.c.add(
-                    "param_gradient", f"Your {label} {name!r} gets no gradient (None).", where
+                    "backward_term",
+                    tr(
+                        "The input gradient differs by up to {err:.3g}: {fit}.",
+                        err=err,
+                        fit=fit,
+                    ),
+                    where,
                 )
-            elif not _close(p.grad.reshape(r.grad.shape), r.grad, 1e-3, 1e-4):
-                ok = False
-                got = p.grad.reshape(r.grad.shape)
-                err = _maxerr(got, r.grad)
-                text = f"The gradient of your {label} {name!r} differs by up to {err:.3g}"
-                fit = None
-                if spec is not None:
-                    fit = _param_gradient_fit(which, got, xr.detach(), g, yr, ref, spec)
-                self.c.add("param_gradient", f"{text}{': ' + fit if fit else ''}.", where)
+            else:
+                self.c.add(
+                    "gradient_mismatch",
+                    tr("The input gradient differs by up to {err:.3g}.", err=err),
+                    where,
+                )
+        for name, p, r in param_pairs:
+            ok = self.check_param_gradient(name, p, r, xr, g, yr, where, ref, spec) and ok
         if ok:
-            self.c.checks.append(f"gradients, {where}")
+            self.c.checks.append(tr("gradients, {where}", where=where))
+
+    def check_param_gradient(self, name, p, r, xr, g, yr, where, ref, spec) -> bool:
+        """The gradient of one of the candidate's parameters (``p``, named ``name``) against
+        torch's (``r``); a wrong one is explained. True when it matches."""
+        which = "weight" if r is getattr(ref, "weight", None) else "bias"
+        label = "weight (γ)" if which == "weight" else "bias (β)"
+        if p.grad is None:
+            self.c.add(
+                "param_gradient",
+                tr(
+                    "Your {label} {name} gets no gradient (None).",
+                    label=label,
+                    name=repr(name),
+                ),
+                where,
+            )
+            return False
+        if not close(p.grad.reshape(r.grad.shape), r.grad, 1e-3, 1e-4):
+            got = p.grad.reshape(r.grad.shape)
+            err = maxerr(got, r.grad)
+            fit = None
+            if spec is not None:
+                fit = _param_gradient_fit(which, got, xr.detach(), g, yr, ref, spec)
+            text = (
+                tr(
+                    "The gradient of your {label} {name} differs by up to {err:.3g}: {fit}.",
+                    label=label,
+                    name=repr(name),
+                    err=err,
+                    fit=fit,
+                )
+                if fit
+                else tr(
+                    "The gradient of your {label} {name} differs by up to {err:.3g}.",
+                    label=label,
+                    name=repr(name),
+                    err=err,
+                )
+            )
+            self.c.add("param_gradient", text, where)
+            return False
+        return True
+
+
+def _differs_with_grad(mode, err) -> Text:
+    if mode == "eval":
+        return tr(
+            "In eval mode your output differs by {err:.3g} between torch.no_grad() and "
+            "gradients enabled, for the same input and the same state.",
+            err=err,
+        )
+    return tr(
+        "In training mode your output differs by {err:.3g} between torch.no_grad() and "
+        "gradients enabled, for the same input and the same state.",
+        err=err,
+    )
 
 
 def _param_gradient_fit(which, got, x, dy, yr, ref, spec) -> str | None:
@@ -308,11 +471,11 @@ def _param_gradient_fit(which, got, x, dy, yr, ref, spec) -> str | None:
     torch's output, (y − β)/γ."""
     shape = tuple(x.shape)
     view = spec.param_view(shape)
-    w = _f64(ref.weight).reshape(view)
-    b = _f64(ref.bias).reshape(view) if getattr(ref, "bias", None) is not None else 0.0
-    y = _f64(yr)
+    w = f64(ref.weight).reshape(view)
+    b = f64(ref.bias).reshape(view) if getattr(ref, "bias", None) is not None else 0.0
+    y = f64(yr)
     x_hat = (y - b) / w
-    dy = _f64(dy)
+    dy = f64(dy)
     keep = len(view) if spec.kind in ("layer", "rms") else None
     lead = tuple(range(len(shape) - keep)) if keep else (0, *range(2, len(shape)))
     count = math.prod(shape[d] for d in lead)
@@ -321,29 +484,41 @@ def _param_gradient_fit(which, got, x, dy, yr, ref, spec) -> str | None:
         return t.sum(lead).reshape(got.shape)
 
     right = "Σ dy·x̂" if which == "weight" else "Σ dy"
+    mean_instead = tr("a mean over the {count} elements instead of a sum", count=count)
     tries = {
         "weight": [
-            (total(dy), "your gradient is Σ dy: the factor x̂ is missing"),
-            (total(dy * x_hat) / count, f"a mean over the {count} elements instead of a sum"),
-            (total(dy * _f64(x)), "your gradient is Σ dy·x: it uses the input x instead of x̂"),
-            (total(dy * y), "your gradient is Σ dy·y: it uses the output γ·x̂ + β instead of x̂"),
+            (total(dy), tr("your gradient is Σ dy: the factor x̂ is missing")),
+            (total(dy * x_hat) / count, mean_instead),
+            (
+                total(dy * f64(x)),
+                tr("your gradient is Σ dy·x: it uses the input x instead of x̂"),
+            ),
+            (
+                total(dy * y),
+                tr("your gradient is Σ dy·y: it uses the output γ·x̂ + β instead of x̂"),
+            ),
         ],
         "bias": [
-            (total(dy * x_hat), "your gradient is Σ dy·x̂, which is the weight's"),
-            (total(dy) / count, f"a mean over the {count} elements instead of a sum"),
+            (total(dy * x_hat), tr("your gradient is Σ dy·x̂, which is the weight's")),
+            (total(dy) / count, mean_instead),
         ],
     }[which]
     for want, said in tries:
-        if _close(got, want, 1e-3, 1e-4):
-            return f"{said} (torch: {right} over the {count} elements that share each value)"
+        if close(got, want, 1e-3, 1e-4):
+            return tr(
+                "{said} (torch: {right} over the {count} elements that share each value)",
+                said=said,
+                right=right,
+                count=count,
+            )
     return None
 
 
 #: the three terms of dx = rstd·(g − mean(g) − x̂·mean(g·x̂)), g = γ·dy, as a reader knows them
 _TERMS = (
-    "the γ·dy/σ term",
-    "the mean-of-dy term (−mean(g)/σ)",
-    "the x̂·mean(dy·x̂) term (−x̂·mean(g·x̂)/σ)",
+    tr("the γ·dy/σ term"),
+    tr("the mean-of-dy term (−mean(g)/σ)"),
+    tr("the x̂·mean(dy·x̂) term (−x̂·mean(g·x̂)/σ)"),
 )
 
 
@@ -400,16 +575,21 @@ def _backward_terms_fit(x, dy, dx, ref) -> str | None:
     if not off:
         return None
     said = [
-        f"{name} is missing" if abs(c) < 0.02 else f"{name} has a factor {c:.3g} instead of 1"
+        tr("{term} is missing", term=name)
+        if abs(c) < 0.02
+        else tr("{term} has a factor {c:.3g} instead of 1", term=name, c=c)
         for name, c in off
     ]
     constant = len(off) == len(names) - 1 and all(abs(c) < 0.02 for _, c in off)
     if constant:  # only γ·dy/σ: the gradient of a layer whose statistics are constants
         said.append(
-            "that is the gradient of a layer whose statistics are constants (with autograd: "
-            "the mean and variance were detached)"
+            tr(
+                "that is the gradient of a layer whose statistics are constants (with autograd: "
+                "the mean and variance were detached)"
+            )
         )
-    return (
+    return tr(
         "your input gradient is the three-term formula dx = (g − mean(g) − x̂·mean(g·x̂))/σ "
-        f"(g = γ·dy, means over the elements that share a statistic) where {'; '.join(said)}"
+        "(g = γ·dy, means over the elements that share a statistic) where {said}",
+        said=join(said, tr("; ")),
     )

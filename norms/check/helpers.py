@@ -9,6 +9,8 @@ import traceback
 import torch
 from torch import nn
 
+from norms.i18n import LANGUAGES, Text, forms, join, tr
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 # The grader's own references to what it compares with, taken when norms.check is imported: a
@@ -17,11 +19,11 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 # comparison. The sandbox also puts back whatever the reader's code replaced, after every call.
 _allclose = torch.allclose
 _equal = torch.equal
-_isnan = torch.isnan
-_isfinite = torch.isfinite
+isnan = torch.isnan
+isfinite = torch.isfinite
 _where = torch.where
 _full_like = torch.full_like
-_nonzero = torch.nonzero
+nonzero = torch.nonzero
 _detach = torch.Tensor.detach
 _to_double = torch.Tensor.double
 _size = torch.Tensor.size
@@ -32,7 +34,7 @@ _no_torch_function = torch._C.DisableTorchFunction
 _bool, _float, _tuple = bool, float, tuple
 
 
-def _fmt_exc(exc: BaseException) -> str:
+def fmt_exc(exc: BaseException) -> str:
     """'TypeError: msg (line 12 in forward: `var = ...`)' — points at the reader's code."""
     msg = f"{type(exc).__name__}: {exc}".strip()
     if len(msg) > 300:
@@ -47,55 +49,96 @@ def _fmt_exc(exc: BaseException) -> str:
     if user:
         f = user[-1]
         src = f" `{f.line.strip()}`" if f.line else ""
-        msg += f" (line {f.lineno} in {f.name}{src})"
+        msg = msg + tr(
+            " (line {line} in {function}{source})",
+            line=f.lineno,
+            function=f.name,
+            source=src,
+        )
     return msg
+
+
+def current(text) -> Text:
+    """``text`` (a message made earlier, e.g. when norms.check was imported) in the language of
+    the moment."""
+    return Text(forms(text))
+
+
+def lowered(text) -> Text:
+    """``text`` lowercased where the language has cases (English), as it reads inside a
+    sentence."""
+    return Text({k: v.lower() if k == "en" else v for k, v in forms(text).items()})
+
+
+def sentence(parts) -> Text:
+    """Clauses joined into one sentence: "a; b; c." in English (the first letter capitalized),
+    "a；b；c。" in Chinese."""
+    texts = [forms(p) for p in parts]
+    out = {}
+    for language in LANGUAGES:
+        if language == "zh":
+            out[language] = "；".join(t[language] for t in texts) + "。"
+        else:
+            joined = "; ".join(t[language] for t in texts)
+            out[language] = joined[:1].upper() + joined[1:] + "."
+    return Text(out)
+
+
+#: between the places a problem was seen ("training, M(3), input (8, 3)"), which may contain
+#: commas themselves: a comma in English, a semicolon in Chinese (punctuation, not a message)
+PLACES_SEP = Text({"en": ", ", "zh": "；"})
+
+
+def places(where: list) -> Text:
+    """The first three places a problem was seen, and "..." when there are more."""
+    return join(where[:3] + (["..."] if len(where) > 3 else []), PLACES_SEP)
 
 
 def _shape(t):
     return tuple(t) if t is not None else None
 
 
-def _sq(shape):
+def squeezed(shape):
     return tuple(s for s in shape if s != 1)
 
 
-def _f64(t):
+def f64(t):
     """A plain float64 copy of the tensor ``t``, detached (whatever subclass it is)."""
     with _no_torch_function():
         return _to_double(_detach(t))
 
 
-def _close(a, b, rtol, atol):
+def close(a, b, rtol, atol):
     """Same shape and allclose (NaN equal to NaN), computed in float64 with the grader's own
     functions."""
     with _no_torch_function():
         if _tuple(_size(a)) != _tuple(_size(b)):
             return False
-        return _bool(_allclose(_f64(a), _f64(b), rtol=rtol, atol=atol, equal_nan=True))
+        return _bool(_allclose(f64(a), f64(b), rtol=rtol, atol=atol, equal_nan=True))
 
 
-def _same(a, b):
+def same(a, b):
     """torch.equal, with the grader's own reference to it."""
     with _no_torch_function():
         return _bool(_equal(_detach(a), _detach(b)))
 
 
-def _maxerr(a, b):
+def maxerr(a, b):
     with _no_torch_function():
-        d = _abs(_f64(a) - _f64(b))
-        d = _where(_isnan(d), _full_like(d, _float("inf")), d)
+        d = _abs(f64(a) - f64(b))
+        d = _where(isnan(d), _full_like(d, _float("inf")), d)
         return _float(_amax(d)) if _numel(d) else 0.0
 
 
-def _num(v):
+def is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _leaf(name):
+def leaf(name):
     return name.rsplit(".", 1)[-1].lower()
 
 
-def _resolve(obj, dotted):
+def resolve(obj, dotted):
     """``a.b`` -> obj.a.b; ``stats['var']`` -> obj.stats['var'] (a tensor kept in a dict)."""
     key = None
     if dotted.endswith("]") and "[" in dotted:
@@ -111,7 +154,7 @@ def _resolve(obj, dotted):
     return obj
 
 
-def _plain_tensor_attrs(m):
+def plain_tensor_attrs(m):
     try:
         items = vars(m).items()
     except TypeError:
@@ -121,7 +164,7 @@ def _plain_tensor_attrs(m):
     }
 
 
-def _dict_tensor_attrs(m):
+def dict_tensor_attrs(m):
     """Tensors kept in a plain dict attribute, named ``attr['key']`` (e.g. self.stats['var'])."""
     try:
         items = vars(m).items()

@@ -6,14 +6,16 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
-from .helpers import _close
-from .scenarios import _KIND
+from norms.i18n import tr
 
-_EPS_GUESSES = (
+from .helpers import close
+from .scenarios import KIND
+
+EPS_GUESSES = (
     1e-12,
     1e-10,
     1e-8,
@@ -28,12 +30,12 @@ _EPS_GUESSES = (
 )
 
 
-class _Spec:
+class Spec:
     """Ground truth about how the reference normalizes a given input."""
 
     def __init__(self, name, args):
         self.name = name
-        self.kind = _KIND[name]
+        self.kind = KIND[name]
         self.args = args
         if self.kind == "group":
             self.groups, self.channels = args
@@ -69,11 +71,11 @@ class _Spec:
 
     def describe_dims(self, shape):
         if self.kind == "group":
-            return (
-                f"each sample's groups of {self.channels // self.groups} adjacent channels "
-                f"(together with all their positions)"
+            return tr(
+                "each sample's groups of {n} adjacent channels (together with all their positions)",
+                n=self.channels // self.groups,
             )
-        return f"dims {self.dims(shape)}"
+        return tr("dims {dims}", dims=self.dims(shape))
 
 
 def _reduce(x, dims, center, divisor):
@@ -93,7 +95,7 @@ def _reduce(x, dims, center, divisor):
     return mean, var
 
 
-def _scale(x, mean, var, eps, eps_mode):
+def standardize(x, mean, var, eps, eps_mode):
     if eps_mode == "inside":
         return (x - mean) / torch.sqrt(var + eps)
     if eps_mode == "outside":
@@ -113,19 +115,19 @@ def _normalize(x, spec, dims, center, divisor, eps, eps_mode):
             xr = x.reshape(N, C // G, G, -1)
             red = (1, 3)
         mean, var = _reduce(xr, red, center, divisor)
-        return _scale(xr, mean, var, eps, eps_mode).reshape(x.shape)
+        return standardize(xr, mean, var, eps, eps_mode).reshape(x.shape)
     mean, var = _reduce(x, dims, center, divisor)
-    return _scale(x, mean, var, eps, eps_mode)
+    return standardize(x, mean, var, eps, eps_mode)
 
 
 @dataclass(frozen=True)
-class _Hyp:
+class Hypothesis:
     dims: Any = None  # None = correct
     divisor: str = "n"  # n (right) | n-1 (unbiased variance) | 1 (a sum: the L2 norm)
     eps_mode: str = "inside"
     center_flip: bool = False
     affine: str = "ok"  # ok | none | swapped
-    eps: Optional[float] = None  # None = the layer's eps
+    eps: float | None = None  # None = the layer's eps
 
     def deviations(self):
         return (
@@ -155,19 +157,23 @@ def _hypotheses(spec, shape, has_affine, has_shift, eps, include_exact=False):
             affines.append("swapped")
     hyps = []
     for dims, div, mode, flip, aff in itertools.product(
-        dim_variants, ("n", "n-1", "1"), ("inside", "outside", "none"), (False, True), affines
+        dim_variants,
+        ("n", "n-1", "1"),
+        ("inside", "outside", "none"),
+        (False, True),
+        affines,
     ):
-        h = _Hyp(dims, div, mode, flip, aff)
+        h = Hypothesis(dims, div, mode, flip, aff)
         if (include_exact or h.deviations() > 0) and h.deviations() <= 3:
             hyps.append(h)
-    for e in _EPS_GUESSES:
+    for e in EPS_GUESSES:
         if not math.isclose(e, eps, rel_tol=0.05):
-            hyps.append(_Hyp(eps=e))
+            hyps.append(Hypothesis(eps=e))
     hyps.sort(key=lambda h: h.deviations())
     return hyps
 
 
-def _hyp_output(h, x, spec, eps, w, b, cache):
+def hypothesis_output(h, x, spec, eps, w, b, cache):
     dims = h.dims
     if dims is None:
         dims = "group" if spec.kind == "group" else spec.dims(tuple(x.shape))
@@ -186,7 +192,7 @@ def _hyp_output(h, x, spec, eps, w, b, cache):
     return xhat * wv + (bv if bv is not None else 0)
 
 
-def _diagnose(y, x, spec, eps, w, b, rtol, atol, include_exact=False):
+def diagnose(y, x, spec, eps, w, b, rtol, atol, include_exact=False):
     """Find the simplest hypothesis reproducing the candidate's output y; None if none does."""
     x64 = x.detach().double()
     y64 = y.detach().double()
@@ -195,11 +201,11 @@ def _diagnose(y, x, spec, eps, w, b, rtol, atol, include_exact=False):
     cache: dict = {}
     for h in _hypotheses(spec, tuple(x.shape), w is not None, b is not None, eps, include_exact):
         try:
-            out = _hyp_output(h, x64, spec, eps, w64, b64, cache)
+            out = hypothesis_output(h, x64, spec, eps, w64, b64, cache)
         except RuntimeError:
             continue
         if not bool(torch.isfinite(out).all()):
             continue  # NaN matches NaN (equal_nan): a hypothesis that gives NaN explains nothing
-        if _close(y64, out, rtol, atol):
+        if close(y64, out, rtol, atol):
             return h
     return None

@@ -4,34 +4,34 @@ from __future__ import annotations
 
 import torch
 
-from .helpers import _dict_tensor_attrs, _leaf, _num, _plain_tensor_attrs, _sq
+from .helpers import dict_tensor_attrs, is_number, leaf, plain_tensor_attrs, squeezed
 
 _SCALE_NAMES = ("weight", "gamma", "scale", "g", "alpha", "w", "gain")
 _SHIFT_NAMES = ("bias", "beta", "shift", "b", "offset")
-_EPS_NAMES = ("eps", "epsilon", "variance_epsilon", "var_eps")
+EPS_NAMES = ("eps", "epsilon", "variance_epsilon", "var_eps")
 _STAT_WORDS = ("run", "moving", "mean", "var", "avg", "ema", "stat")
 
 
-def _find_eps(obj):
-    for name in _EPS_NAMES:
+def find_eps(obj):
+    for name in EPS_NAMES:
         v = getattr(obj, name, "missing")
-        if v is None or _num(v):
+        if v is None or is_number(v):
             return name, v
     return None, "missing"
 
 
-def _find_affine(module, spec):
+def find_affine(module, spec):
     """Return (scale_name, shift_name, wrong_shaped, plain_tensors) found on a freshly built
     module."""
-    target = _sq(spec.param_shape())
+    target = squeezed(spec.param_shape())
     params = [
-        (n, p) for n, p in module.named_parameters() if not any(w in _leaf(n) for w in _STAT_WORDS)
+        (n, p) for n, p in module.named_parameters() if not any(w in leaf(n) for w in _STAT_WORDS)
     ]
-    fitting = [(n, p) for n, p in params if _sq(p.shape) == target]
+    fitting = [(n, p) for n, p in params if squeezed(p.shape) == target]
 
     def pick(names, value):
         for n, _ in fitting:
-            if _leaf(n) in names:
+            if leaf(n) in names:
                 return n
         for n, p in fitting:
             if bool(torch.all(p.detach() == value)):
@@ -45,26 +45,26 @@ def _find_affine(module, spec):
     wrong = [
         (n, tuple(p.shape))
         for n, p in params
-        if _sq(p.shape) != target and (_leaf(n) in _SCALE_NAMES + _SHIFT_NAMES)
+        if squeezed(p.shape) != target and (leaf(n) in _SCALE_NAMES + _SHIFT_NAMES)
     ]
     plain = [
         n
-        for n, t in _plain_tensor_attrs(module).items()
+        for n, t in plain_tensor_attrs(module).items()
         if (t.requires_grad or n.lower() in _SCALE_NAMES + _SHIFT_NAMES)
         and not any(w in n.lower() for w in _STAT_WORDS)
     ]
     return scale, shift, wrong, plain
 
 
-def _find_running(module, spec, exclude):
+def find_running(module, spec, exclude):
     """Locate running mean/var: returns {'mean': (name, where), 'var': (name, where)}."""
     C = spec.channels
     pool = []  # (name, tensor, where)
     for n, t in module.named_buffers():
         pool.append((n, t, "buffer"))
-    for n, t in _plain_tensor_attrs(module).items():
+    for n, t in plain_tensor_attrs(module).items():
         pool.append((n, t, "attribute"))
-    for n, t in _dict_tensor_attrs(module).items():
+    for n, t in dict_tensor_attrs(module).items():
         pool.append((n, t, "attribute"))
     for n, t in module.named_parameters():
         if n not in exclude:
@@ -75,11 +75,11 @@ def _find_running(module, spec, exclude):
         named = [
             e
             for e in pool
-            if any(wd in _leaf(e[0]) for wd in words)
-            and any(s in _leaf(e[0]) for s in ("run", "moving", "avg", "ema", "mean", "var"))
+            if any(wd in leaf(e[0]) for wd in words)
+            and any(s in leaf(e[0]) for s in ("run", "moving", "avg", "ema", "mean", "var"))
         ]
         named.sort(
-            key=lambda e: (not any(s in _leaf(e[0]) for s in ("run", "moving")), e[2] != "buffer")
+            key=lambda e: (not any(s in leaf(e[0]) for s in ("run", "moving")), e[2] != "buffer")
         )
         if named:
             found[key] = named[0][:1] + named[0][2:]

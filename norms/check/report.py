@@ -1,14 +1,22 @@
-"""The report a reader sees: plain text and HTML."""
+"""The report a reader sees: plain text and HTML, in the reader's language."""
 
 from __future__ import annotations
 
-import html
+import html as _html
 from dataclasses import dataclass, field
+
+from norms.i18n import CSS, Text, html, join, tr
+
+from .helpers import PLACES_SEP
 
 
 @dataclass
 class Report:
-    """Result of :func:`grade`.  ``ok`` is True when no problem was found."""
+    """Result of :func:`grade`.  ``ok`` is True when no problem was found.
+
+    Its messages are :func:`norms.i18n.tr` texts: ``str(report)`` is in the reader's language
+    (:func:`norms.get_language`), and the HTML of a stored output carries every language (the
+    page shows the one of its ``<html lang>``)."""
 
     candidate: str
     reference: str
@@ -27,57 +35,74 @@ class Report:
     def __contains__(self, code):
         return code in self.codes
 
-    def _headline(self):
+    def _headline(self) -> Text:
         if self.ok:
-            return (
-                f"✓ {self.candidate} behaves like {self.reference} ({len(self.checks)} checks "
-                "passed)."
+            return tr(
+                "✓ {candidate} behaves like {reference} ({n} checks passed).",
+                candidate=self.candidate,
+                reference=self.reference,
+                n=len(self.checks),
             )
         n = len(self.problems)
-        return (
-            f"✗ {self.candidate} differs from {self.reference}: {n} problem{'s' if n > 1 else ''}."
+        if n == 1:
+            return tr(
+                "✗ {candidate} differs from {reference}: {n} problem.",
+                candidate=self.candidate,
+                reference=self.reference,
+                n=n,
+            )
+        return tr(
+            "✗ {candidate} differs from {reference}: {n} problems.",
+            candidate=self.candidate,
+            reference=self.reference,
+            n=n,
         )
 
-    def __str__(self):
+    def text(self) -> Text:
+        """The report as plain text, in every language (``str(report)``: the reader's)."""
         lines = [self._headline()]
         for i, p in enumerate(self.problems, 1):
-            lines.append(f"  {i}. [{p.code}] {p}")
+            lines.append(f"  {i}. [{p.code}] " + p.text())
         for note in self.notes:
-            lines.append(f"  note: {note}")
-        return "\n".join(lines)
+            lines.append("  " + tr("note: {note}", note=note))
+        return join(lines, "\n")
+
+    def __str__(self):
+        return str(self.text())
 
     __repr__ = __str__
 
     def _repr_html_(self):
-        e = html.escape
         color = "#1a7f37" if self.ok else "#b42318"
         parts = [
             f'<div class="norms-grade" style="border-left:4px solid {color};padding:0.4em 0.8em;">',
-            f'<p style="margin:0.2em 0;font-weight:bold;color:{color}">{e(self._headline())}</p>',
+            CSS,  # shows the page's language (a stored output carries both)
+            f'<p style="margin:0.2em 0;font-weight:bold;color:{color}">'
+            f"{html(self._headline())}</p>",
         ]
         if self.problems:
             parts.append('<ol style="margin:0.2em 0 0.2em 1.2em;padding:0">')
-            for p in self.problems:
-                where = ""
-                if p.where:
-                    where = (
-                        " <small>(seen at: "
-                        + e(", ".join(p.where[:3]))
-                        + (", …" if len(p.where) > 3 else "")
-                        + ")</small>"
-                    )
-                parts.append(
-                    f"<li><b>{e(p.title)}</b>{where}<br>{e(p.detail)}<br>"
-                    f"<i>Fix:</i> {e(p.fix)} <code style='opacity:0.6'>{e(p.code)}</code></li>"
-                )
+            parts.extend(_problem_html(p) for p in self.problems)
             parts.append("</ol>")
         if self.notes:
             parts.append('<ul style="margin:0.2em 0 0.2em 1.2em;padding:0;opacity:0.8">')
-            parts.extend(f"<li>note: {e(n)}</li>" for n in self.notes)
+            parts.extend(f"<li>{html(tr('note: {note}', note=n))}</li>" for n in self.notes)
             parts.append("</ul>")
         if self.ok and self.checks:
-            parts.append("<details><summary>checks</summary><ul>")
-            parts.extend(f"<li>{e(c)}</li>" for c in self.checks)
+            parts.append(f"<details><summary>{html(tr('checks'))}</summary><ul>")
+            parts.extend(f"<li>{html(c)}</li>" for c in self.checks)
             parts.append("</ul></details>")
         parts.append("</div>")
         return "".join(parts)
+
+
+def _problem_html(p) -> str:
+    where = ""
+    if p.where:
+        shown = join(p.where[:3] + (["…"] if len(p.where) > 3 else []), PLACES_SEP)
+        where = f" <small>{html(tr('(seen at: {shown})', shown=shown))}</small>"
+    return (
+        f"<li><b>{html(p.title)}</b>{where}<br>{html(p.detail)}<br>"
+        f"<i>{html(tr('Fix:'))}</i> {html(p.fix)} "
+        f"<code style='opacity:0.6'>{_html.escape(p.code)}</code></li>"
+    )

@@ -1,14 +1,14 @@
 """Running the reader's code: in a child process with a hard time limit, with what it replaces in
 torch (and in the grader) put back after every call.
 
-* :class:`_Guard` saves the attributes of the modules and classes the grader relies on (torch,
+* :class:`Guard` saves the attributes of the modules and classes the grader relies on (torch,
   torch.nn, torch.nn.functional, torch.Tensor, the reference layers, builtins, math, the grader's
-  own modules) and torch's global settings, and :meth:`_Guard.call` puts them back after every
+  own modules) and torch's global settings, and :meth:`Guard.call` puts them back after every
   call into the reader's code: a forward that replaces ``torch.allclose`` (or
   ``F.layer_norm``, the reference's own function) cannot change what the grader computes next.
-* :func:`_time_limit` stops Python code with a repeating ``SIGALRM`` (once one is caught, the
+* :func:`time_limit` stops Python code with a repeating ``SIGALRM`` (once one is caught, the
   next raises in the reader's next instruction too), in the main thread on POSIX systems.
-* :func:`_in_child` runs the whole grading in a forked child process and kills it when the time
+* :func:`in_child` runs the whole grading in a forked child process and kills it when the time
   limit has passed: this holds against code that catches the alarm, cancels the timer, ignores
   the signal or runs one long C++ operation. The reader's classes need not be importable (a
   forked child has the notebook's objects), and the child's output reaches the notebook as
@@ -33,10 +33,12 @@ import warnings
 import torch
 from torch import nn
 
+from norms.i18n import tr
+
 #: grade in a forked child that is killed at the time limit (Linux: Colab, most notebooks);
 #: elsewhere (macOS, where forking a process that uses system frameworks is unsafe, Windows,
-#: which has no fork) the grading runs in this process under :func:`_time_limit`
-_CHILD_PROCESS = sys.platform.startswith("linux") and hasattr(os, "fork")
+#: which has no fork) the grading runs in this process under :func:`time_limit`
+CHILD_PROCESS = sys.platform.startswith("linux") and hasattr(os, "fork")
 
 #: seconds the child gets, after the time limit, to report what it found before it is killed
 _GRACE = 2.0
@@ -46,7 +48,7 @@ _MISSING = object()
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-class _TimedOut(BaseException):
+class TimedOut(BaseException):
     """The time limit of :func:`norms.check.grade` ran out."""
 
 
@@ -54,11 +56,21 @@ def _protected() -> list:
     """The modules and classes whose attributes the reader's code must not change for the grader."""
     import torch.nn.functional as nnf
 
-    from .scenarios import _KIND
+    from .scenarios import KIND
 
-    objs = [builtins, math, copy, torch, torch.nn, nnf, torch.Tensor, torch.testing, torch.linalg]
+    objs = [
+        builtins,
+        math,
+        copy,
+        torch,
+        torch.nn,
+        nnf,
+        torch.Tensor,
+        torch.testing,
+        torch.linalg,
+    ]
     objs += [torch.autograd, torch.autograd.Function, nn.Module, nn.Parameter]
-    for name in _KIND:
+    for name in KIND:
         cls = getattr(nn, name)
         for klass in cls.__mro__:
             if klass.__module__.startswith("torch.nn") and klass not in objs:
@@ -120,7 +132,7 @@ def _restore(obj, saved: dict) -> None:
                 setattr(obj, name, value)
 
 
-class _Guard:
+class Guard:
     """What the reader's code may change and the grader relies on, saved when grading starts."""
 
     def __init__(self):
@@ -145,13 +157,13 @@ class _Guard:
 
 
 @contextlib.contextmanager
-def _time_limit(timeout: float | None):
-    """Raise :class:`_TimedOut` in the reader's code after ``timeout`` seconds, and again every
+def time_limit(timeout: float | None):
+    """Raise :class:`TimedOut` in the reader's code after ``timeout`` seconds, and again every
     0.1 s after that until the block is left. From the second alarm on, the next instruction of
     the reader's code (not the grader's) raises it too, so a loop that catches the exception
     and carries on is left from its ``except`` clause. A ``SIGALRM`` timer: in the
     main thread of a POSIX process only (elsewhere no limit); it cannot stop code that cancels
-    the timer, ignores the signal or runs one long C++ operation (:func:`_in_child` can)."""
+    the timer, ignores the signal or runs one long C++ operation (:func:`in_child` can)."""
     armed = (
         timeout is not None
         and hasattr(signal, "setitimer")
@@ -173,7 +185,7 @@ def _time_limit(timeout: float | None):
             # the grader's own frames, which must unwind and report
             return stop
         frame.f_trace_opcodes = True
-        raise _TimedOut()  # (a trace function that raises is removed: the next alarm re-adds it)
+        raise TimedOut()  # (a trace function that raises is removed: the next alarm re-adds it)
 
     def expire(signum, frame):
         if not live[0]:
@@ -182,9 +194,12 @@ def _time_limit(timeout: float | None):
         if fired[0] > 1:  # the last one was caught: raise on the next line of the reader's code
             sys.settrace(stop)
             while frame is not None:  # every instruction, not every line: an `except` clause
-                frame.f_trace, frame.f_trace_opcodes = stop, True  # may have no line of its own
+                frame.f_trace, frame.f_trace_opcodes = (
+                    stop,
+                    True,
+                )  # may have no line of its own
                 frame = frame.f_back
-        raise _TimedOut()
+        raise TimedOut()
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, timeout, 0.1)
@@ -197,11 +212,11 @@ def _time_limit(timeout: float | None):
         sys.settrace(tracer)
 
 
-class _CannotFork(Exception):
+class CannotFork(Exception):
     """``os.fork()`` failed (a limit on processes or memory)."""
 
 
-class _ChildEnded(Exception):
+class ChildEnded(Exception):
     """The child process ended without a result: ``status`` says how."""
 
     def __init__(self, status: str):
@@ -209,11 +224,11 @@ class _ChildEnded(Exception):
         self.status = status
 
 
-def _in_child(work, timeout: float | None):
+def in_child(work, timeout: float | None):
     """``work()`` run in a forked child process; its (pickled) result.
 
-    Raises :class:`_TimedOut` when the child has not answered ``timeout`` + :data:`_GRACE`
-    seconds after it started (it is then killed; ``None``: no limit), and :class:`_ChildEnded`
+    Raises :class:`TimedOut` when the child has not answered ``timeout`` + :data:`_GRACE`
+    seconds after it started (it is then killed; ``None``: no limit), and :class:`ChildEnded`
     when it ended without an answer (``os._exit``, a crash of the interpreter, a signal)."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
@@ -228,7 +243,7 @@ def _in_child(work, timeout: float | None):
         except OSError:  # no memory or no process left for a child: the caller grades in-process
             os.close(read)
             os.close(write)
-            raise _CannotFork() from None
+            raise CannotFork() from None
     if pid == 0:  # the child: never returns
         status = 0
         try:
@@ -274,15 +289,15 @@ def _in_child(work, timeout: float | None):
                 os.kill(pid, signal.SIGKILL)
         _, code = os.waitpid(pid, 0)
     if killed:
-        raise _TimedOut()
+        raise TimedOut()
     try:
         kind, value = pickle.loads(b"".join(chunks))
     except Exception:
         if os.WIFSIGNALED(code):
-            how = f"killed by signal {os.WTERMSIG(code)}"
+            how = tr("killed by signal {signal}", signal=os.WTERMSIG(code))
         else:
-            how = f"exit status {os.WEXITSTATUS(code)}"
-        raise _ChildEnded(how) from None
+            how = tr("exit status {status}", status=os.WEXITSTATUS(code))
+        raise ChildEnded(how) from None
     if kind == "error":
         raise RuntimeError(value)
     return value

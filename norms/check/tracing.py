@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 from torch.overrides import TorchFunctionMode
 
+from norms.i18n import tr
+
 _REDUCTIONS = {
     "mean",
     "var",
@@ -45,7 +47,8 @@ class _Recorder(TorchFunctionMode):
         ):
             nd = len(self.shape)
             dim = kwargs.get(
-                "dim", args[1] if len(args) > 1 and not isinstance(args[1], bool) else None
+                "dim",
+                args[1] if len(args) > 1 and not isinstance(args[1], bool) else None,
             )
             if dim is None:
                 dims = tuple(range(nd))
@@ -115,18 +118,32 @@ def explain_crash(seen, correct, shape, layer):
     keep = tuple(1 if d in correct else n for d, n in enumerate(shape))
     if wrong:
         name, dims, keepdim, out = wrong[0]
-        got = f"giving shape {out}" if out is not None else "which itself raised"
-        return (
-            f"Before it crashed, your forward took .{name}() over dims {dims} of the input of "
-            f"shape {tuple(shape)} ({got}); {layer} reduces over dims {tuple(correct)} "
-            f"(with keepdim=True the statistics have shape {keep} and broadcast against the input)."
+        got = (
+            tr("giving shape {shape}", shape=out) if out is not None else tr("which itself raised")
+        )
+        return tr(
+            "Before it crashed, your forward took .{name}() over dims {dims} of the input of "
+            "shape {shape} ({got}); {layer} reduces over dims {correct} (with keepdim=True the "
+            "statistics have shape {keep} and broadcast against the input).",
+            name=name,
+            dims=dims,
+            shape=tuple(shape),
+            got=got,
+            layer=layer,
+            correct=tuple(correct),
+            keep=keep,
         )
     no_keep = [s for s in seen if not s[2]]
     if no_keep:
         name, dims, keepdim, out = no_keep[0]
-        return (
-            f"Your forward took .{name}() over the right dims {dims} of the input of shape "
-            f"{tuple(shape)}, but without keepdim=True: the statistics have shape {out}, which "
-            f"does not broadcast against the input; with keepdim=True they have shape {keep}."
+        return tr(
+            "Your forward took .{name}() over the right dims {dims} of the input of shape "
+            "{shape}, but without keepdim=True: the statistics have shape {out}, which does not "
+            "broadcast against the input; with keepdim=True they have shape {keep}.",
+            name=name,
+            dims=dims,
+            shape=tuple(shape),
+            out=out,
+            keep=keep,
         )
     return None
