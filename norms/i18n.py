@@ -283,7 +283,7 @@ class Said:
         return str(_in(self.value, get_language()))
 
     def _repr_html_(self) -> str:
-        return f'{CSS}<pre class="norms-said">{html(self.value)}</pre>'
+        return f'{CSS}<pre class="norms-said" style="white-space:pre-wrap">{html(self.value)}</pre>'
 
 
 def say(*parts, sep: str = " ") -> None:

@@ -153,3 +153,31 @@ def test_the_stored_html_carries_both_languages():
     finally:
         norms.set_language(None)
     assert "动量" in chinese_page and "TensorFlow/Keras convention" not in chinese_page
+
+
+def test_show_prints_the_chapters_layout_in_each_language():
+    """norms.check.show (the chapter "Grade your own layer"): in English the layout the
+    chapter printed with textwrap (ok, "[code] title. detail", "Fix: ...", notes); in
+    Chinese the same items, in Chinese, unwrapped (the page wraps them)."""
+    import textwrap
+
+    from norms.check.report import show_lines
+
+    report = grade(KerasMomentumBN, nn.BatchNorm2d)
+    assert not report.ok
+    old = ["ok: False"]
+    for p in report.problems:
+        old.append(textwrap.fill(f"[{p.code}] {p.title}. {p.detail}", 78, subsequent_indent="    "))
+        old.append(
+            textwrap.fill(f"Fix: {p.fix}", 78, initial_indent="    ", subsequent_indent="    ")
+        )
+    for note in report.notes:
+        old.append(textwrap.fill(f"note: {note}", 78, subsequent_indent="    "))
+    shown = show_lines(report)
+    assert shown.forms["en"] == "\n".join(old)
+    zh = shown.forms["zh"]
+    assert zh.startswith("ok: False") and _CJK.search(zh) and english_left(zh) == [], zh
+    assert all(f"[{code}]" in zh for code in report.codes)
+    checks = show_lines(grade(ReaderBatchNorm, nn.BatchNorm2d), checks=True)
+    assert checks.forms["en"].count("\n") + 1 == len(grade(ReaderBatchNorm, nn.BatchNorm2d).checks)
+    assert english_left(checks.forms["zh"]) == [], checks.forms["zh"]

@@ -169,7 +169,7 @@ def is_sentence(line: str) -> bool:
 
 
 #: pages whose printed output is norms' own bilingual text, not printed lines
-OWN_OUTPUTS = {"book/grade-your-own"}
+OWN_OUTPUTS: set[str] = set()
 
 
 def printed_lines(nb) -> list[str]:

@@ -47,6 +47,6 @@ from __future__ import annotations
 
 from .grader import grade
 from .problems import PROBLEM_CODES, Problem
-from .report import Report
+from .report import Report, show
 
-__all__ = ["grade", "Report", "Problem", "PROBLEM_CODES"]
+__all__ = ["grade", "show", "Report", "Problem", "PROBLEM_CODES"]

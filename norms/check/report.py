@@ -5,7 +5,7 @@ from __future__ import annotations
 import html as _html
 from dataclasses import dataclass, field
 
-from norms.i18n import CSS, Text, html, join, tr
+from norms.i18n import CSS, LANGUAGES, Text, forms, html, join, tr
 
 from .helpers import PLACES_SEP
 
@@ -106,3 +106,46 @@ def _problem_html(p) -> str:
         f"<i>{html(tr('Fix:'))}</i> {html(p.fix)} "
         f"<code style='opacity:0.6'>{_html.escape(p.code)}</code></li>"
     )
+
+
+#: how many characters a line of :func:`show` holds, per language; Chinese is not wrapped
+#: (it has no spaces to break at: the page wraps it)
+SHOW_WIDTH = {"en": 78, "zh": None}
+
+
+def _wrap(text: str, language: str, first: str = "", rest: str = "    ") -> str:
+    import textwrap
+
+    width = SHOW_WIDTH.get(language, 78)
+    if width is None:
+        return first + text
+    return textwrap.fill(text, width, initial_indent=first, subsequent_indent=rest)
+
+
+def show_lines(report: Report, checks: bool = False) -> Text:
+    """What :func:`show` prints, in every language: ``ok``, then each problem (its code,
+    what was seen, the fix) and each note, wrapped; with ``checks=True`` the checks that
+    passed, one a line, instead."""
+    shown = {}
+    for language in LANGUAGES:
+        if checks:
+            shown[language] = "\n".join(forms(c)[language] for c in report.checks)
+            continue
+        lines = [f"ok: {report.ok}"]
+        for p in report.problems:
+            said = tr("{title}. {detail}", title=p.title, detail=p.detail).forms[language]
+            lines.append(_wrap(f"[{p.code}] {said}", language))
+            lines.append(_wrap(tr("Fix: {fix}", fix=p.fix).forms[language], language, "    "))
+        for note in report.notes:
+            lines.append(_wrap(tr("note: {note}", note=note).forms[language], language))
+        shown[language] = "\n".join(lines)
+    return Text(shown)
+
+
+def show(report: Report, checks: bool = False) -> None:
+    """Print a report as the chapter "Grade your own layer" reads it: whether it passed, then
+    each problem (code, what was seen, how to fix it) and note; with ``checks=True`` the
+    checks that passed. In the reader's language; a stored output keeps both."""
+    from norms.i18n import say
+
+    say(show_lines(report, checks))
