@@ -198,8 +198,6 @@ LONG_FUNCTIONS_BEING_SPLIT: dict[tuple[str, str], str] = {
     ("norms.distributed.launch", "launch"): "i39-syncbn",
     ("norms.functional", "batch_norm"): "i39-stats",
     ("norms.explore.web.payloads", "running_stats_payload"): "i36-explore",
-    ("norms.lab.training", "train"): "i39-long",
-    ("norms.fast.bench", "run"): "i39-long",
     ("norms.plots.speed", "plot_roofline"): "i39-long",
     ("norms.axes", "describe"): "i39-long",
     ("norms.plots.reductions", "plot_reduction"): "i39-long",
@@ -250,7 +248,6 @@ PRIVATE_USE_BEING_FIXED: dict[str, str] = {
     "norms.modules.batch_renorm": "i39-stats",
     "norms.autograd": "i39-stats",
     "norms.explore.web.payloads": "i39-long",
-    "norms.fast.bench": "i39-long",
     "norms.plots.comparisons": "i39-long",
 }
 
@@ -259,7 +256,6 @@ F_BEING_RENAMED: dict[str, str] = {
     "norms.modules.llama": "i39-names",
     "norms.modules.transformer": "i39-names",
     "norms.quiz.pitfalls": "i36-quiz",
-    "norms.lab.training": "i39-long",
 }
 
 

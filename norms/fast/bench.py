@@ -61,6 +61,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -286,7 +287,7 @@ def machine(threads: int | None = None) -> dict:
     arch = platform.machine().lower()
     return {
         "cpu": _cpu_model(),
-        "simd": _simd_level(cpu_kernels._cpu_features(), arch),
+        "simd": _simd_level(cpu_kernels.cpu_features(), arch),
         "torch_simd": torch.backends.cpu.get_cpu_capability(),
         "kernel_flags": " ".join(
             f for f in cpu_kernels.FLAGS if f.startswith(("-march", "-mcpu", "-mprefer"))
@@ -452,49 +453,20 @@ def run(
     """
     say = progress or (lambda _s: None)
     cases = list(cases)
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    records: list[dict] = []
-    copies: dict[tuple, dict] = {}
+    timing = _Timing(threads, rounds, block_s, warmup, device, dtype)
     common = {
         "threads": threads,
         "device": str(torch.device(device)),
         "dtype": str(dtype).removeprefix("torch."),
         **{k: v for k, v in machine(threads).items() if k in ("cpu", "simd")},
     }
-    # Static shapes inside this call only (see the module docstring).
-    static_shapes = torch._dynamo.config.patch(
-        automatic_dynamic_shapes=False, recompile_limit=256, accumulated_recompile_limit=4096
-    )
-    static_shapes.__enter__()
-    try:
+    records: list[dict] = []
+    copies: dict[tuple, dict] = {}
+    with _steady_settings(threads):
         for i, case in enumerate(cases, 1):
             name = f"[{i}/{len(cases)}] {case.op} {tuple(case.shape)}"
             if case.shape not in copies:
-                src = torch.randn(case.shape).to(device=device, dtype=dtype)
-                dst = torch.empty_like(src)
-                copy = lambda dst=dst, src=src: dst.copy_(src)
-                for _ in range(warmup):
-                    copy()
-                m, runs = _interleaved(
-                    {"copy": copy}, "copy", str(case.shape), threads, rounds, block_s, device
-                )["copy"]
-                rec = {
-                    "op": "copy",
-                    "shape": list(case.shape),
-                    "direction": "fwd",
-                    "impl": "copy",
-                    "median_s": float(m.median),
-                    "iqr_s": _iqr(m),
-                    "bytes": 2 * math.prod(case.shape) * itemsize,
-                    "flops": 0,
-                    "runs": runs,
-                    "what": case.what,
-                    **common,
-                }
-                rec["copy_fraction"] = 1.0
-                copies[case.shape] = rec
+                copies[case.shape] = rec = _time_copy(case, timing, common)
                 records.append(rec)
                 say(
                     f"{name} copy: {rec['median_s'] * 1e3:.2f} ms, "
@@ -502,49 +474,112 @@ def run(
                 )
             bandwidth = copies[case.shape]["bytes"] / copies[case.shape]["median_s"]
             for direction in directions:
-                fns, compile_s = {}, {}
-                for impl in impls:
-                    fn = _functions(case, impl, device, dtype)[direction]
-                    compile_s[impl] = _timed(fn, device)  # the first call compiles the fused path
-                    for _ in range(warmup - 1):
-                        fn()
-                    fns[impl] = fn
-                ms = _interleaved(
-                    fns, case.op, f"{case.shape} {direction}", threads, rounds, block_s, device
-                )
-                nbytes = perfect_bytes(case, direction, itemsize)
-                line = []
-                for impl in impls:
-                    m, runs = ms[impl]
-                    rec = {
-                        "op": case.op,
-                        "shape": list(case.shape),
-                        "direction": direction,
-                        "impl": impl,
-                        "median_s": float(m.median),
-                        "iqr_s": _iqr(m),
-                        "bytes": nbytes,
-                        "flops": flops(case, direction),
-                        "runs": runs,
-                        "what": case.what,
-                        **common,
-                    }
-                    rec["copy_fraction"] = nbytes / rec["median_s"] / bandwidth
-                    if impl == "fused":
-                        rec["compile_s"] = compile_s[impl]
-                    records.append(rec)
-                    line.append(
-                        f"{impl} {rec['median_s'] * 1e3:.2f} ms "
-                        f"({100 * rec['copy_fraction']:.0f}% of copy)"
-                    )
-                ratios = ""
-                if "torch" in ms and "fused" in ms:
-                    ratios = f"  (fused/torch {ms['fused'][0].median / ms['torch'][0].median:.2f}x)"
-                say(f"{name} {direction}: " + ", ".join(line) + ratios)
+                found = _time_direction(case, direction, impls, timing, common, bandwidth)
+                records += found
+                say(f"{name} {direction}: {_progress_line(found)}")
+    return records
+
+
+@dataclass(frozen=True)
+class _Timing:
+    """How :func:`run` times: its arguments of the same names."""
+
+    threads: int
+    rounds: int
+    block_s: float
+    warmup: int
+    device: str | torch.device
+    dtype: torch.dtype
+
+    def interleaved(self, fns: dict[str, Callable], label: str, sub_label: str):
+        return _interleaved(
+            fns, label, sub_label, self.threads, self.rounds, self.block_s, self.device
+        )
+
+
+@contextmanager
+def _steady_settings(threads: int):
+    """``threads`` threads and static shapes inside :func:`run` only (see the module docstring);
+    the caller's settings come back afterwards, also on an error."""
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    static_shapes = torch._dynamo.config.patch(
+        automatic_dynamic_shapes=False, recompile_limit=256, accumulated_recompile_limit=4096
+    )
+    static_shapes.__enter__()
+    try:
+        yield
     finally:
         static_shapes.__exit__(None, None, None)
         torch.set_num_threads(previous_threads)
+
+
+def _record(case: Case, direction: str, impl: str, measured, nbytes: int, nflops: int, common):
+    """One record of :func:`run` (without ``copy_fraction``) from ``(Measurement, runs)``."""
+    m, runs = measured
+    return {
+        "op": case.op if impl != "copy" else "copy",
+        "shape": list(case.shape),
+        "direction": direction,
+        "impl": impl,
+        "median_s": float(m.median),
+        "iqr_s": _iqr(m),
+        "bytes": nbytes,
+        "flops": nflops,
+        "runs": runs,
+        "what": case.what,
+        **common,
+    }
+
+
+def _time_copy(case: Case, timing: _Timing, common: dict) -> dict:
+    """The record of ``dst.copy_(src)`` on the shape of ``case``: the roof of the bandwidth."""
+    src = torch.randn(case.shape).to(device=timing.device, dtype=timing.dtype)
+    dst = torch.empty_like(src)
+    copy = lambda dst=dst, src=src: dst.copy_(src)
+    for _ in range(timing.warmup):
+        copy()
+    measured = timing.interleaved({"copy": copy}, "copy", str(case.shape))["copy"]
+    nbytes = 2 * math.prod(case.shape) * src.element_size()
+    rec = _record(case, "fwd", "copy", measured, nbytes, 0, common)
+    rec["copy_fraction"] = 1.0
+    return rec
+
+
+def _time_direction(
+    case: Case, direction: str, impls: Sequence[str], timing: _Timing, common: dict, bandwidth
+) -> list[dict]:
+    """The records of every implementation of ``case`` in one direction, timed interleaved."""
+    fns, compile_s = {}, {}
+    for impl in impls:
+        fn = _functions(case, impl, timing.device, timing.dtype)[direction]
+        compile_s[impl] = _timed(fn, timing.device)  # the first call compiles the fused path
+        for _ in range(timing.warmup - 1):
+            fn()
+        fns[impl] = fn
+    ms = timing.interleaved(fns, case.op, f"{case.shape} {direction}")
+    itemsize = torch.empty((), dtype=timing.dtype).element_size()
+    nbytes = perfect_bytes(case, direction, itemsize)
+    records = []
+    for impl in impls:
+        rec = _record(case, direction, impl, ms[impl], nbytes, flops(case, direction), common)
+        rec["copy_fraction"] = nbytes / rec["median_s"] / bandwidth
+        if impl == "fused":
+            rec["compile_s"] = compile_s[impl]
+        records.append(rec)
     return records
+
+
+def _progress_line(records: list[dict]) -> str:
+    """The times of one case and direction, as :func:`run` reports its progress."""
+    line = ", ".join(
+        f"{r['impl']} {r['median_s'] * 1e3:.2f} ms ({100 * r['copy_fraction']:.0f}% of copy)"
+        for r in records
+    )
+    by_impl = {r["impl"]: r["median_s"] for r in records}
+    if "torch" in by_impl and "fused" in by_impl:
+        line += f"  (fused/torch {by_impl['fused'] / by_impl['torch']:.2f}x)"
+    return line
 
 
 # ---------------------------------------------------------------------------

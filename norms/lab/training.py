@@ -43,7 +43,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..modules.batchnorm import BatchNorm1d, BatchNorm2d, _BatchNorm
@@ -526,7 +525,9 @@ def evaluate(
         total_loss, correct = 0.0, 0
         for start in range(0, n, size):
             out = net(x[start : start + size])
-            total_loss += float(F.cross_entropy(out, y[start : start + size], reduction="sum"))
+            total_loss += float(
+                nn.functional.cross_entropy(out, y[start : start + size], reduction="sum")
+            )
             correct += int((out.argmax(1) == y[start : start + size]).sum())
     finally:
         _restore_modes(modes)
@@ -621,14 +622,8 @@ def train(
     Returns:
         a :class:`TrainLog`.
     """
-    if batch_size < 1 or epochs < 1:
-        raise ValueError(f"batch_size and epochs must be positive, got {batch_size} and {epochs}")
-    n = len(data.x_train)
-    if batch_size > n:
-        raise ValueError(f"batch_size {batch_size} is larger than the training set ({n} samples)")
-    steps_per_epoch = n // batch_size
-    total_steps = steps_per_epoch * epochs
-    every = record_every or max(1, total_steps // 10)
+    steps_per_epoch = _steps_per_epoch(len(data.x_train), batch_size, epochs)
+    every = record_every or max(1, steps_per_epoch * epochs // 10)
     opt = (
         optimizer(model)
         if optimizer is not None
@@ -636,105 +631,154 @@ def train(
             model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay
         )
     )
-    blocks = _blocks(model)
+    recorder = _Recorder(_blocks(model), sample_size)
     gen = torch.Generator().manual_seed(seed)
     losses: list[float] = []
-    test_acc, test_acc_bs, train_acc = [], [], []
-    rec: dict[str, list] = {
-        k: [] for k in ("steps", "mean", "std", "grad", "ratio", "act", "gsample")
-    }
+    accuracies: dict[str, list[float]] = {"test": [], "test_batch_stats": [], "train": []}
     diverged = None
-    step = 0
     with seeded(seed):
         for _ in range(epochs):
             model.train()
-            order = torch.randperm(n, generator=gen)
-            for i in range(steps_per_epoch):
-                idx = order[i * batch_size : (i + 1) * batch_size]
-                record = bool(blocks) and step % every == 0
-                for b in blocks:
-                    b.capture = record
-                loss = F.cross_entropy(model(data.x_train[idx]), data.y_train[idx])
-                if not math.isfinite(loss.item()):
-                    diverged = step
-                    break
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if record:
-                    before = [b.layer.weight.detach().clone() for b in blocks]
-                opt.step()
-                if record:
-                    zs = [b.z for b in blocks]
-                    rec["steps"].append(step)
-                    rec["mean"].append([float(z.detach().mean()) for z in zs])
-                    rec["std"].append([float(z.detach().std()) for z in zs])
-                    rec["grad"].append(
-                        [float(z.grad.std()) if z.grad is not None else math.nan for z in zs]
-                    )
-                    rec["ratio"].append(
-                        [
-                            float((b.layer.weight.detach() - w).norm() / w.norm())
-                            for b, w in zip(blocks, before, strict=True)
-                        ]
-                    )
-                    rec["act"].append(torch.stack([_sample(z, sample_size) for z in zs]))
-                    rec["gsample"].append(
-                        torch.stack(
-                            [
-                                _sample(z.grad, sample_size)
-                                if z.grad is not None
-                                else torch.full((sample_size,), math.nan)
-                                for z in zs
-                            ]
-                        )
-                    )
-                    for b in blocks:
-                        b.capture, b.z = False, None
-                losses.append(loss.item())
-                step += 1
+            order = torch.randperm(len(data.x_train), generator=gen)
+            batches = order[: steps_per_epoch * batch_size].split(batch_size)
+            diverged = _run_epoch(model, data, opt, batches, recorder, every, losses)
             if diverged is not None:
                 break
-            test_acc.append(evaluate(model, data.x_test, data.y_test)[1])
-            if eval_batch_stats:
-                test_acc_bs.append(
-                    evaluate(model, data.x_test, data.y_test, batch_size, batch_stats=True)[1]
-                )
-            train_acc.append(evaluate(model, data.x_train, data.y_train)[1])
-    for b in blocks:
-        b.capture, b.z = False, None
+            _measure_epoch(model, data, batch_size, eval_batch_stats, accuracies)
+    recorder.release()
     model.train()
-    n_blocks = len(blocks)
-
-    def table(key):
-        return torch.tensor(rec[key], dtype=torch.float32).reshape(len(rec["steps"]), n_blocks)
-
-    def samples(key):
-        if not rec[key]:
-            return torch.empty(0, n_blocks, sample_size)
-        return torch.stack(rec[key])
-
-    label = (
-        name
-        or f"{type(model).__name__} {NORM_LABELS.get(getattr(model, 'norm_kind', ''), '')}".strip()
-    )
     return TrainLog(
-        name=label,
+        name=name or _label(model),
         lr=lr,
         batch_size=batch_size,
         epochs=epochs,
         loss=torch.tensor(losses),
-        test_acc=torch.tensor(test_acc),
-        test_acc_batch_stats=torch.tensor(test_acc_bs),
-        train_acc=torch.tensor(train_acc),
-        record_steps=torch.tensor(rec["steps"], dtype=torch.long),
-        act_mean=table("mean"),
-        act_std=table("std"),
-        grad_std=table("grad"),
-        update_ratio=table("ratio"),
-        act_sample=samples("act"),
-        grad_sample=samples("gsample"),
+        test_acc=torch.tensor(accuracies["test"]),
+        test_acc_batch_stats=torch.tensor(accuracies["test_batch_stats"]),
+        train_acc=torch.tensor(accuracies["train"]),
         diverged_at=diverged,
+        **recorder.fields(),
     )
+
+
+def _label(model: nn.Module) -> str:
+    """The model's class and the name of its norm (``"DigitsMLP BatchNorm"``)."""
+    return f"{type(model).__name__} {NORM_LABELS.get(getattr(model, 'norm_kind', ''), '')}".strip()
+
+
+def _steps_per_epoch(n: int, batch_size: int, epochs: int) -> int:
+    """The full batches of ``batch_size`` in ``n`` samples; a clear error for a bad budget."""
+    if batch_size < 1 or epochs < 1:
+        raise ValueError(f"batch_size and epochs must be positive, got {batch_size} and {epochs}")
+    if batch_size > n:
+        raise ValueError(f"batch_size {batch_size} is larger than the training set ({n} samples)")
+    return n // batch_size
+
+
+def _run_epoch(model, data, opt, batches, recorder, every, losses) -> int | None:
+    """One pass of SGD steps over ``batches`` (index tensors), appending to ``losses``.
+
+    Records the blocks' statistics every ``every`` steps (counted over the run, from
+    ``len(losses)``). Returns the step at which the loss stopped being finite, else None.
+    """
+    for idx in batches:
+        step = len(losses)
+        record = recorder.capture(step % every == 0)
+        loss = nn.functional.cross_entropy(model(data.x_train[idx]), data.y_train[idx])
+        if not math.isfinite(loss.item()):
+            return step
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        before = recorder.weights() if record else None
+        opt.step()
+        if record:
+            recorder.record(step, before)
+        losses.append(loss.item())
+    return None
+
+
+def _measure_epoch(model, data, batch_size, eval_batch_stats, accuracies) -> None:
+    """Append the epoch's accuracies: test (running statistics, then batch statistics), train."""
+    accuracies["test"].append(evaluate(model, data.x_test, data.y_test)[1])
+    if eval_batch_stats:
+        accuracies["test_batch_stats"].append(
+            evaluate(model, data.x_test, data.y_test, batch_size, batch_stats=True)[1]
+        )
+    accuracies["train"].append(evaluate(model, data.x_train, data.y_train)[1])
+
+
+class _Recorder:
+    """The per-layer statistics :func:`train` keeps of the blocks' pre-activations ``z``.
+
+    At a recorded step each :class:`Block` keeps its ``z`` (and, after ``backward``, its
+    gradient); :meth:`record` reads them with the weights from before the optimizer step,
+    then lets the blocks drop them. :meth:`fields` gives the :class:`TrainLog` fields.
+    """
+
+    KEYS = ("steps", "mean", "std", "grad", "ratio", "act", "gsample")
+
+    def __init__(self, blocks: list[Block], sample_size: int):
+        self.blocks, self.sample_size = blocks, sample_size
+        self.rec: dict[str, list] = {k: [] for k in self.KEYS}
+
+    def capture(self, due: bool) -> bool:
+        """Tell every block whether to keep its ``z`` at this step; True if it is recorded."""
+        record = bool(self.blocks) and due
+        for b in self.blocks:
+            b.capture = record
+        return record
+
+    def weights(self) -> list[Tensor]:
+        return [b.layer.weight.detach().clone() for b in self.blocks]
+
+    def record(self, step: int, before: list[Tensor]) -> None:
+        zs, rec, size = [b.z for b in self.blocks], self.rec, self.sample_size
+        rec["steps"].append(step)
+        rec["mean"].append([float(z.detach().mean()) for z in zs])
+        rec["std"].append([float(z.detach().std()) for z in zs])
+        rec["grad"].append([float(z.grad.std()) if z.grad is not None else math.nan for z in zs])
+        rec["ratio"].append(
+            [
+                float((b.layer.weight.detach() - w).norm() / w.norm())
+                for b, w in zip(self.blocks, before, strict=True)
+            ]
+        )
+        rec["act"].append(torch.stack([_sample(z, size) for z in zs]))
+        rec["gsample"].append(
+            torch.stack(
+                [
+                    _sample(z.grad, size) if z.grad is not None else torch.full((size,), math.nan)
+                    for z in zs
+                ]
+            )
+        )
+        self.release()
+
+    def release(self) -> None:
+        """The blocks stop capturing and drop what they kept."""
+        for b in self.blocks:
+            b.capture, b.z = False, None
+
+    def fields(self) -> dict[str, Tensor]:
+        rec, n_blocks = self.rec, len(self.blocks)
+
+        def table(key):
+            return torch.tensor(rec[key], dtype=torch.float32).reshape(len(rec["steps"]), n_blocks)
+
+        def samples(key):
+            if not rec[key]:
+                return torch.empty(0, n_blocks, self.sample_size)
+            return torch.stack(rec[key])
+
+        return {
+            "record_steps": torch.tensor(rec["steps"], dtype=torch.long),
+            "act_mean": table("mean"),
+            "act_std": table("std"),
+            "grad_std": table("grad"),
+            "update_ratio": table("ratio"),
+            "act_sample": samples("act"),
+            "grad_sample": samples("gsample"),
+        }
 
 
 def summary(log: TrainLog) -> str:
