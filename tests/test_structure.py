@@ -198,8 +198,6 @@ LONG_FUNCTIONS_BEING_SPLIT: dict[tuple[str, str], str] = {
     ("norms.distributed.launch", "launch"): "i39-syncbn",
     ("norms.functional", "batch_norm"): "i39-stats",
     ("norms.explore.web.payloads", "running_stats_payload"): "i36-explore",
-    ("norms.plots.speed", "plot_roofline"): "i39-long",
-    ("norms.plots.reductions", "plot_reduction"): "i39-long",
 }
 
 #: torch's own private base classes, kept under torch's names (``torch.nn.modules.batchnorm``

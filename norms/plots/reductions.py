@@ -665,19 +665,8 @@ def plot_reduction(
     """
     shape = check_drawable(input_shape)
     perm = _check_permute(permute, len(shape))
-    seen_shape = shape if perm is None else tuple(shape[p] for p in perm)
-    reduction = describe(module, seen_shape)
-    if highlight is not None and not 0 <= highlight < reduction.num_statistics:
-        raise ValueError(
-            f"highlight={highlight} is not a statistic id: {reduction.norm} on {seen_shape} "
-            f"computes statistics 0 .. {reduction.num_statistics - 1}"
-        )
-    index = _displayed_index(reduction, perm)
-    kind = _resolve_layout(layout, reduction.norm, len(shape))
-    if layout == "auto" and perm is not None and len(shape) == 3:
-        kind = "sequence"  # a (B, T, D) input fed to BatchNorm1d as (B, D, T)
-    view = _sequence_view(index) if kind == "sequence" else _image_view(index, reduction.norm)
-    _check_size(view)
+    reduction = _described(module, shape, perm, highlight)
+    view = _view(reduction, perm, layout, len(shape))
 
     own_figure = ax is None
     ax = _new_axes(ax, figsize)
@@ -686,12 +675,8 @@ def plot_reduction(
     show_legend = legend if legend is not None else not compact
     reserved = _reserved_inches(title, compact, show_legend)
     (_draw_block if view.kind == "block" else _draw_panels)(ax, view, highlight, reserved)
-
     if title is True:
-        label = module_label(module) + _permute_label(perm)
-        dims = _displayed_dims(reduction, perm)
-        text = _title(reduction, label, shape, dims, view.dim_names, compact)
-        ax.set_title(text, fontsize=8.5 if compact else 10, loc="center")
+        _generated_title(ax, module, reduction, shape, perm, view, compact)
     elif title:
         ax.set_title(str(title), fontsize=10)
     if show_legend:
@@ -699,6 +684,37 @@ def plot_reduction(
     if own_figure:
         _grow_to_fit(ax.figure)
     return ax.figure
+
+
+def _described(module, shape: tuple[int, ...], perm, highlight: int | None):
+    """:func:`describe` of what the module sees (``x.permute(*perm)``); checks ``highlight``."""
+    seen_shape = shape if perm is None else tuple(shape[p] for p in perm)
+    reduction = describe(module, seen_shape)
+    if highlight is not None and not 0 <= highlight < reduction.num_statistics:
+        raise ValueError(
+            f"highlight={highlight} is not a statistic id: {reduction.norm} on {seen_shape} "
+            f"computes statistics 0 .. {reduction.num_statistics - 1}"
+        )
+    return reduction
+
+
+def _generated_title(ax, module, reduction, shape, perm, view: _View, compact: bool) -> None:
+    """The title: the norm, the input shape, the reduced dims, the statistics, γ/β's shape."""
+    label = module_label(module) + _permute_label(perm)
+    dims = _displayed_dims(reduction, perm)
+    text = _title(reduction, label, shape, dims, view.dim_names, compact)
+    ax.set_title(text, fontsize=8.5 if compact else 10, loc="center")
+
+
+def _view(reduction, perm, layout: str, rank: int) -> _View:
+    """How the figure lays the cells out (a block or panels); raises if it is too large."""
+    index = _displayed_index(reduction, perm)
+    kind = _resolve_layout(layout, reduction.norm, rank)
+    if layout == "auto" and perm is not None and rank == 3:
+        kind = "sequence"  # a (B, T, D) input fed to BatchNorm1d as (B, D, T)
+    view = _sequence_view(index) if kind == "sequence" else _image_view(index, reduction.norm)
+    _check_size(view)
+    return view
 
 
 # --------------------------------------------------------------------------
