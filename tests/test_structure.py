@@ -244,8 +244,6 @@ PRIVATE_USE_BEING_FIXED: dict[str, str] = {
     "norms.modules.syncbatchnorm": "i39-syncbn",
     "norms.modules.batch_renorm": "i39-stats",
     "norms.autograd": "i39-stats",
-    "norms.explore.web.payloads": "i39-long",
-    "norms.plots.comparisons": "i39-long",
 }
 
 #: Modules where ``F`` is still ``torch.nn.functional``, being renamed now: module -> who.

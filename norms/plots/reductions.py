@@ -66,22 +66,29 @@ __all__ = [
     "highlighted_cells",
 ]
 
-# Non-highlighted statistics cycle through light tints of these: Okabe–Ito sky
-# blue, bluish green, yellow, reddish purple, and a neutral grey. Vermillion and
-# its look-alike orange are left out so that nothing resembles the highlight;
-# Okabe–Ito blue is left out because, tinted, it is too close to sky blue.
-_TINT_BASES = ("#56B4E9", "#009E73", "#F0E442", "#CC79A7", "#8C8C8C")
+#: Non-highlighted statistics cycle through light tints (:func:`tint`) of these: Okabe–Ito
+#: sky blue, bluish green, yellow, reddish purple, and a neutral grey. Vermillion and
+#: its look-alike orange are left out so that nothing resembles the highlight;
+#: Okabe–Ito blue is left out because, tinted, it is too close to sky blue. The website's
+#: explorers use the same (norms.explore.web).
+TINT_BASES = ("#56B4E9", "#009E73", "#F0E442", "#CC79A7", "#8C8C8C")
 _TINT_AMOUNT = 0.62  # how far towards white
-_EDGE_COLOR = (0.25, 0.25, 0.25, 1.0)
-_HIGHLIGHT_EDGE = (0.35, 0.12, 0.0, 1.0)
+#: The edge of a cell of a non-highlighted statistic (RGBA).
+EDGE_COLOR = (0.25, 0.25, 0.25, 1.0)
+#: The edge of a cell of the highlighted statistic (RGBA).
+HIGHLIGHT_EDGE = (0.35, 0.12, 0.0, 1.0)
 
 #: The most cells a reduction figure draws (larger shapes raise ValueError).
 MAX_CELLS = 1024
-_MAX_DEPTH = 16  # N in the block
-_MAX_SIDE = 64  # C and H·W in the block, T and D in panels
-_MAX_PANELS = 8  # B in the sequence layout
+#: The most samples (N) a block figure stacks into the page.
+MAX_DEPTH = 16
+#: The most cells along a side: C and H·W in a block, T and D in panels.
+MAX_SIDE = 64
+#: The most panels (B) in the sequence layout.
+MAX_PANELS = 8
 
-_SPATIAL_NAMES = {1: ("L",), 2: ("H", "W"), 3: ("D", "H", "W")}
+#: The names of the spatial dims of an ``(N, C, *S)`` input, by the number of them.
+SPATIAL_NAMES = {1: ("L",), 2: ("H", "W"), 3: ("D", "H", "W")}
 
 _LAYOUTS = ("auto", "image", "sequence")
 
@@ -102,7 +109,8 @@ TOO_MANY_CELLS_MESSAGE = (
 )
 
 
-def _tint(color: str, amount: float = _TINT_AMOUNT) -> np.ndarray:
+def tint(color: str, amount: float = _TINT_AMOUNT) -> np.ndarray:
+    """``color`` moved ``amount`` of the way towards white, as RGBA (the light tints)."""
     rgba = np.array(to_rgba(color))
     rgba[:3] = rgba[:3] + (1.0 - rgba[:3]) * amount
     return rgba
@@ -146,18 +154,18 @@ def _tint_indices(grid: np.ndarray) -> np.ndarray:
     """
     count = int(grid.max()) + 1
     adjacent = _neighbours(grid)
-    tint = np.zeros(count, dtype=np.int64)
+    chosen = np.zeros(count, dtype=np.int64)
     for sid in range(count):
-        taken = {int(tint[j]) for j in adjacent.get(sid, ()) if j < sid}
-        order = [(sid + k) % len(_TINT_BASES) for k in range(len(_TINT_BASES))]
+        taken = {int(chosen[j]) for j in adjacent.get(sid, ()) if j < sid}
+        order = [(sid + k) % len(TINT_BASES) for k in range(len(TINT_BASES))]
         free = [k for k in order if k not in taken]
-        tint[sid] = free[0] if free else sid % len(_TINT_BASES)
-    return tint
+        chosen[sid] = free[0] if free else sid % len(TINT_BASES)
+    return chosen
 
 
 def _cell_colors(grid: np.ndarray, highlight: int | None) -> np.ndarray:
     """RGBA per cell: the highlight colour for statistic ``highlight``, else a tint."""
-    tints = np.stack([_tint(c) for c in _TINT_BASES])
+    tints = np.stack([tint(c) for c in TINT_BASES])
     colors = tints[_tint_indices(grid)[grid]]
     if highlight is not None:
         colors[grid == highlight] = to_rgba(HIGHLIGHT_COLOR)
@@ -197,12 +205,12 @@ def _image_view(index: np.ndarray, norm: str) -> _View:
     if ndim == 1:
         return _View("panels", index.reshape(1, 1, -1), (None, None, "C"), ("C",))
     if is_unbatched(norm, ndim):
-        spatial = _SPATIAL_NAMES.get(ndim - 1, tuple(f"S{i}" for i in range(ndim - 1)))
+        spatial = SPATIAL_NAMES.get(ndim - 1, tuple(f"S{i}" for i in range(ndim - 1)))
         grid = index.reshape(1, shape[0], -1)
         return _View("block", grid, (None, "C", "·".join(spatial)), ("C", *spatial))
     if ndim == 2:
         return _View("panels", index.reshape(1, *shape), (None, "N", "C"), ("N", "C"))
-    spatial = _SPATIAL_NAMES.get(ndim - 2, tuple(f"S{i}" for i in range(ndim - 2)))
+    spatial = SPATIAL_NAMES.get(ndim - 2, tuple(f"S{i}" for i in range(ndim - 2)))
     grid = index.reshape(shape[0], shape[1], -1)
     return _View("block", grid, ("N", "C", "·".join(spatial)), ("N", "C", *spatial))
 
@@ -222,12 +230,12 @@ def _check_size(view: _View) -> None:
     a, b, c = view.grid.shape
     total = a * b * c
     limits = (
-        (_MAX_DEPTH, _MAX_SIDE, _MAX_SIDE)
+        (MAX_DEPTH, MAX_SIDE, MAX_SIDE)
         if view.kind == "block"
         else (
-            _MAX_PANELS,
-            _MAX_SIDE,
-            _MAX_SIDE,
+            MAX_PANELS,
+            MAX_SIDE,
+            MAX_SIDE,
         )
     )
     if total > MAX_CELLS or a > limits[0] or b > limits[1] or c > limits[2]:
@@ -330,14 +338,14 @@ def _legend(ax: Axes, reduction: Reduction, highlight: int | None) -> None:
         handles.append(
             Patch(
                 facecolor=HIGHLIGHT_COLOR,
-                edgecolor=_HIGHLIGHT_EDGE,
+                edgecolor=HIGHLIGHT_EDGE,
                 label=f"statistic {highlight}: these elements share {shared}",
             )
         )
     if reduction.num_statistics > (0 if highlight is None else 1):
-        tints = [_tint(c) for c in _TINT_BASES[:3]]
+        tints = [tint(c) for c in TINT_BASES[:3]]
         handles.append(
-            Patch(facecolor=tints[0], edgecolor=_EDGE_COLOR, label="other statistics (light tints)")
+            Patch(facecolor=tints[0], edgecolor=EDGE_COLOR, label="other statistics (light tints)")
         )
     ax.legend(
         handles=handles,
@@ -370,7 +378,7 @@ def _add_face(ax: Axes, corners: list[tuple[float, float]], color, edge, gid: st
 
 
 def _edge_for(grid_value: int, highlight: int | None):
-    return _HIGHLIGHT_EDGE if highlight is not None and grid_value == highlight else _EDGE_COLOR
+    return HIGHLIGHT_EDGE if highlight is not None and grid_value == highlight else EDGE_COLOR
 
 
 _LABEL_STYLE = {"fontsize": 9, "color": "0.15"}
