@@ -56,8 +56,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -74,7 +72,8 @@ from norms import modules
 if TYPE_CHECKING:
     from torch.utils import benchmark
 
-from . import cpu_kernels, fused
+from . import fused
+from .machine import machine, machine_line
 
 __all__ = [
     "Case",
@@ -250,60 +249,6 @@ def make_layer(
             for p in layer.parameters():
                 p.copy_(1 + 0.1 * torch.randn(p.shape, generator=gen))
     return layer.train()
-
-
-def _cpu_model() -> str:
-    """The CPU's name from ``/proc/cpuinfo`` (``model name``, or ``CPU part`` on ARM), else
-    :func:`platform.processor`."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("model name", "Model", "CPU part")):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _simd_level(features: str, arch: str) -> str:
-    """The widest SIMD instruction set in a ``/proc/cpuinfo`` feature line."""
-    flags = set(features.split())
-    if arch in ("aarch64", "arm64"):
-        return "SVE" if "sve" in flags else "NEON" if "asimd" in flags else "none"
-    for level, flag in (
-        ("AVX-512", "avx512f"),
-        ("AVX2", "avx2"),
-        ("AVX", "avx"),
-        ("SSE4.2", "sse4_2"),
-    ):
-        if flag in flags:
-            return level
-    return "unknown"
-
-
-def machine(threads: int | None = None) -> dict:
-    """What the numbers were measured on: ``cpu`` (the model), ``simd`` (its widest SIMD level),
-    ``torch_simd`` (the level torch's own kernels use), ``kernel_flags`` (the
-    instruction-set flags the C++ kernels are compiled with), ``cores`` and ``threads``."""
-    arch = platform.machine().lower()
-    return {
-        "cpu": _cpu_model(),
-        "simd": _simd_level(cpu_kernels.cpu_features(), arch),
-        "torch_simd": torch.backends.cpu.get_cpu_capability(),
-        "kernel_flags": " ".join(
-            f for f in cpu_kernels.FLAGS if f.startswith(("-march", "-mcpu", "-mprefer"))
-        ),
-        "cores": os.cpu_count(),
-        "threads": torch.get_num_threads() if threads is None else threads,
-    }
-
-
-def machine_line(info: dict) -> str:
-    """:func:`machine` in one line of text."""
-    return (
-        f"CPU: {info['cpu']} ({info['cores']} cores), SIMD: {info['simd']} "
-        f"(torch uses {info['torch_simd']}; kernels: {info['kernel_flags'] or 'default flags'}), "
-        f"{info['threads']} thread(s)"
-    )
 
 
 def _functions(case: Case, impl: str, device, dtype) -> dict[str, Callable[[], object]]:
