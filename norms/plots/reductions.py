@@ -20,8 +20,9 @@ never share a tint.
 
 Every cell is one :class:`matplotlib.patches.Polygon` whose ``gid`` names its
 coordinates in the folded tensor: ``"cell-a-b-c"`` (block: ``n, c, s``; panels:
-``panel, row, column``). :func:`drawn_cells` and :func:`highlighted_cells` read
-the figure back from those artists, which is how the tests check a drawing.
+``panel, row, column``). :func:`~norms.plots.cells.drawn_cells` and
+:func:`~norms.plots.cells.highlighted_cells` (:mod:`norms.plots.cells`, re-exported here)
+read the figure back from those artists, which is how the tests check a drawing.
 In the block only the front, top and right faces are visible, but every cell is
 drawn (back to front), so every element of the tensor has its artist.
 
@@ -43,7 +44,6 @@ and :mod:`norms.plots.batch_noise`; the palette is :mod:`norms.plots.style`.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -56,6 +56,7 @@ from matplotlib.patches import Patch, Polygon
 
 from norms.axes import Reduction, describe, is_unbatched, module_label
 
+from .cells import cell_gid, drawn_cells, highlighted_cells
 from .style import HIGHLIGHT_COLOR, BookFigure
 
 __all__ = [
@@ -452,7 +453,7 @@ def _draw_block(ax: Axes, view: _View, highlight: int | None, reserved: float) -
                     [(x0, y0), (x0 + 1, y0), (x0 + 1, y0 + cell_h), (x0, y0 + cell_h)],
                     colors[n, c, s],
                     _edge_for(grid[n, c, s], highlight),
-                    f"cell-{n}-{c}-{s}",
+                    cell_gid(n, c, s),
                 )
         for c in range(n_cols):  # top faces: row s = 0
             x0, y0 = ox + c, oy + height
@@ -461,7 +462,7 @@ def _draw_block(ax: Axes, view: _View, highlight: int | None, reserved: float) -
                 [(x0, y0), (x0 + 1, y0), (x0 + 1 + dx, y0 + dy), (x0 + dx, y0 + dy)],
                 _shade(colors[n, c, 0], 0.35),
                 _edge_for(grid[n, c, 0], highlight),
-                f"cell-{n}-{c}-0-top",
+                cell_gid(n, c, 0, "top"),
             )
         for s in range(n_rows):  # right faces: column c = C-1
             x0, y0 = ox + n_cols, oy + (n_rows - 1 - s) * cell_h
@@ -470,7 +471,7 @@ def _draw_block(ax: Axes, view: _View, highlight: int | None, reserved: float) -
                 [(x0, y0), (x0 + dx, y0 + dy), (x0 + dx, y0 + dy + cell_h), (x0, y0 + cell_h)],
                 _shade(colors[n, n_cols - 1, s], -0.18),
                 _edge_for(grid[n, n_cols - 1, s], highlight),
-                f"cell-{n}-{n_cols - 1}-{s}-side",
+                cell_gid(n, n_cols - 1, s, "side"),
             )
 
     width, top = n_cols + n_depth * dx, height + n_depth * dy
@@ -535,7 +536,7 @@ def _draw_panels(ax: Axes, view: _View, highlight: int | None, reserved: float) 
                     [(x0, y0), (x0 + 1, y0), (x0 + 1, y0 + cell_h), (x0, y0 + cell_h)],
                     colors[p, r, k],
                     _edge_for(grid[p, r, k], highlight),
-                    f"cell-{p}-{r}-{k}",
+                    cell_gid(p, r, k),
                 )
         if panel_label is not None:
             _label(
@@ -723,76 +724,3 @@ def _view(reduction, perm, layout: str, rank: int) -> _View:
     view = _sequence_view(index) if kind == "sequence" else _image_view(index, reduction.norm)
     _check_size(view)
     return view
-
-
-# --------------------------------------------------------------------------
-# Reading a figure back
-# --------------------------------------------------------------------------
-
-_CELL_GID = re.compile(r"cell-(\d+)-(\d+)-(\d+)")
-
-
-def _cell_axes(fig_or_ax: Figure | Axes) -> Axes:
-    if isinstance(fig_or_ax, Axes):
-        return fig_or_ax
-    with_cells = [ax for ax in fig_or_ax.axes if any(_is_cell(a) for a in ax.patches)]
-    if len(with_cells) != 1:
-        raise ValueError(
-            f"the figure has {len(with_cells)} panels with cells, not exactly one; "
-            "pass one of fig.axes"
-        )
-    return with_cells[0]
-
-
-def _is_cell(artist) -> bool:
-    gid = artist.get_gid()
-    return isinstance(gid, str) and _CELL_GID.fullmatch(gid) is not None
-
-
-def drawn_cells(fig_or_ax: Figure | Axes) -> dict[tuple[int, int, int], tuple[float, ...]]:
-    """The cells of a reduction figure and the RGBA colour each is filled with.
-
-    Read from the drawn artists: every polygon whose ``gid`` is
-    ``"cell-a-b-c"`` (front faces; the shading faces end in ``-top``/``-side``).
-
-    Args:
-        fig_or_ax: a figure with one reduction panel, or the panel's axes.
-
-    Returns:
-        ``{(a, b, c): rgba}`` in the folded coordinates of the drawing: block
-        ``(n, c, s)`` with ``s`` the folded spatial index, panels ``(panel, row, col)``.
-
-    Example:
-        >>> cells = drawn_cells(plot_reduction(norms.LayerNorm(8), (2, 4, 8)))
-        >>> len(cells)
-        64
-    """
-    ax = _cell_axes(fig_or_ax)
-    cells = {}
-    for patch in ax.patches:
-        match = _CELL_GID.fullmatch(str(patch.get_gid()))
-        if match:
-            cells[tuple(int(g) for g in match.groups())] = tuple(patch.get_facecolor())
-    return cells
-
-
-def highlighted_cells(fig_or_ax: Figure | Axes) -> set[tuple[int, int, int]]:
-    """Coordinates of the cells filled with :data:`HIGHLIGHT_COLOR`.
-
-    Args:
-        fig_or_ax: a figure with one reduction panel, or the panel's axes.
-
-    Returns:
-        the set of ``(a, b, c)`` folded coordinates (see :func:`drawn_cells`).
-
-    Example:
-        >>> fig = plot_reduction(norms.BatchNorm2d(3), (2, 3, 2, 2))
-        >>> sorted(highlighted_cells(fig))
-        [(0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 0, 3), (1, 0, 0), (1, 0, 1), (1, 0, 2), (1, 0, 3)]
-    """
-    target = np.array(to_rgba(HIGHLIGHT_COLOR))
-    return {
-        coords
-        for coords, rgba in drawn_cells(fig_or_ax).items()
-        if np.allclose(rgba, target, atol=1e-6)
-    }
