@@ -54,26 +54,32 @@ chapter).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-from torch import nn
-
-from norms import modules
 
 if TYPE_CHECKING:
     from torch.utils import benchmark
 
-from . import fused
+from .cases import (
+    CASES,
+    DIRECTIONS,
+    IMPLS,
+    SMALL_CASES,
+    TINY_CASES,
+    Case,
+    flops,
+    make_layer,
+    perfect_bytes,
+)
 from .machine import machine, machine_line
+from .report import readme_table, report_markdown, summary, write
 
 __all__ = [
     "Case",
@@ -93,162 +99,6 @@ __all__ = [
     "write",
     "main",
 ]
-
-IMPLS = ("torch", "norms", "fused")
-DIRECTIONS = ("fwd", "fwd+bwd")
-
-
-@dataclass(frozen=True)
-class Case:
-    """One layer on one input shape.
-
-    Args:
-        op: the layer's class name, e.g. ``"LayerNorm"`` (the same name in
-            ``torch.nn``, :mod:`norms` and :mod:`norms.fast.fused`).
-        shape: the input shape.
-        args: positional constructor arguments, e.g. ``(768,)``.
-        kwargs: keyword constructor arguments, e.g. ``{"affine": True}``.
-        what: where such a shape occurs (for the report).
-    """
-
-    op: str
-    shape: tuple[int, ...]
-    args: tuple = ()
-    kwargs: dict = field(default_factory=dict)
-    what: str = ""
-
-
-#: Realistic shapes: two per layer, 3 to 6.6 million float32 elements (13 to 26 MB:
-#: far larger than the caches, as in training, and below glibc's 32 MB limit for
-#: reusing freed memory, see :func:`steady_allocator_for_this_process`).
-CASES: tuple[Case, ...] = (
-    Case("BatchNorm2d", (32, 64, 56, 56), (64,), what="ResNet-50, first stage, batch 32"),
-    Case("BatchNorm2d", (32, 128, 28, 28), (128,), what="ResNet-50, second stage, batch 32"),
-    Case("LayerNorm", (32, 256, 768), (768,), what="BERT-base, 32 sequences of 256 tokens"),
-    Case("LayerNorm", (4, 1024, 1024), (1024,), what="GPT-2 medium, 4 sequences of 1024 tokens"),
-    Case("RMSNorm", (8, 512, 2048), (2048,), what="a 1B-parameter LLaMA-style model"),
-    Case("RMSNorm", (2, 512, 4096), (4096,), what="LLaMA-7B, 2 sequences of 512 tokens"),
-    Case(
-        "GroupNorm", (32, 64, 56, 56), (32, 64), what="ResNet-50 stage 1 with GroupNorm (Wu & He)"
-    ),
-    Case("GroupNorm", (4, 320, 64, 64), (32, 320), what="a diffusion U-Net block, batch 4"),
-    Case(
-        "InstanceNorm2d", (4, 64, 128, 128), (64,), {"affine": True}, what="style transfer, 128x128"
-    ),
-    Case(
-        "InstanceNorm2d",
-        (32, 64, 56, 56),
-        (64,),
-        {"affine": True},
-        what="image-to-image network, 56x56",
-    ),
-)
-
-#: Small shapes, one per layer, about half a million elements (2 MB): what the chapter
-#: times on a CPU (compiling and timing all five layers takes well under a minute).
-#: They fit in the caches, so the roof there is cache bandwidth, measured the same way.
-SMALL_CASES: tuple[Case, ...] = (
-    Case("BatchNorm2d", (16, 32, 28, 28), (32,), what="small"),
-    Case("LayerNorm", (8, 128, 512), (512,), what="small"),
-    Case("RMSNorm", (8, 128, 512), (512,), what="small"),
-    Case("GroupNorm", (16, 32, 28, 28), (8, 32), what="small"),
-    Case("InstanceNorm2d", (16, 32, 28, 28), (32,), {"affine": True}, what="small"),
-)
-
-#: Tiny shapes, one per layer: the same code path in a fraction of a second (tests, the chapter on
-#: a CPU).
-TINY_CASES: tuple[Case, ...] = (
-    Case("BatchNorm2d", (4, 6, 10, 12), (6,), what="tiny"),
-    Case("LayerNorm", (4, 10, 48), (48,), what="tiny"),
-    Case("RMSNorm", (4, 10, 48), (48,), what="tiny"),
-    Case("GroupNorm", (4, 6, 10, 12), (3, 6), what="tiny"),
-    Case("InstanceNorm2d", (4, 6, 10, 12), (6,), {"affine": True}, what="tiny"),
-)
-
-
-# ---------------------------------------------------------------------------
-# what a perfect kernel must do
-# ---------------------------------------------------------------------------
-
-#: Floating-point operations per input element, counted on the formulas (the
-#: work per statistic, a few operations per row or channel, is left out).
-#:
-#: Forward with affine parameters (LayerNorm-like): sum for the mean (1),
-#: subtract it (1), square and sum (2), multiply by 1/sigma (1), times gamma plus
-#: beta (2): 7. RMSNorm: square and sum (2), times 1/rms (1), times gamma (1): 4.
-#:
-#: Backward (see :mod:`norms.autograd`): g = dy * gamma (1), x_hat from x (2),
-#: sum g (1), g * x_hat and its sum (2), dx = rstd * (g - <g> - x_hat <g x_hat>)
-#: (4), dgamma = sum dy * x_hat (2), dbeta = sum dy (1): 13. RMSNorm has no
-#: mean and no beta: x_hat (1), g (1), g * x_hat and sum (2), dx (3), dgamma (2): 9.
-FLOPS_PER_ELEMENT = {
-    "centred": {"fwd": 7, "fwd+bwd": 7 + 13},
-    "rms": {"fwd": 4, "fwd+bwd": 4 + 9},
-}
-
-
-def _params(case: Case) -> int:
-    """Number of elements in the layer's parameters (weight and bias)."""
-    return sum(p.numel() for p in make_layer(case, "torch", device="meta").parameters())
-
-
-def perfect_bytes(case: Case, direction: str, itemsize: int = 4) -> int:
-    """Bytes a perfect kernel must move: every input read once, every output written once.
-
-    Forward: read ``x`` and the parameters, write ``y``. Forward and backward: the
-    forward's traffic, then read ``x`` and ``dy`` and the parameters, write ``dx`` and
-    the parameter gradients. (The forward and backward are separate calls, so ``x``
-    is read twice.) Statistics (a few numbers per row or channel) are left out.
-
-    >>> perfect_bytes(Case("LayerNorm", (2, 3, 4), (4,)), "fwd")   # (24 + 24) * 4 + 8 * 4
-    224
-    """
-    n = math.prod(case.shape)
-    p = _params(case)
-    if direction == "fwd":
-        elements = 2 * n + p
-    elif direction == "fwd+bwd":
-        elements = (2 * n + p) + (3 * n + 2 * p)
-    else:
-        raise ValueError(f"direction must be 'fwd' or 'fwd+bwd', got {direction!r}")
-    return elements * itemsize
-
-
-def flops(case: Case, direction: str) -> int:
-    """Floating-point operations of the formula (:data:`FLOPS_PER_ELEMENT` times the input size)."""
-    kind = "rms" if case.op == "RMSNorm" else "centred"
-    return FLOPS_PER_ELEMENT[kind][direction] * math.prod(case.shape)
-
-
-# ---------------------------------------------------------------------------
-# layers and the functions we time
-# ---------------------------------------------------------------------------
-
-
-def make_layer(
-    case: Case, impl: str, device: str | torch.device = "cpu", dtype=torch.float32
-) -> nn.Module:
-    """The layer of ``case`` from ``torch.nn`` (``"torch"``), :mod:`norms` or
-    :mod:`norms.fast.fused`.
-
-    Parameters get non-trivial values (the same in every implementation, from a
-    fixed seed), and the layer is in training mode.
-    """
-    if impl == "torch":
-        cls = getattr(nn, case.op)
-    elif impl == "norms":
-        cls = getattr(modules, case.op)
-    elif impl == "fused":
-        cls = getattr(fused, case.op)
-    else:
-        raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
-    layer = cls(*case.args, **case.kwargs, device=device, dtype=dtype)
-    if str(device) != "meta":
-        gen = torch.Generator().manual_seed(0)
-        with torch.no_grad():
-            for p in layer.parameters():
-                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=gen))
-    return layer.train()
 
 
 def _functions(case: Case, impl: str, device, dtype) -> dict[str, Callable[[], object]]:
@@ -525,168 +375,6 @@ def _progress_line(records: list[dict]) -> str:
     if "torch" in by_impl and "fused" in by_impl:
         line += f"  (fused/torch {by_impl['fused'] / by_impl['torch']:.2f}x)"
     return line
-
-
-# ---------------------------------------------------------------------------
-# summaries and the report
-# ---------------------------------------------------------------------------
-
-
-def _key(r: dict) -> tuple:
-    return (r.get("threads"), r["op"], tuple(r["shape"]), r["direction"])
-
-
-def summary(records: Sequence[dict]) -> list[dict]:
-    """One row per (threads, op, shape, direction): each impl's median and its ratio to torch.
-
-    Returns dicts with ``threads``, ``op``, ``shape``, ``direction``, ``<impl>_s``,
-    ``<impl>_x`` (median over torch's median) and ``<impl>_frac`` (fraction of
-    the copy bandwidth) for every impl present.
-    """
-    rows: dict[tuple, dict] = {}
-    for r in records:
-        if r["impl"] == "copy":
-            continue
-        row = rows.setdefault(
-            _key(r),
-            {
-                "threads": r.get("threads"),
-                "op": r["op"],
-                "shape": tuple(r["shape"]),
-                "direction": r["direction"],
-            },
-        )
-        row[f"{r['impl']}_s"] = r["median_s"]
-        row[f"{r['impl']}_frac"] = r["copy_fraction"]
-    for row in rows.values():
-        if "torch_s" in row:
-            for impl in IMPLS:
-                if f"{impl}_s" in row:
-                    row[f"{impl}_x"] = row[f"{impl}_s"] / row["torch_s"]
-    return list(rows.values())
-
-
-def _gpu(device: str) -> str:
-    """``", GPU: <name>"`` when the records were measured on a GPU, else ``""``."""
-    if not device.startswith("cuda") or not torch.cuda.is_available():
-        return ""
-    return f", GPU: {torch.cuda.get_device_name(torch.device(device))} (the times are the GPU's)"
-
-
-def readme_table(records: Sequence[dict]) -> str:
-    """The table the README shows (Markdown, to paste): the CPU, then one row per case and
-    direction with the fused path's time over torch's at every thread count measured, and, for
-    forward cases, the fused path's and torch's fraction of the copy bandwidth."""
-    rows = summary(records)
-    threads = sorted({row["threads"] for row in rows}, key=str)
-    info = machine(threads[0] if threads else None)
-    by_key = {(row["threads"], row["op"], row["shape"], row["direction"]): row for row in rows}
-    cases = list(dict.fromkeys((row["op"], row["shape"], row["direction"]) for row in rows))
-    head = " | ".join(f"fused / torch, {t} thread(s)" for t in threads)
-    frac = " | ".join(f"% copy fused / torch, {t} thread(s)" for t in threads)
-    lines = [
-        f"{machine_line(info).rsplit(', ', 1)[0]}, torch {torch.__version__}:",
-        "",
-        f"| case | direction | {head} | {frac} |",
-        "| --- | --- |" + " ---: |" * (2 * len(threads)),
-    ]
-    for op, shape, direction in cases:
-        ratios, fractions = [], []
-        for t in threads:
-            row = by_key.get((t, op, shape, direction), {})
-            ratios.append(f"{row['fused_x']:.2f}x" if "fused_x" in row else "-")
-            fractions.append(
-                f"{100 * row['fused_frac']:.0f} / {100 * row['torch_frac']:.0f}"
-                if direction == "fwd" and "fused_frac" in row and "torch_frac" in row
-                else "-"
-            )
-        lines.append(
-            f"| {op} {'x'.join(map(str, shape))} | {direction} | {' | '.join(ratios)} | "
-            f"{' | '.join(fractions)} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def report_markdown(records: Sequence[dict]) -> str:
-    """A readable table of ``records`` (Markdown): the CPU, then one table per thread count."""
-    first = records[0] if records else {}
-    info = machine(first.get("threads"))
-    lines = [
-        "# How fast is a normalization layer?",
-        "",
-        f"{machine_line(info).rsplit(', ', 1)[0]}{_gpu(first.get('device', 'cpu'))}. "
-        f"torch {torch.__version__}, device {first.get('device', '?')}, {first.get('dtype', '?')}. "
-        "Median of interleaved runs "
-        "(torch.utils.benchmark); IQR in the JSON. `x torch`: median over torch's median. "
-        "`% copy`: bytes a perfect kernel moves per second, as a percentage of the copy bandwidth "
-        "of the same tensor in the same run.",
-    ]
-
-    def ms(row, impl):
-        if f"{impl}_s" not in row:
-            return "-"
-        x = f" ({row[f'{impl}_x']:.2f}x)" if f"{impl}_x" in row and impl != "torch" else ""
-        return f"{row[f'{impl}_s'] * 1e3:.2f}{x}"
-
-    rows = summary(records)
-    for threads in sorted({row["threads"] for row in rows}, key=str):
-        lines += [
-            "",
-            f"## {threads} thread(s)",
-            "",
-            (
-                "| layer | shape | direction | torch ms | norms ms (x torch) | fused ms (x torch) "
-                "| % copy: torch / norms / fused |"
-            ),
-            "| --- | --- | --- | ---: | ---: | ---: | ---: |",
-        ]
-        for row in (r for r in rows if r["threads"] == threads):
-            frac = " / ".join(
-                f"{100 * row[f'{i}_frac']:.0f}" if f"{i}_frac" in row else "-" for i in IMPLS
-            )
-            shape = "x".join(map(str, row["shape"]))
-            lines.append(
-                f"| {row['op']} | {shape} | {row['direction']} | {ms(row, 'torch')} | "
-                f"{ms(row, 'norms')} | {ms(row, 'fused')} | {frac} |"
-            )
-        fused_rows = [r for r in rows if r["threads"] == threads and "fused_x" in r]
-        if fused_rows:
-            worst = max(fused_rows, key=lambda r: r["fused_x"])
-            lines += [
-                "",
-                f"Largest fused/torch ratio: {worst['fused_x']:.2f}x ({worst['op']} "
-                f"{'x'.join(map(str, worst['shape']))} {worst['direction']}).",
-            ]
-    copies = [r for r in records if r["impl"] == "copy"]
-    if copies:
-        lines += ["", "Copy bandwidth (`dst.copy_(src)`, read + write):", ""]
-        for r in copies:
-            lines.append(
-                f"- {'x'.join(map(str, r['shape']))}, {r['threads']} thread(s): "
-                f"{r['bytes'] / r['median_s'] / 1e9:.1f} GB/s "
-                f"({r['median_s'] * 1e3:.2f} ms, IQR {r['iqr_s'] * 1e3:.2f} ms)"
-            )
-    lines += ["", "## For the README (fused time over torch's; forward cases: % of copy)", ""]
-    lines += readme_table(records).rstrip("\n").splitlines()
-    compiles = [r["compile_s"] for r in records if "compile_s" in r]
-    if compiles:
-        lines += [
-            "",
-            f"Compile time of the fused path (first call): {sum(compiles):.1f} s in all, "
-            f"at most {max(compiles):.1f} s for one case.",
-        ]
-    return "\n".join(lines) + "\n"
-
-
-def write(records: Sequence[dict], outdir: str | Path) -> tuple[Path, Path]:
-    """Write ``results.json`` (the records) and ``report.md`` into ``outdir``; return both paths."""
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    results = outdir / "results.json"
-    report = outdir / "report.md"
-    results.write_text(json.dumps(list(records), indent=1) + "\n")
-    report.write_text(report_markdown(records))
-    return results, report
 
 
 def main(argv: Sequence[str] | None = None) -> int:
