@@ -70,6 +70,7 @@ if TYPE_CHECKING:
 from .cases import (
     CASES,
     DIRECTIONS,
+    FLOPS_PER_ELEMENT,
     IMPLS,
     SMALL_CASES,
     TINY_CASES,
@@ -88,6 +89,7 @@ __all__ = [
     "TINY_CASES",
     "IMPLS",
     "DIRECTIONS",
+    "FLOPS_PER_ELEMENT",
     "machine",
     "make_layer",
     "perfect_bytes",
