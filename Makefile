@@ -165,9 +165,11 @@ slides: setup ## one reveal.js deck per chapter, offline, from its notebook: _bu
 translations: setup ## after an English edit: update the Chinese catalogs (locales/) and notebooks (zh/); then translate the new and fuzzy entries
 	@$(PY) tools/i18n.py update
 
-student: stored-outputs slides ## the student edition: the site without solutions (_build/student/html), student notebooks (_build/student/notebooks)
+student: stored-outputs slides ## the student edition, English and Chinese: the site without solutions (_build/student/html, html/zh), student notebooks (_build/student/notebooks, notebooks/zh)
 	@$(PY) tools/student.py
+	@$(PY) tools/student.py --language zh
 	@rm -rf _build/student/html/slides && cp -r _build/slides _build/student/html/slides
+	@rm -rf _build/student/html/zh/slides && cp -r _build/slides/zh _build/student/html/zh/slides
 
 assignments: setup ## the otter-grader assignments: student notebooks and autograders in _build/assignments (those whose sources changed)
 	@$(PY) tools/assignments.py

@@ -26,9 +26,9 @@ training runs), :mod:`norms.plots` (figures), :mod:`norms.explore` (explorers),
 :mod:`norms.glue`.
 """
 
-import importlib
-
-from . import autograd, axes, functional, modules
+from . import autograd, axes, functional, i18n, modules
+from .i18n import get_language, set_language
+from .lazy import lazy_submodules
 from .modules import (
     MLP,
     BatchNorm1d,
@@ -64,7 +64,10 @@ __all__ = [
     "autograd",
     "axes",
     "functional",
+    "i18n",
     "modules",
+    "get_language",
+    "set_language",
     *_LAZY,
     "BatchNorm1d",
     "BatchNorm2d",
@@ -95,10 +98,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_submodules(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:

@@ -65,7 +65,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from . import axes
+from . import axes, stats
 from . import functional as F
 
 __all__ = [
@@ -92,7 +92,7 @@ def _as_shape(normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
 
 def _channel_view(p: Tensor, x: Tensor) -> Tensor:
     """A per-channel ``(C,)`` tensor as ``(1, C, 1, ..., 1)``, to broadcast against ``x``."""
-    return p.reshape(1, -1, *([1] * (x.dim() - 2)))
+    return stats.channel_view(p, x.dim())
 
 
 def _sum_leading(t: Tensor, k: int) -> Tensor:
@@ -107,22 +107,33 @@ def _sum_leading(t: Tensor, k: int) -> Tensor:
 
 def _mean_rstd(x: Tensor, dims: tuple[int, ...], eps: float) -> tuple[Tensor, Tensor]:
     """Mean and ``1/sqrt(biased variance + eps)`` over ``dims``, kept broadcastable."""
-    mean = x.mean(dim=dims, keepdim=True)
-    var = (x - mean).square().mean(dim=dims, keepdim=True)
+    mean, _, var = stats.moments(x, dims)
     return mean, torch.rsqrt(var + eps)
+
+
+def _x_hat(
+    x: Tensor, mean: Tensor, rstd: Tensor, dims: tuple[int, ...], eps: float
+) -> tuple[Tensor, Tensor]:
+    """``(x̂, 1/σ)`` in ``backward`` from the mean and ``1/σ`` that ``forward`` cached. Under
+    ``create_graph=True`` (grad mode is on in ``backward`` only then) the cached statistics
+    carry no history, so they are rebuilt from ``x`` for autograd to trace (see the module
+    docstring)."""
+    if torch.is_grad_enabled():
+        mean, rstd = _mean_rstd(x, dims, eps)
+    return (x - mean) * rstd, rstd
 
 
 def _rms_rstd(x: Tensor, dims: tuple[int, ...], eps: float) -> Tensor:
     """``1/sqrt(mean(x^2) + eps)`` over ``dims``, kept broadcastable."""
-    return torch.rsqrt(x.square().mean(dim=dims, keepdim=True) + eps)
+    return torch.rsqrt(stats.mean_square(x, dims) + eps)
 
 
 def _check_batch_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None) -> None:
     """torch.nn.functional.batch_norm's checks in training mode, with its exception types."""
     F.check_floating(x, "batch_norm")
     if x.dim() < 2:
-        F._batch_norm_no_channel_dim(x, True, weight=weight, bias=bias)
-    F._verify_batch_size(x.size())
+        F.batch_norm_no_channel_dim(x, True, weight=weight, bias=bias)
+    F.verify_batch_size(x.size())
     F.check_channels(x, "batch_norm", weight=weight, bias=bias)
 
 
@@ -130,9 +141,9 @@ def _check_normalized_shape(
     fn: str, x: Tensor, shape: tuple[int, ...], **params: Tensor | None
 ) -> None:
     """torch.nn.functional.layer_norm's (or rms_norm's) checks, with its exception types."""
-    F._normalized_shape(shape, fn)
+    F.normalized_shape_tuple(shape, fn)
     F.check_floating(x, fn)
-    F._check_normalized_shape(x, shape, fn, **params)
+    F.check_normalized_shape(x, shape, fn, **params)
 
 
 # ---------------------------------------------------------------------------
@@ -214,11 +225,7 @@ class BatchNormFunction(torch.autograd.Function):
         dx = dweight = dbias = None
 
         if need_x or need_w:
-            if torch.is_grad_enabled():
-                # create_graph=True: the cached mean/rstd carry no history, so
-                # rebuild them from x for autograd to trace (see module docstring).
-                mean, rstd = _mean_rstd(x, dims, ctx.eps)
-            x_hat = (x - mean) * rstd
+            x_hat, rstd = _x_hat(x, mean, rstd, dims, ctx.eps)
         if need_x:
             g = dy if weight is None else dy * _channel_view(weight, x)
             dx = F.normalization_backward_over(g, x_hat, rstd, dims)
@@ -297,10 +304,7 @@ class LayerNormFunction(torch.autograd.Function):
         dx = dweight = dbias = None
 
         if need_x or need_w:
-            if torch.is_grad_enabled():
-                # create_graph=True: recompute the statistics with tracked ops.
-                mean, rstd = _mean_rstd(x, dims, ctx.eps)
-            x_hat = (x - mean) * rstd
+            x_hat, rstd = _x_hat(x, mean, rstd, dims, ctx.eps)
         if need_x:
             g = dy if weight is None else dy * weight
             dx = F.normalization_backward_over(g, x_hat, rstd, dims)

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from . import axes
+from . import axes, stats
 
 __all__ = [
     "batch_norm",
@@ -69,95 +69,23 @@ def _check_buffers_without_grad(fname: str, **buffers: Tensor | None) -> None:
             )
 
 
-# the dispatch modes under which tensors hold no values Python may read (fake tensors,
-# make_fx's proxies, functionalization)
-_TRACING_MODES = tuple(torch._C._TorchDispatchModeKey.__members__.values())
-
-
-def _symbolic(t: Tensor) -> bool:
-    """Whether ``t``'s values are out of Python's reach: while ``torch.compile`` or ``export``
-    traces, under ``torch.func`` transforms (``vmap``, ``grad``), on the meta device, as a
-    fake tensor (or another tensor subclass), or under ``make_fx``."""
-    return (
-        torch.compiler.is_compiling()
-        or t.is_meta
-        or type(t) is not Tensor
-        or torch._C._functorch.is_functorch_wrapped_tensor(t)
-        or any(torch._C._get_dispatch_mode(key) is not None for key in _TRACING_MODES)
-    )
-
-
-def _all_finite(stat: Tensor) -> bool:
-    """True when every value of ``stat`` (a few numbers per row) is known to be finite; False
-    when one is not, or when the values are symbolic (:func:`_symbolic`)."""
-    return not _symbolic(stat) and bool(torch.isfinite(stat).all())
-
-
 def _normalize_rows(xc: Tensor, x: Tensor, var: Tensor, dims, eps: float) -> Tensor:
     r"""``xc * rsqrt(var + eps)``; where the variance overflowed to ``inf`` (inputs near the
     square root of the dtype's largest value, e.g. ``1e20`` in float32) a scaled computation.
 
     Scaled: with :math:`s = \max|x|` over ``dims``, :math:`y = (x/s - \overline{x/s})\,/
-    \sqrt{\mathrm{Var}[x/s] + \epsilon/s^2}`, the same value without squaring ``x``, and
-    ``torch.where`` takes it for the rows whose variance is not finite: every ordinary row
-    gives exactly the plain result. A non-finite input still gives NaN.
-
-    No result depends on a branch on the values: ``torch.where`` selects the scaled rows in
-    eager mode, compiled, exported, under ``vmap`` and on fake or meta tensors alike. Only
-    where the values are at hand (:func:`_symbolic` is False) and every variance is finite
-    is the scaled computation skipped, since ``torch.where`` would discard all of its rows:
-    the same numbers without its passes over the input, so that eager mode runs the plain
-    formula's ops and no more (the speed and transformer chapters count them with
-    :mod:`norms.fast.passes`).
+    \sqrt{\mathrm{Var}[x/s] + \epsilon/s^2}` (:func:`norms.stats.scaled_moments`), the same
+    value without squaring ``x``, and ``torch.where`` takes it for the rows whose variance is
+    not finite: every ordinary row gives exactly the plain result. A non-finite input still
+    gives NaN. No result depends on a branch on the values (see
+    :func:`norms.stats.all_finite` for the eager-mode shortcut).
     """
     y = xc * torch.rsqrt(var + eps)
-    if x.numel() == 0 or _all_finite(var):
+    if x.numel() == 0 or stats.all_finite(var):
         return y
     finite = torch.isfinite(var)
-    s, xsc, var_s = _scaled_moments(x, dims, finite)
+    s, xsc, var_s = stats.scaled_moments(x, dims, finite)
     return torch.where(finite, y, xsc * torch.rsqrt(var_s + eps / (s * s)))
-
-
-def _scaled_moments(x: Tensor, dims, finite: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """``(s, x/s - mean(x/s), Var[x/s])`` over ``dims``, with ``s = max|x|`` where ``finite`` is
-    False and 1 elsewhere: there the local derivatives stay finite, so the zero gradient
-    ``torch.where`` gives the rows it does not select stays zero. ``s`` is detached: the
-    normalized values do not depend on it."""
-    s = torch.where(finite, 1.0, x.detach().abs().amax(dims, keepdim=True))
-    xs = x / s
-    xsc = xs - xs.mean(dims, keepdim=True)
-    return s, xsc, (xsc * xsc).mean(dims, keepdim=True)
-
-
-def rstd_without_overflow(x: Tensor, var: Tensor, dims, eps: float) -> Tensor:
-    r"""``1 / sqrt(var + eps)``, ``var`` the biased variance of ``x`` over ``dims`` (kept as size
-    1); where it overflowed, :math:`1/\sigma` from ``x / max|x|`` (as :func:`layer_norm` does).
-
-    For a backward pass that needs LayerNorm's statistics (:mod:`norms.fast.cpu_kernels`).
-    """
-    rstd = torch.rsqrt(var + eps)
-    if x.numel() == 0 or _all_finite(var):
-        return rstd
-    finite = torch.isfinite(var)
-    s, _, var_s = _scaled_moments(x, dims, finite)
-    return torch.where(finite, rstd, 1.0 / (s * torch.sqrt(var_s + eps / (s * s))))
-
-
-def _mean_without_overflow(x: Tensor, dims: tuple[int, ...], mean) -> Tensor:
-    r"""``mean(x, dims)`` (``dims`` reduced, kept as size 1); where the sum overflowed (``|x|``
-    near the dtype's largest value, e.g. ``1e38`` in float32) :math:`s \cdot
-    \mathrm{mean}(x / s)` with :math:`s = \max|x|`, as torch's kernels keep it finite.
-
-    Selected with ``torch.where`` like :func:`_normalize_rows`: ordinary means are exactly
-    ``mean(x, dims)``, and a mean that is infinite because an input is stays so.
-    """
-    m = mean(x, dims)
-    if x.numel() == 0 or _all_finite(m):
-        return m
-    s = x.detach().abs().amax(dims, keepdim=True)
-    plain = torch.isfinite(m) | ~torch.isfinite(s)  # no overflow, or a non-finite input
-    s = torch.where(plain, 1.0, s)
-    return torch.where(plain, m, mean(x / s, dims) * s)
 
 
 def _shape(t: Tensor) -> tuple[int, ...]:
@@ -215,13 +143,8 @@ def check_channels(input: Tensor, fname: str, **params: Tensor | None) -> None:
             )
 
 
-def _channel_view(t: Tensor, ndim: int, dtype: torch.dtype) -> Tensor:
-    """A per-channel vector (C,) viewed as (1, C, 1, ..., 1) to broadcast over (N, C, *S)."""
-    return t.to(dtype).reshape(1, -1, *([1] * (ndim - 2)))
-
-
-def _affine(y: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
-    """y * weight + bias, in one pass when both are present."""
+def affine(y: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+    """``y * weight + bias``, in one pass when both are present (either may be ``None``)."""
     if weight is not None and bias is not None:
         return torch.addcmul(bias, y, weight)
     if weight is not None:
@@ -229,44 +152,6 @@ def _affine(y: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
     if bias is not None:
         return y + bias
     return y
-
-
-@torch.no_grad()
-def _update_running(buf: Tensor, new: Tensor, momentum: float) -> None:
-    """buf <- (1 - momentum) * buf + momentum * new, in place and without autograd history."""
-    buf.copy_(buf.to(new.dtype) * (1 - momentum) + new * momentum)
-
-
-def _batch_mean(t: Tensor, dims: tuple[int, ...]) -> Tensor:
-    """``t.mean(dims, keepdim=True)`` for BatchNorm's ``dims = (0, 2, 3, ...)``.
-
-    Reduces the spatial dims first, then the batch dim: the same number
-    (every (n, c) row has the same count, so the mean of the row means is the
-    mean) but more accurate in float32, because the big reduction runs over
-    contiguous memory, which torch sums pairwise. Still a single pass.
-    """
-    if len(dims) > 1:
-        t = t.mean(dims[1:], keepdim=True)  # (N, C, 1, ...)
-    return t.mean(dims[:1], keepdim=True)  # (1, C, 1, ...)
-
-
-def _mean_keepdim(t: Tensor, dims: tuple[int, ...]) -> Tensor:
-    return t.mean(dims, keepdim=True)
-
-
-def batch_statistics(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """BatchNorm's training statistics of ``x`` ``(N, C, *S)``: the mean ``(1, C, 1, ...)``, the
-    centred input ``(N, C, *S)`` and the biased variance ``(1, C, 1, ...)``, over dims
-    ``(0, 2, 3, ...)``.
-
-    The mean stays finite where the sum overflows (:func:`_mean_without_overflow`), as in
-    torch; a variance beyond the dtype's range is ``inf``, as in torch.
-    """
-    dims = axes.batch_norm_dims(x.dim())  # (0, 2, 3, ...)
-    mean = _mean_without_overflow(x, dims, _batch_mean)  # (1, C, 1, ...)
-    xc = x - mean  # (N, C, *S)
-    var = _batch_mean(xc * xc, dims)  # (1, C, 1, ...) biased
-    return mean, xc, var
 
 
 def check_batch_norm_eps(eps: float, training: bool, fname: str = "batch_norm") -> None:
@@ -278,7 +163,7 @@ def check_batch_norm_eps(eps: float, training: bool, fname: str = "batch_norm") 
         raise ValueError(f"{fname} eps must be non-negative, but got {eps}")
 
 
-def _verify_batch_size(size: Sequence[int]) -> None:
+def verify_batch_size(size: Sequence[int]) -> None:
     # Same check and message as torch.nn.functional._verify_batch_size:
     # one value per channel means a variance of 0 and a meaningless update.
     size_prods = size[0] * math.prod(size[2:])
@@ -295,7 +180,7 @@ def _verify_spatial_size(size: Sequence[int]) -> None:
         )
 
 
-def _normalized_shape(normalized_shape: Sequence[int], fname: str) -> tuple[int, ...]:
+def normalized_shape_tuple(normalized_shape: Sequence[int], fname: str) -> tuple[int, ...]:
     if isinstance(normalized_shape, (int, torch.SymInt)) or not isinstance(
         normalized_shape, Sequence
     ):
@@ -313,7 +198,7 @@ def _normalized_shape(normalized_shape: Sequence[int], fname: str) -> tuple[int,
     return ns
 
 
-def _check_normalized_shape(input: Tensor, ns: tuple[int, ...], fname: str, **params) -> None:
+def check_normalized_shape(input: Tensor, ns: tuple[int, ...], fname: str, **params) -> None:
     k = len(ns)
     if fname == "rms_norm" and input.dim() < k:
         # torch's rms_norm checks the rank first, with a ValueError
@@ -341,7 +226,7 @@ def _check_normalized_shape(input: Tensor, ns: tuple[int, ...], fname: str, **pa
 # --------------------------------------------------------------------------
 
 
-def _batch_norm_no_channel_dim(
+def batch_norm_no_channel_dim(
     input: Tensor, training: bool, **per_channel: Tensor | None
 ) -> Tensor:
     """batch_norm of an input with fewer than 2 dims, as torch does it.
@@ -386,11 +271,47 @@ def batch_norm(
     variance (times ``n / (n - 1)``). With ``training=False`` the running
     statistics are used instead.
     """
+    check_batch_norm(input, running_mean, running_var, training, eps)
+    if input.dim() < 2:
+        return batch_norm_no_channel_dim(
+            input,
+            training,
+            running_mean=running_mean,
+            running_var=running_var,
+            weight=weight,
+            bias=bias,
+        )
+    per_channel = dict(running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
+    check_param_dtypes(input, "batch_norm", **per_channel)
+    check_channels(input, "batch_norm", **per_channel)
+    x = input.to(opmath(input.dtype))  # (N, C, *S); no copy unless half/bfloat16
+    if training:
+        mean, xc, var = stats.batch_moments(x)  # (1, C, 1, ...), (N, C, *S), (1, C, 1, ...)
+        if running_mean is not None and input.numel() > 0:
+            n = stats.count(input.shape, axes.batch_norm_dims(input.dim()))  # per channel
+            stats.update_running_stats(
+                running_mean, running_var, mean.view(-1), var.view(-1), n, momentum
+            )
+    else:
+        mean = stats.channel_view(running_mean, x.dim(), x.dtype)  # (1, C, 1, ...)
+        var = stats.channel_view(running_var, x.dim(), x.dtype)  # (1, C, 1, ...)
+        xc = x - mean  # (N, C, *S)
+    return _scale_and_shift(xc, var, eps, weight, bias).to(input.dtype)
+
+
+def check_batch_norm(
+    input: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    training: bool,
+    eps: float,
+) -> None:
+    """The checks of :func:`batch_norm` before it looks at the channels, with torch's
+    exceptions in torch's order: dtype, buffers, batch size, eps, which buffers are given."""
     check_floating(input, "batch_norm")
     _check_buffers_without_grad("batch_norm", running_mean=running_mean, running_var=running_var)
-    if training:
-        if input.dim() >= 2:
-            _verify_batch_size(input.size())
+    if training and input.dim() >= 2:
+        verify_batch_size(input.size())
     check_batch_norm_eps(eps, training)
     if (running_mean is None) != (running_var is None):
         if training:
@@ -401,54 +322,27 @@ def batch_norm(
         raise RuntimeError(f"{missing} must be defined in evaluation mode")
     if not training and running_mean is None:
         raise RuntimeError("running_mean must be defined in evaluation mode")
-    if input.dim() < 2:
-        return _batch_norm_no_channel_dim(
-            input,
-            training,
-            running_mean=running_mean,
-            running_var=running_var,
-            weight=weight,
-            bias=bias,
-        )
-    check_param_dtypes(
-        input,
-        "batch_norm",
-        running_mean=running_mean,
-        running_var=running_var,
-        weight=weight,
-        bias=bias,
-    )
-    check_channels(
-        input,
-        "batch_norm",
-        running_mean=running_mean,
-        running_var=running_var,
-        weight=weight,
-        bias=bias,
-    )
 
-    ndim = input.dim()
-    dtype = opmath(input.dtype)
-    x = input.to(dtype)  # (N, C, *S); no copy unless half/bfloat16
 
-    if training:
-        mean, xc, var = batch_statistics(x)  # (1, C, 1, ...), (N, C, *S), (1, C, 1, ...)
-        if running_mean is not None and input.numel() > 0:
-            n = input.numel() // input.shape[1]  # elements per channel
-            _update_running(running_mean, mean.detach().view(-1), momentum)
-            _update_running(running_var, var.detach().view(-1) * (n / (n - 1)), momentum)
-    else:
-        mean = _channel_view(running_mean, ndim, dtype)  # (1, C, 1, ...)
-        var = _channel_view(running_var, ndim, dtype)  # (1, C, 1, ...)
-        xc = x - mean  # (N, C, *S)
-
-    # Fold 1/std and gamma into one per-channel scale: a single pass over xc.
-    scale = torch.rsqrt(var + eps)  # (1, C, 1, ...)
+def _scale_and_shift(
+    xc: Tensor,
+    var: Tensor,
+    eps: float,
+    weight: Tensor | None,
+    bias: Tensor | None,
+    zero_if_constant: bool = False,
+) -> Tensor:
+    """``xc / sqrt(var + eps) * weight + bias`` for per-channel statistics and parameters,
+    with 1/std and gamma folded into one per-channel scale: a single pass over ``xc``.
+    With ``zero_if_constant`` a variance of 0 gives the scale 0 (not inf)."""
+    ndim, dtype = xc.dim(), xc.dtype
+    scale = torch.rsqrt(var + eps)  # (1, C, 1, ...) or (N, C, 1, ...)
+    if zero_if_constant:
+        scale = torch.where(var == 0, torch.zeros_like(scale), scale)
     if weight is not None:
-        scale = scale * _channel_view(weight, ndim, dtype)
-    shift = None if bias is None else _channel_view(bias, ndim, dtype)
-    y = _affine(xc, scale, shift)
-    return y.to(input.dtype)
+        scale = scale * stats.channel_view(weight, ndim, dtype)
+    shift = None if bias is None else stats.channel_view(bias, ndim, dtype)
+    return affine(xc, scale, shift)
 
 
 # --------------------------------------------------------------------------
@@ -488,50 +382,25 @@ def instance_norm(
         raise RuntimeError(
             f"instance_norm: expected input of shape (N, C, *), got input of shape {_shape(input)}"
         )
-    check_param_dtypes(
-        input,
-        "instance_norm",
-        running_mean=running_mean,
-        running_var=running_var,
-        weight=weight,
-        bias=bias,
-    )
-    check_channels(
-        input,
-        "instance_norm",
-        running_mean=running_mean,
-        running_var=running_var,
-        weight=weight,
-        bias=bias,
-    )
-
-    ndim = input.dim()
-    dtype = opmath(input.dtype)
-    x = input.to(dtype)  # (N, C, *S)
-    dims = axes.instance_norm_dims(ndim)  # (2, 3, ...)
-
+    per_channel = dict(running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
+    check_param_dtypes(input, "instance_norm", **per_channel)
+    check_channels(input, "instance_norm", **per_channel)
+    x = input.to(opmath(input.dtype))  # (N, C, *S)
     if use_input_stats:
-        mean = _mean_without_overflow(x, dims, _mean_keepdim)  # (N, C, 1, ...)
-        xc = x - mean  # (N, C, *S)
-        var = (xc * xc).mean(dims, keepdim=True)  # (N, C, 1, ...) biased
+        mean, xc, var = stats.instance_moments(x)  # (N, C, 1, ...), (N, C, *S), (N, C, 1, ...)
         if running_mean is not None and input.numel() > 0:
-            n = math.prod(input.shape[2:])  # elements per instance
+            n = stats.count(input.shape, axes.instance_norm_dims(input.dim()))  # per instance
             nc = input.shape[:2]
-            _update_running(running_mean, mean.detach().view(nc).mean(0), momentum)
-            _update_running(running_var, var.detach().view(nc).mean(0) * (n / (n - 1)), momentum)
+            stats.update_running_stats(
+                running_mean, running_var, mean.view(nc), var.view(nc), n, momentum
+            )
     else:
-        mean = _channel_view(running_mean, ndim, dtype)  # (1, C, 1, ...)
-        var = _channel_view(running_var, ndim, dtype)  # (1, C, 1, ...)
+        mean = stats.channel_view(running_mean, x.dim(), x.dtype)  # (1, C, 1, ...)
+        var = stats.channel_view(running_var, x.dim(), x.dtype)  # (1, C, 1, ...)
         xc = x - mean
-
-    scale = torch.rsqrt(var + eps)  # (N, C, 1, ...) or (1, C, 1, ...)
-    if use_input_stats and eps == 0:
-        # torch's inverse std: 0 (not inf) for a constant instance with eps=0, so y = beta
-        scale = torch.where(var == 0, torch.zeros_like(scale), scale)
-    if weight is not None:
-        scale = scale * _channel_view(weight, ndim, dtype)
-    shift = None if bias is None else _channel_view(bias, ndim, dtype)
-    return _affine(xc, scale, shift).to(input.dtype)
+    # torch's inverse std: 0 (not inf) for a constant instance with eps=0, so y = beta
+    zero = use_input_stats and eps == 0
+    return _scale_and_shift(xc, var, eps, weight, bias, zero_if_constant=zero).to(input.dtype)
 
 
 # --------------------------------------------------------------------------
@@ -547,9 +416,9 @@ def check_layer_norm(
 
     Shared with kernels that take the same arguments (:mod:`norms.fast.cpu_kernels`).
     """
-    ns = _normalized_shape(normalized_shape, "layer_norm")
+    ns = normalized_shape_tuple(normalized_shape, "layer_norm")
     check_floating(input, "layer_norm")
-    _check_normalized_shape(input, ns, "layer_norm", weight=weight, bias=bias)
+    check_normalized_shape(input, ns, "layer_norm", weight=weight, bias=bias)
     check_param_dtypes(input, "layer_norm", weight=weight, bias=bias)
     return ns
 
@@ -572,11 +441,9 @@ def layer_norm(
     dtype = opmath(input.dtype)
     x = input.to(dtype)  # (*, *normalized_shape)
     dims = axes.layer_norm_dims(input.dim(), len(ns))  # the last k dims
-    mean = x.mean(dims, keepdim=True)  # (*, 1, ..., 1)
-    xc = x - mean  # (*, *normalized_shape)
-    var = (xc * xc).mean(dims, keepdim=True)  # (*, 1, ..., 1) biased
+    _, xc, var = stats.moments(x, dims)  # (*, 1, ..., 1), (*, *normalized_shape), biased var
     y = _normalize_rows(xc, x, var, dims, eps)  # (*, *normalized_shape)
-    y = _affine(
+    y = affine(
         y,
         None if weight is None else weight.to(dtype),  # (*normalized_shape), broadcasts
         None if bias is None else bias.to(dtype),
@@ -603,16 +470,16 @@ def rms_norm(
     dtype; it is applied in the computation dtype and the result has the
     input's dtype, as in torch.
     """
-    ns = _normalized_shape(normalized_shape, "rms_norm")
+    ns = normalized_shape_tuple(normalized_shape, "rms_norm")
     check_floating(input, "rms_norm")
-    _check_normalized_shape(input, ns, "rms_norm", weight=weight)
+    check_normalized_shape(input, ns, "rms_norm", weight=weight)
 
     dtype = opmath(input.dtype)
     if eps is None:
         eps = torch.finfo(dtype).eps
     x = input.to(dtype)  # (*, *normalized_shape); float32 for half: 300² fits
     dims = axes.layer_norm_dims(input.dim(), len(ns))  # the last k dims
-    ms = (x * x).mean(dims, keepdim=True)  # (*, 1, ..., 1) mean square
+    ms = stats.mean_square(x, dims)  # (*, 1, ..., 1)
     y = x * torch.rsqrt(ms + eps)  # (*, *normalized_shape)
     if weight is not None:
         y = y * weight.to(dtype)  # (*normalized_shape), broadcasts
@@ -654,7 +521,7 @@ def check_group_norm(
                 f"channels in input, but got {name} of shape {_shape(p)} and input of shape "
                 f"{_shape(input)} ({c} channels)"
             )
-    _verify_batch_size([n * c // num_groups, num_groups] + list(input.shape[2:]))
+    verify_batch_size([n * c // num_groups, num_groups] + list(input.shape[2:]))
     check_param_dtypes(input, "group_norm", weight=weight, bias=bias)
 
 
@@ -678,14 +545,12 @@ def group_norm(
     dtype = opmath(input.dtype)
     x = input.to(dtype).reshape(axes.group_norm_shape(input.shape, num_groups))
     # x: (N, G, C//G * prod(S))
-    mean = x.mean(-1, keepdim=True)  # (N, G, 1)
-    xc = x - mean  # (N, G, C//G * prod(S))
-    var = (xc * xc).mean(-1, keepdim=True)  # (N, G, 1) biased
+    _, xc, var = stats.moments(x, (-1,))  # (N, G, 1), (N, G, C//G * prod(S)), (N, G, 1) biased
     y = _normalize_rows(xc, x, var, (-1,), eps).view(input.shape)  # (N, C, *S)
-    y = _affine(
+    y = affine(
         y,
-        None if weight is None else _channel_view(weight, ndim, dtype),  # (1, C, 1, ...)
-        None if bias is None else _channel_view(bias, ndim, dtype),
+        None if weight is None else stats.channel_view(weight, ndim, dtype),  # (1, C, 1, ...)
+        None if bias is None else stats.channel_view(bias, ndim, dtype),
     )
     return y.to(input.dtype)
 
@@ -778,3 +643,14 @@ def dynamic_tanh(
     if bias is not None:
         y = y + bias
     return y
+
+
+# --------------------------------------------------------------------------
+# TEMPORARY: the old private names modules/syncbatchnorm.py still reads. Helper i39-syncbn
+# moves it onto norms.stats (stats.batch_mean, stats.update_running, stats.channel_view) and
+# norms.functional.affine, and deletes this block.
+# --------------------------------------------------------------------------
+_batch_mean = stats.batch_mean
+_update_running = stats.update_running
+_channel_view = stats.channel_view
+_affine = affine

@@ -14,7 +14,8 @@ import torch.distributed as dist
 from torch import nn
 
 import norms
-from norms.distributed import compare_with_batchnorm, global_batch, record_collectives, slice_of
+from norms.distributed import global_batch, record_collectives, slice_of
+from norms.lab.sync import compare_with_batchnorm
 
 #: name -> (sizes per world size, channels, spatial, mean, layer kwargs)
 CASES = {

@@ -919,3 +919,22 @@ def test_batchnorm_question_1_says_the_buffers_carry_no_autograd_history():
     q1 = next(c.source for c in nb.cells if c.source.startswith("**Question 1"))
     assert "carry no autograd\nhistory" in q1 or "carry no autograd history" in q1, q1
     assert "torch.no_grad()" in q1, q1
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_chinese_student_notebook_is_the_student_notebook_in_chinese(name):
+    """NAME/student/zh/NAME.ipynb: every markdown message translated (no English paragraph
+    left, the points in Chinese), every code cell the student notebook's, so the same
+    autograder grades it."""
+    import i18n
+
+    _, student = autograder(name)
+    chinese = student.parent / "zh" / student.name
+    assert chinese.exists(), f"{chinese} is missing: run `make assignments`"
+    english, zh = (nbformat.read(p, as_version=4) for p in (student, chinese))
+    code = lambda nb: [c.source for c in nb.cells if c.cell_type == "code"]
+    assert code(zh) == code(english)
+    markdown = "\n".join(c.source for c in zh.cells if c.cell_type == "markdown")
+    assert i18n.english_left(markdown) == [], i18n.english_left(markdown)[:3]
+    assert "points" not in markdown and "分来自" in markdown
+    assert i18n.chinese_assignment(student, name).cells == zh.cells, "stale: make assignments"

@@ -200,3 +200,46 @@ def test_convert_keeps_the_model_s_dtype_for_layernorms_without_parameters(
         nn.Sequential(nn.Linear(4, 4, device="meta"), nn.LayerNorm(4, elementwise_affine=False))
     )
     assert all(p.device.type == "meta" for p in meta[1].parameters())
+
+
+@pytest.mark.parametrize("lib", ["torch", "norms"])
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("affine,bias", [(True, True), (True, False), (False, False)])
+def test_convert_matches_the_layernorm_s_parameters_device_and_dtype(
+    lib, device, dtype, affine, bias
+):
+    """Issue 39, item 8: the DynamicTanh of a LayerNorm has the LayerNorm's parameters and alpha
+    (none but alpha for elementwise_affine=False, no bias for bias=False), on the LayerNorm's
+    device and in its dtype (the model's, when the LayerNorm has no parameter)."""
+    LN = nn.LayerNorm if lib == "torch" else norms.LayerNorm
+    ln = LN((2, 3), elementwise_affine=affine, bias=bias, device=device, dtype=dtype)
+    model = nn.Sequential(nn.Linear(3, 3, device=device, dtype=dtype), ln)
+    dyt = norms.convert_ln_to_dyt(model, alpha_init_value=0.7)[1]
+    assert isinstance(dyt, norms.DynamicTanh) and dyt.normalized_shape == (2, 3)
+    names = [n for n, _ in dyt.named_parameters()]
+    assert names == ["alpha"] + [n for n, _ in ln.named_parameters()]
+    assert list(dyt.state_dict()) == names
+    assert all(p.device.type == device and p.dtype == dtype for p in dyt.parameters())
+    x = torch.randn(4, 2, 3, device=device).to(dtype)
+    y = model(x)
+    assert y.device.type == device and y.dtype == dtype
+    if device == "cpu":
+        want = torch.tanh(0.7 * model[0](x))
+        if affine:  # gamma = 1, beta = 0 at the start
+            want = want * dyt.weight + (dyt.bias if bias else 0)
+        torch.testing.assert_close(y, want)
+
+
+def test_without_parameters_the_shape_is_still_checked():
+    dyt = norms.DynamicTanh((2, 3), elementwise_affine=False)
+    assert list(dyt.state_dict()) == ["alpha"] and dyt.weight is None and dyt.bias is None
+    assert "elementwise_affine=False" in repr(dyt)
+    assert "bias=False" in repr(norms.DynamicTanh(3, bias=False))
+    torch.testing.assert_close(dyt(torch.ones(4, 2, 3)), torch.tanh(torch.full((4, 2, 3), 0.5)))
+    with pytest.raises(RuntimeError, match=r"normalized_shape=\(2, 3\).*\(4, 3, 2\)"):
+        dyt(torch.ones(4, 3, 2))
+    first = norms.DynamicTanh(3, channels_last=False, elementwise_affine=False)
+    with pytest.raises(RuntimeError, match=r"\(N, 3, H, W\).*\(2, 4, 5, 5\)"):
+        first(torch.ones(2, 4, 5, 5))
+    assert first(torch.ones(2, 3, 5, 5)).shape == (2, 3, 5, 5)

@@ -271,3 +271,10 @@ def test_fused_layer_norm_on_rows_whose_variance_overflows(cls):
     (gf,) = torch.autograd.grad(yf, xf, dy)
     assert gf[1:3].abs().max() > 0
     torch.testing.assert_close(gf, ge, atol=1e-25, rtol=1e-4)
+
+
+def test_the_fused_layer_norm_is_not_the_compiled_one():
+    """On a CPU fused.LayerNorm runs the C++ kernel, no compiled code: it is not a
+    CompiledLayerNorm (it subclassed it once), only a norms.LayerNorm."""
+    assert not issubclass(norms.fast.fused.LayerNorm, norms.fast.fused.CompiledLayerNorm)
+    assert issubclass(norms.fast.fused.LayerNorm, norms.LayerNorm)

@@ -3,6 +3,7 @@ intact, and the Chinese notebooks generated from the English ones and the catalo
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from pathlib import Path
@@ -124,6 +125,26 @@ def _cells(nb, kind):
     return [(c.source, c.get("outputs")) for c in nb.cells if c.cell_type == kind]
 
 
+def _english_code(nb, page):
+    """The code cells of an English notebook as the Chinese one must hold them: the setup
+    cell also sets the language, norms' bilingual outputs keep their Chinese half, and
+    printed sentences are translated."""
+    printed = i18n.output_translations(page)
+    cells = []
+    for c in nb.cells:
+        if c.cell_type != "code":
+            continue
+        c = copy.deepcopy(c)
+        if c.source.startswith(i18n.SETUP_START):
+            c.source += i18n.SETUP_LANGUAGE
+        for output in c.get("outputs", []):
+            i18n.localize_output(output)
+            if output.get("output_type") == "stream":
+                output["text"] = i18n.translate_printed(output["text"], printed)
+        cells.append((c.source, c.get("outputs")))
+    return cells
+
+
 @pytest.mark.parametrize("path", i18n.book_notebooks(), ids=lambda p: p.stem)
 def test_the_chinese_notebook_is_up_to_date(path):
     """zh/book/NAME.ipynb is what `make translations` writes: the English code cells and
@@ -133,7 +154,9 @@ def test_the_chinese_notebook_is_up_to_date(path):
     fresh = i18n.chinese_notebook(path)
     stored = nbformat.read(committed, as_version=4)
     english = nbformat.read(path, as_version=4)
-    assert _cells(stored, "code") == _cells(english, "code"), f"{committed}: code or outputs differ"
+    assert _cells(stored, "code") == _english_code(
+        english, path.relative_to(ROOT).with_suffix("").as_posix()
+    ), f"{committed}: code or outputs differ"
     assert json.loads(nbformat.writes(stored)) == json.loads(nbformat.writes(fresh)), (
         f"{committed} differs from what the catalogs give: run make translations "
         "(a Chinese notebook is generated, never edited by hand)"
@@ -176,3 +199,67 @@ def test_every_glue_key_of_the_catalogs_is_stored_in_its_notebook(tmp_path):
         e.msgstr for p in pasted.rglob("*.po") for e in polib.pofile(str(p)) if "{glue" in e.msgstr
     ]
     assert left == []
+
+
+def test_printed_lines_are_messages_with_their_numbers_as_fields():
+    template, numbers = i18n.printed_template("BatchNorm2d on (8, 3): 1.5e-05 off, {x}, 67% of 2")
+    assert template == "BatchNorm2d on ({0}, {1}): {2} off, {{x}}, {3}% of {4}"
+    assert numbers == ["8", "3", "1.5e-05", "67", "2"]
+    table = {template: "BatchNorm2d 作用于 ({0}, {1})：偏差 {2}，{{x}}，{4} 的 {3}%"}
+    out = i18n.translate_printed("a\n  BatchNorm2d on (8, 3): 1.5e-05 off, {x}, 67% of 2\n", table)
+    assert out == "a\n  BatchNorm2d 作用于 (8, 3)：偏差 1.5e-05，{x}，2 的 67%\n"
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("elements per statistic: 160", True),
+        ("✓ MyRMSNorm behaves like torch.nn.RMSNorm (6 checks passed).", True),
+        (
+            "add_partial_sums(part.data(), threads, cols, dw, db);  // after the loop's barrier",
+            False,
+        ),
+        ("[0., 1., -inf, -inf, -inf],", False),
+        ("tensor([1., 2.]) torch.float32", False),
+        ("#pragma omp simd", False),
+        ("DigitsMLP BatchNorm  lr=0.1  batch=32  loss 0.31  train acc 99.1%", True),
+        ("after 3 steps running_mean holds a graph of 19 nodes", True),
+        ("for x0 in range(0, 512, 16):", False),
+        ("eps=1e-05, momentum=0.1, affine=True", False),
+    ],
+)
+def test_only_sentences_are_printed_lines_to_translate(line, expected):
+    assert i18n.is_sentence(line) is expected
+
+
+def test_every_printed_sentence_of_the_chinese_notebooks_is_translated(tmp_path):
+    """The output catalogs cover what the chapters print (make translations), and the check
+    fails on a printed line the catalog does not have."""
+    problems = i18n.output_problems()
+    assert problems == [], "\n".join(problems[:20])
+    page = i18n.book_notebooks()[0]
+    nb = nbformat.read(page, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("print()"))
+    nb.cells[-1].outputs = [nbformat.v4.new_output("stream", text="a brand new sentence here\n")]
+    assert "a brand new sentence here" in i18n.printed_lines(nb)
+
+
+def test_the_chinese_site_translates_printed_outputs(monkeypatch):
+    sys.path.insert(0, str(ROOT / "tools" / "sphinx_local"))
+    import printed_lines
+    from docutils import nodes
+
+    monkeypatch.setattr(
+        i18n, "output_translations", lambda page: {"two sweeps move {0} MB": "两遍共搬运 {0} MB"}
+    )
+    doctree = nodes.section()
+    block = nodes.literal_block("", "two sweeps move 10.5 MB\nother", classes=["output", "stream"])
+    code = nodes.literal_block("", "two sweeps move 10.5 MB", classes=["cell_input"])
+    doctree += [block, code]
+    app = type("App", (), {"config": type("C", (), {"language": "zh_CN"})()})()
+    printed_lines._translate(app, doctree, "book/speed")
+    assert block.astext() == "两遍共搬运 10.5 MB\nother" and code.astext().startswith("two")
+    app.config.language = "en"
+    block2 = nodes.literal_block("", "two sweeps move 1 MB", classes=["output", "stream"])
+    printed_lines._translate(app, nodes.section("", block2), "book/speed")
+    assert block2.astext() == "two sweeps move 1 MB"

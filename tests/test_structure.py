@@ -184,6 +184,34 @@ def test_parts_are_listed_bottom_up():
         seen.add(name)
 
 
+LAZY_PACKAGES = (
+    "norms",
+    "norms.distributed",
+    "norms.explore",
+    "norms.fast",
+    "norms.lab",
+    "norms.plots",
+)
+
+
+def test_one_lazy_getattr():
+    """Issue 39, item 8: the packages that load submodules on first use share one helper,
+    ``norms.lazy.lazy_submodules``, instead of a copy of ``__getattr__`` each."""
+    import importlib
+
+    copies = [
+        name
+        for name, path in MODULES.items()
+        if name != "norms.lazy" and "\ndef __getattr__(" in path.read_text()
+    ]
+    assert not copies, f"a module __getattr__ of its own in {copies}: use norms.lazy"
+    for name in LAZY_PACKAGES:
+        package = importlib.import_module(name)
+        assert package.__getattr__.__module__ == "norms.lazy", name
+        with pytest.raises(AttributeError, match=f"module '{name}' has no attribute 'nonsense'"):
+            package.nonsense  # noqa: B018
+
+
 # --- Short functions, private names kept private, one meaning for ``F`` (issue 39) -------
 
 MAX_FUNCTION_LINES = 80
@@ -195,9 +223,9 @@ LONG_FUNCTIONS_BEING_SPLIT: dict[tuple[str, str], str] = {
     ("norms.check.structure", "structure_problems"): "i39-grader",
     ("norms.check.explanations", "_explain"): "i39-grader",
     ("norms.check.running_stats", "check_running"): "i39-grader",
-    ("norms.distributed.launch", "launch"): "i39-syncbn",
-    ("norms.functional", "batch_norm"): "i39-stats",
-    ("norms.explore.web.payloads", "running_stats_payload"): "i36-explore",
+    ("norms.quiz.chapters", "q_bn_fold"): "i36-quiz",
+    ("norms.quiz.chapters", "q_instance_contrast"): "i36-quiz",
+    ("norms.quiz.running", "q_running_var"): "i36-quiz",
 }
 
 #: torch's own private base classes, kept under torch's names (``torch.nn.modules.batchnorm``
@@ -208,48 +236,20 @@ TORCH_PRIVATE_NAMES = {"_NormBase", "_BatchNorm"}
 #: Modules that still use another module's underscore names, being fixed now: module -> who.
 #: Must be empty once they are done.
 PRIVATE_USE_BEING_FIXED: dict[str, str] = {
-    **{
-        f"norms.check.{m}": "i39-grader"
-        for m in (
-            "diagnosis",
-            "grader",
-            "hypotheses",
-            "inspection",
-            "running_stats",
-            "sandbox",
-            "structure",
-        )
-    },
-    **{
-        f"norms.quiz.{m}": "i36-quiz"
-        for m in (
-            "cases",
-            "chapters",
-            "computed",
-            "concepts",
-            "dyt",
-            "pitfalls",
-            "running",
-            "small_batches",
-            "speed",
-            "syncbatchnorm",
-            "topics",
-            "training",
-            "transformer",
-            "why",
-        )
-    },
-    "norms.explore.widgets": "i36-explore",
-    "norms.distributed.workers": "i39-syncbn",
-    "norms.modules.syncbatchnorm": "i39-syncbn",
-    "norms.modules.batch_renorm": "i39-stats",
-    "norms.autograd": "i39-stats",
+    f"norms.check.{m}": "i39-grader"
+    for m in (
+        "diagnosis",
+        "grader",
+        "hypotheses",
+        "inspection",
+        "running_stats",
+        "sandbox",
+        "structure",
+    )
 }
 
 #: Modules where ``F`` is still ``torch.nn.functional``, being renamed now: module -> who.
 F_BEING_RENAMED: dict[str, str] = {
-    "norms.modules.llama": "i39-names",
-    "norms.modules.transformer": "i39-names",
     "norms.quiz.pitfalls": "i36-quiz",
 }
 

@@ -29,6 +29,8 @@ pytestmark = pytest.mark.courses
 
 OUT = ROOT / "_build" / "student"
 CHAPTERS = student.chapters()
+#: the editions: (folder under _build/student/html and /notebooks, where its notebooks are)
+EDITIONS = {"en": ("", ROOT), "zh": ("zh", ROOT / "zh")}
 
 
 def built(path):
@@ -77,9 +79,11 @@ def with_solutions():
     return [c for c in CHAPTERS if exercises.exercises(read(c), c.name)]
 
 
+@pytest.mark.parametrize("language", EDITIONS)
 @pytest.mark.parametrize("chapter", with_solutions(), ids=lambda p: p.stem)
-def test_no_solution_in_the_student_page(chapter):
-    page = built(OUT / "html" / "book" / f"{chapter.stem}.html").read_text()
+def test_no_solution_in_the_student_page(chapter, language):
+    folder, _ = EDITIONS[language]
+    page = built(OUT / "html" / folder / "book" / f"{chapter.stem}.html").read_text()
     text = visible_text(page)
     code, outputs = fingerprints(read(chapter), chapter.name)
     assert code, f"{chapter.name}: no solution line to look for (the check would prove nothing)"
@@ -92,9 +96,11 @@ def test_no_solution_in_the_student_page(chapter):
     assert 'class="solution' not in page
 
 
+@pytest.mark.parametrize("language", EDITIONS)
 @pytest.mark.parametrize("chapter", with_solutions(), ids=lambda p: p.stem)
-def test_no_solution_in_the_student_notebook(chapter):
-    nb = nbformat.read(built(OUT / "notebooks" / chapter.name), as_version=4)
+def test_no_solution_in_the_student_notebook(chapter, language):
+    folder, _ = EDITIONS[language]
+    nb = nbformat.read(built(OUT / "notebooks" / folder / chapter.name), as_version=4)
     code, outputs = fingerprints(read(chapter), chapter.name)
     everything = "\n".join(
         c.source + "\n" + "\n".join(str(o) for o in c.get("outputs", [])) for c in nb.cells
@@ -110,13 +116,16 @@ def test_no_solution_in_the_student_notebook(chapter):
     assert len(blanks) == len(gated), "each gated solution becomes one empty cell for the student"
 
 
+@pytest.mark.parametrize("language", EDITIONS)
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
-def test_student_notebook_carries_the_chapters_outputs(chapter):
+def test_student_notebook_carries_the_chapters_outputs(chapter, language):
     """Every code cell but the solutions, with the chapter's stored outputs (which nbval
     confirms the cells print without the solutions), numbered from 1 in order, and no error
-    that the chapter does not mean to show."""
-    nb = nbformat.read(built(OUT / "notebooks" / chapter.name), as_version=4)
-    full = read(chapter)
+    that the chapter does not mean to show. The Chinese student notebooks come from the
+    Chinese notebooks (``zh/``)."""
+    folder, source = EDITIONS[language]
+    nb = nbformat.read(built(OUT / "notebooks" / folder / chapter.name), as_version=4)
+    full = read(source / chapter.relative_to(ROOT))
     inside = exercises.solution_cells(full, chapter.name)
     kept = [c for i, c in enumerate(full.cells) if c.cell_type == "code" and i not in inside]
     code = [c for c in nb.cells if c.cell_type == "code"]
@@ -415,6 +424,18 @@ def test_every_link_of_the_student_site_stays_clear_of_solutions():
     assert bad == []
     downloads = [t for _, t in found if "_sources/" in t and t.endswith(".ipynb")]
     assert downloads, "the download button offers the student notebooks"
+    assert (site / "zh" / "index.html").exists(), "the Chinese student edition is missing"
+
+
+def test_the_chinese_student_edition_is_chinese_and_links_to_the_english_one():
+    site = built(OUT / "html" / "zh" / "book" / "batchnorm.html")
+    page = site.read_text()
+    assert 'lang="zh-CN"' in page and "批归一化" in visible_text(page)
+    switch = re.search(r'class="[^"]*language-switch" href="([^"]+)"', page)
+    assert switch, "no link to the English student edition"
+    assert (site.parent / switch[1]).resolve() == (OUT / "html" / "book" / "batchnorm.html")
+    notebook = nbformat.read(built(OUT / "notebooks" / "zh" / "batchnorm.ipynb"), as_version=4)
+    assert "批归一化" in "".join(c.source for c in notebook.cells if c.cell_type == "markdown")
 
 
 def test_the_leak_scan_finds_a_full_notebook_and_a_colab_link(tmp_path):

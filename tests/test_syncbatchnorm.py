@@ -31,7 +31,8 @@ from torch.testing import assert_close
 
 import norms
 from norms import distributed
-from norms.modules.syncbatchnorm import combine_stats
+from norms.lab import sync as sync_runs
+from norms.modules.syncbatchnorm import combine_stats, local_stats
 
 from . import _sbn_workers as W
 
@@ -181,7 +182,7 @@ def test_convert_replaces_every_batchnorm_and_keeps_its_state():
         if isinstance(m, norms.SyncBatchNorm):
             old = before[name]
             assert isinstance(
-                old, (nn.modules.batchnorm._BatchNorm, norms.modules.batchnorm._BatchNorm)
+                old, (nn.modules.batchnorm._BatchNorm, norms.modules.batchnorm.BatchNormBase)
             )
             assert repr(m).split("(", 1)[1] == repr(old).split("(", 1)[1]
             assert m.training == old.training
@@ -239,7 +240,7 @@ def test_combine_stats_survives_a_large_mean_where_one_pass_fails():
     x = distributed.global_batch(3, sizes, 4, (6, 5), mean=3000.0)  # float32
     truth = x.double().var((0, 2, 3), correction=0)
     parts = torch.split(x, sizes)
-    stats = [norms.modules.syncbatchnorm._local_stats(p) for p in parts]
+    stats = [local_stats(p) for p in parts]
     counts = torch.tensor([p.numel() // 4 for p in parts], dtype=torch.float32)
     n, _, m2 = combine_stats(
         counts, torch.stack([s[0] for s in stats]), torch.stack([s[1] for s in stats])
@@ -248,6 +249,62 @@ def test_combine_stats_survives_a_large_mean_where_one_pass_fails():
     one_pass = (x * x).mean((0, 2, 3)) - x.mean((0, 2, 3)) ** 2
     assert ((chan.double() - truth).abs() / truth).max() < 1e-3
     assert ((one_pass.double() - truth).abs() / truth).max() > 1e-2  # the test can tell them apart
+
+
+# --------------------------------------------------------------------------
+# the packet's header and the checks on it (no processes: the headers are built here)
+# --------------------------------------------------------------------------
+
+
+def _header(x, eps=1e-5, momentum=0.1, step=0, evals=0, needs_grad=True, phase=None):
+    """The header a process with ``norms.SyncBatchNorm(3)`` and input ``x`` sends."""
+    from norms.distributed import packet
+
+    layer = norms.SyncBatchNorm(3, eps=eps, momentum=momentum)
+    header = packet.layer_header(
+        step, evals, eps, momentum, True, layer.weight, layer.bias, layer.num_features
+    )
+    header, _ = packet.with_input(header, x, needs_grad, ["cpu"])
+    if phase is not None:
+        header[packet.PHASE] = phase
+    return header
+
+
+def _heads(*headers):
+    """The headers as the all-gather returns them: float64, one row per rank."""
+    return torch.tensor(headers, dtype=torch.float64)
+
+
+def test_the_checks_read_every_process_header():
+    from norms.distributed import checks, packet
+
+    x = torch.randn(4, 3, 2)
+    same = _heads(_header(x), _header(x[:1]))
+    assert checks.order_problem(same, packet.FWD, 0) is None
+    assert checks.config_problem(same) is None
+    assert checks.input_problem(same, 3, None, ["cpu"]) is None
+    eps = _heads(_header(x), _header(x, eps=1e-3))
+    assert checks.config_problem(eps) == (
+        "the processes disagree on eps: rank 0: 1e-05, rank 1: 0.001"
+    )
+    momentum = _heads(_header(x), _header(x, momentum=None))
+    assert "momentum (-1: None): rank 0: 0.1, rank 1: -1.0" in checks.config_problem(momentum)
+    channels = _heads(_header(x), _header(torch.randn(4, 4, 2)))
+    assert "agree on the number of channels" in checks.input_problem(channels, 3, None, ["cpu"])
+    one_value = _heads(_header(x[:1, :, :1]), _header(x[:0]))
+    assert "more than 1 value per channel" in checks.input_problem(one_value, 3, None, ["cpu"])
+    integer = _heads(_header(x), _header(x.long()))
+    assert "floating point" in checks.input_problem(integer, 3, None, ["cpu"])
+    skipped = _heads(_header(x, phase=packet.BWD), _header(x, step=1))
+    problem = checks.order_problem(skipped, packet.BWD, 0)
+    assert problem.startswith("rank(s) [1] skipped backward of a training step that rank(s) [0]")
+    assert "rank 0: backward of training step 0; rank 1: forward of training step 1" in problem
+    evaluated = _heads(_header(x), _header(x, evals=1))
+    assert "rank(s) [1] ran this layer in eval mode" in checks.order_problem(
+        evaluated, packet.FWD, 0
+    )
+    with pytest.raises(RuntimeError, match=r"^SyncBatchNorm\(3\): rank\(s\) \[1\] skipped"):
+        checks.check_backward(skipped, 0, 3)
 
 
 # --------------------------------------------------------------------------
@@ -450,7 +507,7 @@ def test_matches_one_batchnorm_on_the_whole_batch(run, case):
     sizes, channels, spatial, mean, kwargs = W.CASES[case]
     sizes = sizes[world]
     mine = [r[case] for r in results]
-    ref = distributed.reference_batchnorm(
+    ref = sync_runs.reference_batchnorm(
         SEED, sizes, channels, spatial, steps=3, mean=mean, layer_kwargs=kwargs
     )
     tol = {"atol": 2e-5, "rtol": 1e-5} if mean == 0 else {"atol": 2e-3, "rtol": 1e-4}
@@ -490,10 +547,10 @@ def test_large_mean_is_as_accurate_as_single_process_batchnorm(run):
     world, results = run
     sizes, channels, spatial, mean, kwargs = W.CASES["mean-3000"]
     sizes = sizes[world]
-    exact = distributed.reference_batchnorm(
+    exact = sync_runs.reference_batchnorm(
         SEED, sizes, channels, spatial, steps=3, mean=mean, dtype=torch.float64
     )
-    single = distributed.reference_batchnorm(SEED, sizes, channels, spatial, steps=3, mean=mean)
+    single = sync_runs.reference_batchnorm(SEED, sizes, channels, spatial, steps=3, mean=mean)
     ours = _concat([r["mean-3000"] for r in results], "y").double()
     err_ours = (ours - exact["y"]).abs().max().item()
     err_single = (single["y"].double() - exact["y"]).abs().max().item()
@@ -574,10 +631,3 @@ def test_process_group_limits_the_synchronization(run):
     ref = norms.BatchNorm1d(3)(x[: 2 * members]).detach()
     assert results[-1]["subgroup"] is None
     assert_close(torch.cat([r["subgroup"] for r in results[:members]]), ref)
-
-
-def test_docstring_examples_run():
-    import doctest
-
-    result = doctest.testmod(norms.modules.syncbatchnorm, optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 0

@@ -287,18 +287,11 @@ def test_names_and_defaults(decoder, bias):
     Ours = norms.TransformerDecoderLayer if decoder else norms.TransformerEncoderLayer
     ours, theirs = Ours(16, 4, bias=bias), Theirs(16, 4, bias=bias)
 
-    # The feed-forward block is the registered submodule `mlp`: torch's linear1, dropout and
-    # linear2 are its children. Without that prefix the names and their order are torch's,
-    # and the state_dict keys are torch's as they are.
-    def torch_name(n):
-        return n.removeprefix("mlp.") if n != "mlp" else None
-
-    ours_modules = [torch_name(n) for n, _ in ours.named_modules() if torch_name(n) is not None]
-    assert ours_modules == [n for n, _ in theirs.named_modules()]
-    assert [(torch_name(n), p.shape) for n, p in ours.named_parameters()] == [
+    # torch's names and order, with no prefix (tests/test_names.py checks every layer)
+    assert [n for n, _ in ours.named_modules()] == [n for n, _ in theirs.named_modules()]
+    assert [(n, p.shape) for n, p in ours.named_parameters()] == [
         (n, p.shape) for n, p in theirs.named_parameters()
     ]
-    assert "mlp" in dict(ours.named_children())
     assert list(ours.state_dict()) == list(theirs.state_dict())
     for name in ("norm1", "norm2") + (("norm3",) if decoder else ()):
         norm = getattr(ours, name)
@@ -312,7 +305,6 @@ def test_names_and_defaults(decoder, bias):
     assert (
         ours.norm1.eps == 1e-5 and ours.norm_first is False and ours.self_attn.batch_first is False
     )
-    assert ours.mlp.linear1 is ours.linear1 and ours.mlp.linear2 is ours.linear2
     if not decoder:
         assert ours.activation_relu_or_gelu == theirs.activation_relu_or_gelu == 1
         assert Ours(16, 4, activation="gelu").activation_relu_or_gelu == 2
@@ -351,20 +343,28 @@ def test_mlp_block():
     assert sorted(norms.MLP(6, 10, bias=False).state_dict()) == ["linear1.weight", "linear2.weight"]
 
 
-def test_mlp_follows_replaced_parts():
+def test_feed_forward_block_runs_replaced_parts():
+    """The layer's ``_ff_block`` is norms.MLP's computation on the layer's own parts, and a part
+    replaced on the layer is the one that runs (as in torch)."""
+    torch.manual_seed(0)
     layer = norms.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
-    layer.linear1 = tnn.Linear(8, 16)
-    assert layer.mlp.linear1 is layer.linear1
+    mlp = norms.MLP(8, 16, dropout=0.0)
+    mlp.load_state_dict({k: v for k, v in layer.state_dict().items() if k.startswith("linear")})
+    x = torch.randn(3, 8)
+    torch.testing.assert_close(layer._ff_block(x), mlp(x))
+    layer.linear1 = mlp.linear1 = tnn.Linear(8, 16)
+    layer.activation = mlp.activation = F.gelu
+    torch.testing.assert_close(layer._ff_block(x), mlp(x))
 
 
 def test_copy_pickle_and_to():
     layer = norms.TransformerDecoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
     for other in (copy.deepcopy(layer), pickle.loads(pickle.dumps(layer))):
-        assert other.mlp.linear1 is other.linear1 and other.linear1 is not layer.linear1
+        assert other.linear1 is not layer.linear1
         x, m = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
         torch.testing.assert_close(other(x, m), layer(x, m))
     double = copy.deepcopy(layer).double()
-    assert double.mlp.linear1.weight.dtype == torch.float64
+    assert double.linear1.weight.dtype == torch.float64
 
 
 def test_inside_torch_transformer_encoder():
@@ -505,19 +505,32 @@ def test_nested_tensor_is_refused_clearly():
 
 
 @pytest.mark.parametrize("decoder", [False, True])
-def test_feed_forward_block_is_a_registered_submodule(decoder):
-    """modules(), apply() and hooks see the MLP; state dicts still load both ways, strictly."""
+def test_feed_forward_parts_are_the_layer_s_own_children(decoder):
+    """As in torch: linear1, dropout and linear2 are children of the layer (hooks on them run, no
+    wrapper in between); state dicts load both ways, strictly; a module activation is a child."""
     Ours = norms.TransformerDecoderLayer if decoder else norms.TransformerEncoderLayer
     Theirs = tnn.TransformerDecoderLayer if decoder else tnn.TransformerEncoderLayer
     ours, theirs = Ours(8, 2, 16, dropout=0.0), Theirs(8, 2, 16, dropout=0.0)
-    assert any(m is ours.mlp for m in ours.modules())
+    children = dict(ours.named_children())
+    assert all(children[n] is getattr(ours, n) for n in ("linear1", "dropout", "linear2"))
+    assert "mlp" not in children
     seen = []
-    ours.mlp.register_forward_hook(lambda module, args, out: seen.append(out.shape))
+    ours.linear2.register_forward_hook(lambda module, args, out: seen.append(out.shape))
     x = torch.randn(3, 2, 8)
     ours(x, x) if decoder else ours(x)
     assert seen == [torch.Size([3, 2, 8])]
     ours.load_state_dict(theirs.state_dict(), strict=True)
     theirs.load_state_dict(ours.state_dict(), strict=True)
     torch.testing.assert_close(ours.linear1.weight, theirs.linear1.weight)
-    ours.activation = F.gelu  # torch's attribute name still sets the block's activation
-    assert ours.mlp.activation is F.gelu
+    gelu = tnn.GELU()
+    assert dict(Ours(8, 2, 16, activation=gelu).named_children())["activation"] is gelu
+
+
+@pytest.mark.parametrize("decoder", [False, True])
+def test_unpickled_without_activation_gets_relu_as_in_torch(decoder):
+    Ours = norms.TransformerDecoderLayer if decoder else norms.TransformerEncoderLayer
+    state = Ours(8, 2, 16, activation="gelu").__getstate__()
+    del state["activation"]
+    layer = Ours.__new__(Ours)
+    layer.__setstate__(state)
+    assert layer.activation is F.relu

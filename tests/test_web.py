@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import shutil
 import subprocess
 
@@ -36,7 +37,7 @@ const NE = window.NormsExplorer;
 const input = JSON.parse(fs.readFileSync(0, "utf8"));
 const out = input.cases.map((c) => {
   try {
-    if (c.op === "parse") return { shape: NE._parseShape(c.text) };
+    if (c.op === "parse") return { shape: NE._parseShape(c.text, input.words) };
     if (c.op === "running") {
       const r = NE._runningStats(input.data, input.data.runs[c.run], c.momentum, c.steps, c.batch_size);
       return { rm: r.rm, rv: r.rv, gap: r.gap };
@@ -44,7 +45,7 @@ const out = input.cases.map((c) => {
     const rule = NE._rule(input.data, c.norm, c.shape, c.groups, c.last_dims);
     const st = NE._index(rule, c.shape, c.groups);
     const view = NE._fold(input.data, c.norm, c.shape, c.layout);
-    return { ids: st.ids, info: NE._statHtml(st), grid: view.grid, labels: view.labels,
+    return { ids: st.ids, info: NE._statHtml(st, input.words), grid: view.grid, labels: view.labels,
              title: NE._title(c.norm, c.shape, c.groups, c.last_dims) };
   } catch (e) {
     if (!Array.isArray(e)) throw e;
@@ -55,14 +56,14 @@ process.stdout.write(JSON.stringify(out));
 """  # noqa: E501 - JavaScript; a line break would change the string
 
 
-def run_js(tmp_path, data: dict, cases: list[dict]) -> list[dict]:
+def run_js(tmp_path, data: dict, cases: list[dict], words: dict | None = None) -> list[dict]:
     script = tmp_path / "explorer.js"
     script.write_text(norms.explore.web.script())
     harness = tmp_path / "harness.js"
     harness.write_text(HARNESS)
     proc = subprocess.run(
         [NODE, str(harness), str(script)],
-        input=json.dumps({"data": data, "cases": cases}),
+        input=json.dumps({"data": data, "cases": cases, "words": words or {}}),
         capture_output=True,
         text=True,
         timeout=120,
@@ -72,7 +73,12 @@ def run_js(tmp_path, data: dict, cases: list[dict]) -> list[dict]:
     return json.loads(proc.stdout)
 
 
-def kernel_state(norm, shape, groups, last_dims, layout) -> dict:
+def in_language(text: dict, language: str) -> dict:
+    """A payload's ``text`` in one language, as the page picks it."""
+    return {k: v[language] if isinstance(v, dict) else v for k, v in text.items()}
+
+
+def kernel_state(norm, shape, groups, last_dims, layout, language="en") -> dict:
     """What the kernel explorer computes for these controls
     (norms.explore.widgets.draw_reduction)."""
     try:
@@ -98,7 +104,7 @@ def kernel_state(norm, shape, groups, last_dims, layout) -> dict:
         return {"error": [type(exc).__name__, str(exc)]}
     return {
         "ids": index.ravel().tolist(),
-        "info": stat_html(reduction, tuple(reduction.reduced_dims)),
+        "info": stat_html(reduction, tuple(reduction.reduced_dims)).in_language(language),
         "grid": list(view.grid.shape),
         "labels": list(view.labels),
         "title": module_label(module),
@@ -150,8 +156,9 @@ def every_norm_and_rank() -> list[dict]:
 def test_the_page_partitions_as_norms_axes(tmp_path):
     """Statistic ids, numbers, view and messages of the page equal the kernel's, state by state."""
     states = random_states(600) + every_group_count() + every_norm_and_rank()
-    data = norms.explore.web.reduction_payload("GroupNorm", "4, 6, 2, 2", 3, 3, 0, "auto")["data"]
-    got = run_js(tmp_path, data, [{"op": "reduction", **s} for s in states])
+    payload = norms.explore.web.reduction_payload("GroupNorm", "4, 6, 2, 2", 3, 3, 0, "auto")
+    words = in_language(payload["text"], "en")
+    got = run_js(tmp_path, payload["data"], [{"op": "reduction", **s} for s in states], words)
     errors = 0
     for state, js in zip(states, got, strict=True):
         want = kernel_state(
@@ -169,6 +176,24 @@ def test_the_page_partitions_as_norms_axes(tmp_path):
         assert js == {k: v for k, v in want.items() if k != "title"}, state
         assert title == want["title"], state
     assert 50 < errors < len(states) - 300, "the states must mix valid and invalid choices"
+
+
+def test_the_page_says_the_numbers_in_chinese_as_norms_does(tmp_path):
+    """On a Chinese page the script fills the Chinese template the kernel fills
+    (norms.explore.state.stat_html in Chinese), with the same numbers."""
+    states = random_states(80, seed=1) + every_group_count()[:16]
+    payload = norms.explore.web.reduction_payload("GroupNorm", "4, 6, 2, 2", 3, 3, 0, "auto")
+    words = in_language(payload["text"], "zh")
+    got = run_js(tmp_path, payload["data"], [{"op": "reduction", **s} for s in states], words)
+    shown = 0
+    for state, js in zip(states, got, strict=True):
+        args = [tuple(state["shape"]) if k == "shape" else state[k] for k in list(state)]
+        want = kernel_state(*args, language="zh")
+        if "error" not in want:
+            assert js["info"] == want["info"], state
+            assert "个" in js["info"] and "each over" not in js["info"], js["info"]
+            shown += 1
+    assert shown > 20
 
 
 def test_the_page_reads_shapes_as_parse_shape(tmp_path):
@@ -190,13 +215,21 @@ def test_the_page_reads_shapes_as_parse_shape(tmp_path):
         "9" * 400,
         "1 " * 9,
     ]
-    got = run_js(tmp_path, {}, [{"op": "parse", "text": t} for t in texts])
-    for text, js in zip(texts, got, strict=True):
-        try:
-            want = {"shape": list(parse_shape(text))}
-        except ValueError as exc:
-            want = {"error": ["ValueError", str(exc)]}
-        assert js == want, text
+    payload = norms.explore.web.reduction_payload("GroupNorm", "4, 6, 2, 2", 3, 3, 0, "auto")
+    for language in ("en", "zh"):
+        words = in_language(payload["text"], language)
+        got = run_js(tmp_path, {}, [{"op": "parse", "text": t} for t in texts], words)
+        errors = 0
+        for text, js in zip(texts, got, strict=True):
+            try:
+                want = {"shape": list(parse_shape(text))}
+            except ValueError as exc:
+                message = exc.args[0].in_language(language)
+                want = {"error": ["ValueError", message]}
+                errors += 1
+                assert language == "en" or re.search("[\u4e00-\u9fff]", message), message
+            assert js == want, (language, text)
+        assert errors >= 6
 
 
 @pytest.mark.parametrize("momentum", [0.1, 0.01, 0.5, 1.0, None])

@@ -11,40 +11,69 @@ from __future__ import annotations
 #: part of norms/ -> (what it is for, the parts it may import). Listed bottom-up: a part
 #: imports only parts listed above it.
 PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "axes": ("which axes each norm reduces over; the list of the norms", ()),
-    "functional": ("the forward passes and the one backward formula", ("axes",)),
-    "autograd": ("hand-derived backward passes (autograd.Function)", ("axes", "functional")),
-    "modules": (
-        "every layer: the five families, SyncBatchNorm, transformer, LLaMA block ...",
-        ("axes", "functional", "autograd"),
+    "i18n": ("the reader's language (set_language) and the text norms computes (tr)", ()),
+    "lazy": ("the packages' submodules that load on first use (their __getattr__)", ()),
+    "compat": ("every private torch API norms uses, each with a fallback", ("i18n",)),
+    "axes": ("which axes each norm reduces over; the list of the norms", ("i18n",)),
+    "stats": (
+        "batch statistics: mean, variance, running averages, Chan",
+        ("i18n", "axes", "compat"),
     ),
-    "glue": ("numbers from a cell into the prose (myst-nb glue)", ()),
-    "fast": (
-        "torch.compile'd layers, C++ kernels and their loader, passes, make bench",
-        ("axes", "functional", "autograd", "modules"),
+    "functional": (
+        "the forward passes and the one backward formula",
+        ("i18n", "axes", "stats", "compat"),
+    ),
+    "autograd": (
+        "hand-derived backward passes (autograd.Function)",
+        ("i18n", "axes", "stats", "functional"),
     ),
     "distributed": (
-        "several processes: launcher, recorders, the chapter's workers",
-        ("axes", "functional", "modules"),
+        "several processes: SyncBatchNorm's packet and checks, launcher, recorders",
+        ("i18n", "lazy", "compat"),
+    ),
+    "modules": (
+        "every layer: the five families, SyncBatchNorm, transformer, LLaMA block ...",
+        ("i18n", "axes", "stats", "compat", "functional", "autograd", "distributed"),
+    ),
+    "glue": ("numbers from a cell into the prose (myst-nb glue)", ("i18n",)),
+    "fast": (
+        "torch.compile'd layers, C++ kernels and their loader, passes, make bench",
+        ("i18n", "lazy", "axes", "stats", "compat", "functional", "autograd", "modules"),
     ),
     "lab": (
         "data, models, training loops, simulations, the seeds' rule",
-        ("axes", "functional", "modules", "glue"),
+        ("i18n", "lazy", "axes", "stats", "functional", "modules", "distributed", "glue"),
     ),
-    "plots": ("one module per figure family, one style", ("axes", "functional", "modules", "lab")),
+    "plots": (
+        "one module per figure family, one style",
+        ("i18n", "lazy", "axes", "stats", "functional", "modules", "lab"),
+    ),
     "explore": (
         "explorers: state, ipywidgets front end, website front end",
-        ("axes", "functional", "modules", "lab", "plots"),
+        ("i18n", "lazy", "axes", "functional", "modules", "lab", "plots"),
     ),
-    "check": ("the grader for a reader's own layer", ("axes", "functional", "modules")),
+    "check": ("the grader for a reader's own layer", ("i18n", "axes", "functional", "modules")),
     "quiz": (
         "quizzes whose answers norms computes",
-        ("axes", "functional", "autograd", "modules", "fast", "distributed", "lab"),
+        ("i18n", "axes", "functional", "autograd", "modules", "fast", "distributed", "lab"),
     ),
 }
 
 #: What ``import norms`` loads; the other parts load on first use.
-EAGER = ("axes", "functional", "autograd", "modules")
+EAGER = (
+    "i18n",
+    "lazy",
+    "compat",
+    "axes",
+    "stats",
+    "functional",
+    "autograd",
+    "distributed",
+    "modules",
+)
+
+#: The parts that are one file (``norms/<part>.py``); the others are folders.
+FILES = ("i18n", "lazy", "compat", "axes", "stats", "functional", "autograd", "glue")
 
 
 def diagram() -> str:
@@ -53,9 +82,7 @@ def diagram() -> str:
     lines = []
     for name, (what, imports) in PARTS.items():
         kind = "" if name in EAGER else " (lazy)"
-        path = f"norms/{name}" + (
-            "/" if name not in ("axes", "functional", "autograd", "glue") else ".py"
-        )
+        path = f"norms/{name}" + (".py" if name in FILES else "/")
         lines.append(f"{path:<{width + 4}}{what}{kind}")
         lines.append(f"{'':<{width + 4}}  imports: {', '.join(imports) or 'no other part'}")
     return "\n".join(lines)

@@ -30,6 +30,10 @@ assignment is built into a fresh folder next to ``NAME/`` and then put in its pl
 a lock that readers, :func:`locked`, share), and two builds of one assignment run one after
 the other (the second finds it up to date).
 
+Each built assignment also gets its Chinese student notebook, ``NAME/student/zh/NAME.ipynb``
+(:func:`write_chinese`): the markdown translated from ``locales/zh_CN/assignments/NAME.po``,
+the code the same, so the same autograder grades it.
+
 Usage: ``python tools/assignments.py [--out DIR] [--force] [MASTER or NAME ...]`` (default:
 every ``assignments/*.ipynb``). Grade a class with ``make grade`` (``tools/grade.py``), or
 one submission locally, without Docker::
@@ -527,7 +531,24 @@ def main(argv) -> int:
     if args.check:
         return 0
     ensure(masters, args.out.resolve(), args.force, log=lambda s: print(s, flush=True))
+    for master in masters:
+        write_chinese(master.stem, args.out.resolve())
     return 0
+
+
+def write_chinese(name: str, out: Path = OUT) -> Path:
+    """The Chinese student notebook of a built assignment, ``NAME/student/zh/NAME.ipynb``:
+    the student notebook with its markdown from the assignment's catalog
+    (``locales/zh_CN/assignments/NAME.po``, ``make translations``), the same code, so the
+    same autograder grades it. Cheap: written on every run, never a reason to rebuild."""
+    import i18n
+
+    with locked(out, name):
+        student = out / name / "student" / f"{name}.ipynb"
+        target = student.parent / "zh" / student.name
+        target.parent.mkdir(exist_ok=True)
+        nbformat.write(i18n.chinese_assignment(student, name), target)
+    return target
 
 
 if __name__ == "__main__":

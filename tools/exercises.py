@@ -26,11 +26,13 @@ from pathlib import Path
 
 #: difficulty word (as written first in the exercise's body) -> the exercise's :class:
 DIFFICULTIES = {"Warm-up": "warm-up", "Core": "core", "Challenge": "challenge"}
+#: the same words in the Chinese edition (zh/book/*.ipynb, the glossary's terms)
+DIFFICULTIES_ZH = {"热身": "warm-up", "核心": "core", "挑战": "challenge"}
 
 SOLUTION_TAG = "solution"  # tag of every code cell of a gated solution
 
 _OPEN = re.compile(r"^(?P<fence>:{3,})\{(?P<name>[\w-]+)\}[ \t]*(?P<arg>[^\n]*)$", re.M)
-_DIFFICULTY = re.compile(r"^\s*\*(Warm-up|Core|Challenge)\.\*")
+_DIFFICULTY = re.compile(r"^\s*\*(Warm-up|Core|Challenge|热身|核心|挑战)[.。]\*")
 
 
 class ExerciseError(ValueError):
@@ -131,7 +133,7 @@ def exercises(nb, path="notebook") -> list[Exercise]:
                 if label in found:
                     raise ExerciseError(f"{_where(path, i)}: a second exercise labelled {label!r}")
                 m = _DIFFICULTY.match(d.body)
-                ex = Exercise(label, i, DIFFICULTIES[m.group(1)] if m else None)
+                ex = Exercise(label, i, (DIFFICULTIES | DIFFICULTIES_ZH)[m.group(1)] if m else None)
                 found[label] = ex
                 order.append(ex)
             elif d.name in ("solution", "solution-start"):

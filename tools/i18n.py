@@ -26,6 +26,7 @@ them and fails when the committed ones differ (an English or catalog edit withou
 from __future__ import annotations
 
 import argparse
+import datetime
 import re
 import shutil
 import sys
@@ -44,6 +45,12 @@ TEMPLATES = ROOT / "_build" / "gettext-build" / "gettext"  # its own doctrees, b
 PREFIX = "zh"
 #: the Chinese notebooks, as the repository holds them (zh/book/NAME.ipynb)
 NOTEBOOKS = ROOT / "zh"
+#: the catalogs of the sentences the chapters print (their stored outputs), one per page;
+#: outside LC_MESSAGES, so Sphinx does not take them for page catalogs
+OUTPUTS = LOCALES / LANGUAGE / "outputs"
+#: the catalogs of the text norms computes (quizzes, explorers, the grader: norms.i18n.tr),
+#: one per module of norms
+NORMS_CATALOGS = ROOT / "norms" / "locale" / LANGUAGE / "LC_MESSAGES"
 
 # Markup a translation must carry over unchanged: roles and their targets, inline code,
 # inline maths, glued values, substitutions.
@@ -116,7 +123,264 @@ def update() -> list[str]:
         if po.relative_to(CATALOGS) not in keep:
             po.unlink()
     fill_untranslatable()
+    update_norms_catalog()
+    update_outputs()
+    update_assignments()
     return sorted(str(p.relative_to(ROOT)) for p in CATALOGS.rglob("*.po"))
+
+
+def norms_messages(package: Path = ROOT / "norms") -> tuple[dict[str, list[str]], list[str]]:
+    """Every template norms passes to ``tr`` (``{msgid: [file:line, ...]}``, in source
+    order), read from the source, and the calls whose template is not a string literal
+    (``tr(f"...")``, a variable): those cannot be extracted, so they are errors."""
+    import ast
+
+    found: dict[str, list[str]] = {}
+    bad: list[str] = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
+        calls = [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if _is_tr(n)]
+        for node in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
+            first = node.args[0]
+            where = f"{rel}:{node.lineno}"
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                found.setdefault(first.value, []).append(where)
+            else:
+                bad.append(
+                    f"{where}: tr() needs a string literal template, got {ast.unparse(first)[:60]}"
+                )
+    return found, bad
+
+
+# A printed line with words to translate: two English words or more (a table's row label
+# "loss ... train acc" as much as a sentence), not counting identifiers (running_mean,
+# torch.float32, lr=, f(...)). Lines of code (a listing of generated C++, a shell command)
+# are not sentences.
+_WORD_IN_LINE = re.compile(r"(?<![\w.\-])[A-Za-z][a-z]+(?![\w(=.\-])")
+_CODE_LINE = re.compile(
+    r"(;\s*(//.*)?$|//|#pragma|#include|^\s*[{}]|^\s*[A-Za-z_][\w.]*\s*[-+*]?=\s|\bconst \w|::"
+    r"|\bint64_t\b|\w\* |^\s*(for|while|if|def|return|template)\b|\brange\(|^riscv64|^x86_64)"
+)
+_NOT_WORDS = re.compile(r"\b(inf|nan|tensor|True|False|dtype|torch\.\w+)\b")
+
+
+def is_sentence(line: str) -> bool:
+    """Whether a printed line holds a sentence to translate (not code, not a tensor)."""
+    words = _WORD_IN_LINE.findall(_NOT_WORDS.sub(" ", line))
+    return len(words) >= 2 and not _CODE_LINE.search(line)
+
+
+#: pages whose printed output is norms' own bilingual text, not printed lines
+OWN_OUTPUTS = {"book/grade-your-own"}
+
+
+def printed_lines(nb) -> list[str]:
+    """The printed lines of a notebook's stored outputs that hold a sentence, each once, in
+    order, as templates (:func:`printed_template`): the messages of the page's output
+    catalog."""
+    seen: dict[str, None] = {}
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") != "stream":
+                continue
+            for line in output["text"].splitlines():
+                if is_sentence(line):
+                    seen.setdefault(printed_template(line.strip())[0], None)
+    return list(seen)
+
+
+# a number that stands alone (not the 2 of BatchNorm2d, not a version's parts)
+_LONE_NUMBER = re.compile(r"(?<![\w.])[-−]?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?(?![\w])")
+
+
+def printed_template(line: str) -> tuple[str, list[str]]:
+    """A printed line as a message whose numbers are fields ``{0}``, ``{1}``, ... (a timing
+    that differs on the next run keeps its translation), and the numbers."""
+    numbers: list[str] = []
+
+    def field(m: re.Match) -> str:
+        numbers.append(m[0])
+        return "{" + str(len(numbers) - 1) + "}"
+
+    escaped = line.replace("{", "{{").replace("}", "}}")
+    return _LONE_NUMBER.sub(field, escaped), numbers
+
+
+def merge_catalog(path: Path, messages: dict[str, list[tuple[str, int]]], known=None) -> None:
+    """Merge ``messages`` (msgid -> locations) into the catalog at ``path``: new entries
+    untranslated, changed ones fuzzy (the old translation kept as a hint), gone ones
+    dropped; an untranslated entry takes its translation from ``known`` if it has one."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import read_po, write_po
+
+    fixed = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)  # no churn in diffs
+    template = Catalog(project="norms", fuzzy=False, creation_date=fixed, revision_date=fixed)
+    for msgid, places in messages.items():
+        flags = (
+            ("python-brace-format",)
+            if FIELD.search(msgid) and path.parent == NORMS_CATALOGS
+            else ()
+        )
+        template.add(msgid, locations=places, flags=flags)
+    if path.exists():
+        with path.open("rb") as f:
+            catalog = read_po(f, locale=LANGUAGE)
+    else:
+        catalog = Catalog(locale=LANGUAGE, project="norms", fuzzy=False, revision_date=fixed)
+    catalog.update(template, update_header_comment=False)
+    catalog.obsolete.clear()
+    for message in catalog:
+        if message.id and not message.string and known and message.id in known:
+            message.string = known[message.id]
+            message.flags.discard("fuzzy")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as f:
+        write_po(f, catalog, width=0, sort_output=False, ignore_obsolete=True)
+
+
+def update_outputs(out: Path = OUTPUTS) -> int:
+    """The output catalogs: the printed lines of every page (:func:`printed_lines`)."""
+    import nbformat
+
+    n = 0
+    for path in book_notebooks():
+        page = path.relative_to(ROOT).with_suffix("").as_posix()
+        catalog = out / f"{page}.po"
+        if page in OWN_OUTPUTS:
+            catalog.unlink(missing_ok=True)
+            continue
+        lines = printed_lines(nbformat.read(path, as_version=4))
+        if not lines:
+            catalog.unlink(missing_ok=True)
+            continue
+        merge_catalog(catalog, {line: [(path.name, 0)] for line in lines})
+        n += len(lines)
+    return n
+
+
+def output_translations(page: str, out: Path = OUTPUTS) -> dict[str, str]:
+    """printed line -> its translation, for a page (``book/batchnorm``)."""
+    path = out / f"{page}.po"
+    return read_po_file(path) if path.exists() else {}
+
+
+def translate_printed(text: str, table: dict[str, str]) -> str:
+    """A stored output's text with each printed line the catalog has translated (its
+    indentation kept)."""
+    if not table:
+        return text
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        template, numbers = printed_template(line.strip())
+        if template in table:
+            indent = line[: len(line) - len(line.lstrip())]
+            lines[i] = indent + table[template].format(*numbers)
+    return "\n".join(lines)
+
+
+def output_problems(out: Path = OUTPUTS) -> list[str]:
+    """The output catalogs: untranslated or fuzzy entries, a translation that lost or
+    changed a number of the printed line, a page whose catalog is stale."""
+    import nbformat
+    import polib
+
+    found = []
+    for path in book_notebooks():
+        page = path.relative_to(ROOT).with_suffix("").as_posix()
+        po_path = out / f"{page}.po"
+        lines = [] if page in OWN_OUTPUTS else printed_lines(nbformat.read(path, as_version=4))
+        entries = {e.msgid: e for e in polib.pofile(str(po_path))} if po_path.exists() else {}
+        rel = po_path.relative_to(ROOT) if po_path.is_relative_to(ROOT) else po_path
+        for line in lines:
+            if line not in entries:
+                found.append(
+                    f"{rel}: printed line not in the catalog (make translations): {line[:70]!r}"
+                )
+        for msgid, e in entries.items():
+            if e.obsolete:
+                continue
+            if e.fuzzy or not e.msgstr.strip():
+                found.append(
+                    f"{rel}:{e.linenum}: {'fuzzy' if e.fuzzy else 'untranslated'}: {msgid[:70]!r}"
+                )
+            elif sorted(FIELD.findall(msgid)) != sorted(FIELD.findall(e.msgstr)):
+                found.append(f"{rel}:{e.linenum}: number fields differ: {msgid[:70]!r}")
+    return found
+
+
+def _is_tr(node) -> bool:
+    import ast
+
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    return (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) == "tr"
+
+
+def norms_catalog_of(place: str, catalogs: Path = NORMS_CATALOGS) -> Path:
+    """The catalog a template belongs to: the one of the module that first uses it
+    (``norms/quiz/why.py:12`` -> ``norms.quiz.why.po``); one catalog per module keeps
+    merges and reviews per module, as the book keeps one per page."""
+    return catalogs / (place.rsplit(":", 1)[0].removesuffix(".py").replace("/", ".") + ".po")
+
+
+def update_norms_catalog(catalogs: Path = NORMS_CATALOGS) -> int:
+    """Merge norms' templates into its catalogs (new: untranslated; changed: fuzzy, with
+    the old translation as a hint; moved to another module: its translation moves along;
+    gone: dropped). Returns the number of entries."""
+    messages, _ = norms_messages()
+    by_file: dict[Path, dict[str, list[str]]] = {}
+    for msgid, places in messages.items():
+        by_file.setdefault(norms_catalog_of(places[0], catalogs), {})[msgid] = places
+    known: dict[str, str] = {}
+    for path in sorted(catalogs.glob("*.po")) if catalogs.exists() else []:
+        known |= {k: v for k, v in read_po_file(path).items() if k not in known}
+        if path not in by_file:
+            path.unlink()
+    for path, msgs in by_file.items():
+        locations = {
+            m: [(p.rsplit(":", 1)[0], int(p.rsplit(":", 1)[1])) for p in places]
+            for m, places in msgs.items()
+        }
+        merge_catalog(path, locations, known)
+    return len(messages)
+
+
+def read_po_file(path: Path) -> dict[str, str]:
+    """The translated, non-fuzzy entries of one catalog (norms' own reader)."""
+    from norms.i18n import read_po
+
+    return read_po(path)
+
+
+FIELD = re.compile(r"(?<!\{)\{([^{}]*)\}(?!\})")
+
+
+def norms_problems(catalogs: Path = NORMS_CATALOGS) -> list[str]:
+    """norms' catalogs: a template without its translation (or fuzzy), a translation whose
+    ``{fields}`` differ from the template's, a ``tr`` call that cannot be extracted, a
+    template missing from the catalogs (``make translations`` not run)."""
+    import polib
+
+    messages, found = norms_messages()
+    entries = {}
+    for path in sorted(catalogs.glob("*.po")) if catalogs.exists() else []:
+        rel = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        for e in polib.pofile(str(path)):
+            if not e.obsolete:
+                entries.setdefault(e.msgid, (rel, e))
+    for msgid in messages:
+        if msgid not in entries:
+            found.append(f"norms: not in the catalog (run make translations): {msgid[:70]!r}")
+    for msgid, (rel, entry) in entries.items():
+        if entry.fuzzy or not entry.msgstr.strip():
+            what = "fuzzy" if entry.fuzzy else "untranslated"
+            found.append(f"{rel}:{entry.linenum}: {what}: {msgid[:70]!r}")
+        elif sorted(FIELD.findall(msgid)) != sorted(FIELD.findall(entry.msgstr)):
+            found.append(
+                f"{rel}:{entry.linenum}: fields differ: {sorted(FIELD.findall(msgid))} "
+                f"vs {sorted(FIELD.findall(entry.msgstr))}: {msgid[:70]!r}"
+            )
+    return found
 
 
 def untranslatable(msgid: str) -> bool:
@@ -200,6 +464,8 @@ def problems(catalogs: Path = CATALOGS) -> list[str]:
                 continue
             for problem in entry_problems(entry.msgid, entry.msgstr, entry.fuzzy):
                 found.append(f"{rel}:{entry.linenum}: {problem}: {entry.msgid[:70]!r}")
+    if catalogs == CATALOGS:
+        found += norms_problems() + output_problems() + assignment_problems()
     return found
 
 
@@ -238,6 +504,103 @@ def translate_markdown(text: str, table: dict[str, str]) -> str:
     return text
 
 
+#: the catalogs of the assignments' text (assignments/NAME.ipynb), one per assignment
+ASSIGNMENTS = LOCALES / LANGUAGE / "assignments"
+_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_HEADING = re.compile(r"^#{1,6}\s+")
+
+
+def markdown_messages(text: str) -> list[str]:
+    """The messages of a markdown text as Sphinx would cut it: each paragraph, heading and
+    list item, its lines joined by spaces."""
+    found = []
+    text = re.sub(r"^```.*?^```[^\n]*$", "", text, flags=re.S | re.M)  # code is not translated
+    for block in re.split(r"\n\s*\n", text):
+        items: list[list[str]] = []
+        for line in block.strip().splitlines():
+            if _HEADING.match(line):
+                items.append([_HEADING.sub("", line)])
+                items.append([])
+            elif _ITEM.match(line) or not items:
+                items.append([_ITEM.sub("", line)])
+            else:
+                items[-1].append(line.strip())
+        found += [" ".join(i).strip() for i in items if " ".join(i).strip()]
+    return found
+
+
+def assignment_messages(nb) -> list[str]:
+    """The messages of an assignment's master notebook (its markdown cells)."""
+    seen: dict[str, None] = {}
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for message in markdown_messages(cell.source):
+                if not untranslatable(message):
+                    seen.setdefault(message, None)
+    return list(seen)
+
+
+def update_assignments(masters: Path = ROOT / "assignments", out: Path = ASSIGNMENTS) -> int:
+    """The assignments' catalogs: one per master notebook."""
+    import nbformat
+
+    n = 0
+    paths = sorted(masters.glob("*.ipynb"))
+    for stale in set(out.glob("*.po")) - {out / f"{p.stem}.po" for p in paths}:
+        stale.unlink()
+    for path in paths:
+        messages = assignment_messages(nbformat.read(path, as_version=4))
+        merge_catalog(out / f"{path.stem}.po", {m: [(path.name, 0)] for m in messages})
+        n += len(messages)
+    return n
+
+
+# the points tools/assignments.py adds to a question's title
+_POINTS = re.compile(
+    r"\*(?P<total>[\d.]+) points? \((?P<q>[\w-]+)\): (?P<public>[\d.]+) from the public tests "
+    r"that `(?P<call>[^`]+)` runs, (?P<hidden>[\d.]+) from hidden tests run after you submit\.\*"
+)
+_POINTS_ZH = (
+    "*{total} 分（{q}）：其中 {public} 分来自 `{call}` 运行的公开测试，"
+    "{hidden} 分来自提交后运行的隐藏测试。*"
+)
+
+
+def chinese_assignment(student: Path, name: str) -> dict:
+    """The Chinese student notebook of an assignment: its markdown translated from the
+    assignment's catalog, its code (and so its grading) the same."""
+    import nbformat
+
+    nb = nbformat.read(student, as_version=4)
+    path = ASSIGNMENTS / f"{name}.po"
+    table = read_po_file(path) if path.exists() else {}
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            source = _POINTS.sub(lambda m: _POINTS_ZH.format(**m.groupdict()), cell.source)
+            cell.source = translate_markdown(source, table)
+    return nb
+
+
+def assignment_problems(out: Path = ASSIGNMENTS) -> list[str]:
+    """The assignments' catalogs: untranslated or fuzzy entries, broken markup, a master
+    whose messages are not all in its catalog."""
+    import nbformat
+    import polib
+
+    found = []
+    for master in sorted((ROOT / "assignments").glob("*.ipynb")):
+        po_path = out / f"{master.stem}.po"
+        rel = po_path.relative_to(ROOT) if po_path.is_relative_to(ROOT) else po_path
+        entries = {e.msgid: e for e in polib.pofile(str(po_path))} if po_path.exists() else {}
+        for message in assignment_messages(nbformat.read(master, as_version=4)):
+            if message not in entries:
+                found.append(f"{rel}: not in the catalog (make translations): {message[:70]!r}")
+        for e in entries.values():
+            for problem in entry_problems(e.msgid, e.msgstr, e.fuzzy):
+                found.append(f"{rel}:{e.linenum}: {problem}: {e.msgid[:70]!r}")
+    return found
+
+
 def chinese_notebook(path: Path) -> dict:
     """The Chinese notebook of ``path`` (a notebook of the book): markdown translated,
     code cells, outputs and metadata as they are, images found from ``zh/book/``."""
@@ -246,12 +609,39 @@ def chinese_notebook(path: Path) -> dict:
     nb = nbformat.read(path, as_version=4)
     page = path.relative_to(ROOT).with_suffix("").as_posix()
     table = translations(page)
+    printed = output_translations(page)
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             source = translate_markdown(cell.source, table)
             cell.source = re.sub(r"\]\((?!https?:|#)(images/)", r"](../../book/\1", source)
+        elif cell.source.startswith(SETUP_START):
+            cell.source += SETUP_LANGUAGE
+        for output in cell.get("outputs", []):
+            localize_output(output)
+            if output.get("output_type") == "stream":
+                output["text"] = translate_printed(output["text"], printed)
     nb.metadata["language_info"] = nb.metadata.get("language_info", {})
     return nb
+
+
+#: how a chapter's setup cell starts (it installs norms on Colab); the Chinese notebook's
+#: also sets norms' language, so what norms computes when the reader runs a cell is Chinese
+SETUP_START = "# Setup:"
+SETUP_LANGUAGE = (
+    '\n\nimport os\n\nos.environ["NORMS_LANG"] = "zh"  # norms 的测验和评分建议用中文\n'
+)
+
+
+def localize_output(output: dict, language: str = "zh") -> None:
+    """An output of the English notebook as the Chinese one stores it (in place): norms'
+    bilingual text keeps its Chinese half, scripts show Chinese (``norms.i18n.for_notebook``)."""
+    from norms.i18n import for_notebook
+
+    if "text" in output:
+        output["text"] = for_notebook(output["text"], language)
+    for mime, value in output.get("data", {}).items():
+        if isinstance(value, str) and (mime.startswith("text/") or "javascript" in mime):
+            output["data"][mime] = for_notebook(value, language)
 
 
 _ENGLISH_RUN = re.compile(r"[A-Za-z][a-z']+(?:[ ,;:]+[A-Za-z][a-z']+){5,}")
@@ -348,6 +738,10 @@ def pasted_catalogs(out: Path) -> Path:
     return out
 
 
+#: theme options whose text the theme does not translate itself
+THEME_TEXT = {"search_bar_text": "搜索本书……"}
+
+
 def build_html(out: Path) -> None:
     """The Chinese site into ``out`` (built beside, then moved: nothing of an earlier build
     stays)."""
@@ -356,10 +750,13 @@ def build_html(out: Path) -> None:
     work = ROOT / "_build" / "zh-build"
     shutil.rmtree(work / "html", ignore_errors=True)
     # the Colab and repository links open the Chinese notebooks (zh/book/NAME.ipynb)
-    options = site_theme_options() | {
-        "path_to_docs": NOTEBOOKS.relative_to(ROOT).as_posix(),
-        "search_bar_text": "搜索本书……",  # sphinx-book-theme's own text has no translation
-    }
+    options = (
+        site_theme_options()
+        | THEME_TEXT
+        | {
+            "path_to_docs": NOTEBOOKS.relative_to(ROOT).as_posix(),
+        }
+    )
     _build(
         "html",
         work / "html",

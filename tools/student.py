@@ -2,6 +2,9 @@
 
 - ``_build/student/html``: the same Jupyter Book site, built with sphinx-exercise's
   ``hide_solutions`` (every ``solution`` directive, gated code included, is left out).
+- ``--language zh``: the Chinese student edition, ``_build/student/html/zh`` and
+  ``_build/student/notebooks/zh``, from the Chinese notebooks (``zh/``) and the Chinese
+  edition's catalogs (``tools/i18n.py``): a build step, not a second copy of the text.
 - ``_build/student/notebooks``: every chapter notebook with its solutions removed (the
   ``solution-start`` ... ``solution-end`` cells, their code and outputs, and ``solution``
   directives), an empty "your solution" cell in place of each gated solution, and every
@@ -88,7 +91,11 @@ def student_notebook(path: Path, out: Path) -> str:
         raise SystemExit(
             f"student edition of {shown}: cells {unrun} were never executed (make execute)"
         )
-    nbformat.write(strip(nb, shown, keep_outputs=True), out / path.name)
+    student = strip(nb, shown, keep_outputs=True)
+    for cell in student.cells:  # a Chinese notebook finds the images from zh/book/
+        if cell.cell_type == "markdown":
+            cell.source = cell.source.replace("](../../book/images/", "](images/")
+    nbformat.write(student, out / path.name)
     return str(shown)
 
 
@@ -139,20 +146,37 @@ def student_theme_options() -> dict:
     return options
 
 
-def replace_sources(html: Path) -> list[str]:
+def replace_sources(html: Path, source: Path = ROOT) -> list[str]:
     """Put the student notebook in place of every ``_sources/**/*.ipynb`` (the page's download
-    button serves that file, and Sphinx copies the full notebook there)."""
+    button serves that file, and Sphinx copies the full notebook there); ``source`` is where
+    the notebooks are (``zh/`` for the Chinese edition)."""
     replaced = []
     for target in sorted((html / "_sources").rglob("*.ipynb")):
         rel = target.relative_to(html / "_sources")
-        nb = nbformat.read(ROOT / rel, as_version=4)
+        nb = nbformat.read(source / rel, as_version=4)
         nbformat.write(strip(nb, rel, keep_outputs=True), target)
         replaced.append(str(rel))
     return replaced
 
 
-def build_html(out: Path) -> None:
-    """The site with hide_solutions, warnings as errors, like make book.
+def language_overrides(language: str | None, work: Path) -> dict:
+    """What a build in ``language`` adds to the student site's configuration: the Chinese
+    catalogs (as the Chinese site is built, ``tools/i18n.py``), nothing for English."""
+    if language is None:
+        return {}
+    import i18n
+
+    return {
+        "language": i18n.LANGUAGE,
+        "locale_dirs": [str(i18n.pasted_catalogs(work / "locales"))],
+        "gettext_compact": False,
+        "html_theme_options": student_theme_options() | i18n.THEME_TEXT,
+    }
+
+
+def build_html(out: Path, language: str | None = None) -> None:
+    """The site with hide_solutions, warnings as errors, like make book; in Chinese with
+    ``language="zh"`` (from the same notebooks and the Chinese edition's catalogs).
 
     Sphinx and myst-nb write next to the output folder (``jupyter_execute``: every notebook
     and output image, solutions included; the doctrees): the site is built in
@@ -160,7 +184,7 @@ def build_html(out: Path) -> None:
     ``_build/student`` holds a solution."""
     from jupyter_book.sphinx import build_sphinx
 
-    work = ROOT / "_build" / "student-build"
+    work = ROOT / "_build" / ("student-build" + (f"-{language}" if language else ""))
     shutil.rmtree(work / "html", ignore_errors=True)
     if out.exists():
         shutil.rmtree(out)
@@ -175,9 +199,10 @@ def build_html(out: Path) -> None:
             "external_toc_path": (ROOT / "_toc.yml").as_posix(),
             "latex_individualpages": False,
             "hide_solutions": True,
-            "language_switch": False,  # no Chinese student edition to switch to
+            # the English and the Chinese student editions link to each other
             "html_theme_options": student_theme_options(),
-        },
+        }
+        | language_overrides(language, work),
         doctreedir=work / ".doctrees",
         warningiserror=True,
         keep_going=True,
@@ -185,7 +210,7 @@ def build_html(out: Path) -> None:
     )
     if result:
         raise SystemExit(f"student site: the build failed ({result})")
-    replace_sources(work / "html")
+    replace_sources(work / "html", ROOT / "zh" if language else ROOT)
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(work / "html", out)
     print(
@@ -200,12 +225,22 @@ def main(argv) -> int:
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--no-html", action="store_true")
     parser.add_argument("--no-notebooks", action="store_true")
+    parser.add_argument(
+        "--language",
+        choices=["en", "zh"],
+        default="en",
+        help="zh: the Chinese student edition (_build/student/html/zh, notebooks/zh)",
+    )
     args = parser.parse_args(argv)
+    zh = args.language == "zh"
     paths = [p.resolve() for p in args.notebooks] or chapters()
+    if zh:  # the Chinese notebooks (make translations), with the same cells
+        paths = [ROOT / "zh" / p.relative_to(ROOT) for p in paths]
     if not args.no_notebooks:
-        build_notebooks(paths, args.out / "notebooks", fresh=not args.notebooks)
+        out = args.out / "notebooks" / ("zh" if zh else "")
+        build_notebooks(paths, out, fresh=not args.notebooks and not zh)
     if not args.no_html:
-        build_html(args.out / "html")
+        build_html(args.out / "html" / ("zh" if zh else ""), "zh" if zh else None)
     return 0
 
 

@@ -1,8 +1,10 @@
 """Grade a reader's own normalization layer against the torch.nn layer it imitates.
 
+    >>> import torch, norms
     >>> from norms.check import grade
-    >>> report = grade(MyBatchNorm, torch.nn.BatchNorm1d)
+    >>> report = grade(norms.BatchNorm1d, torch.nn.BatchNorm1d)  # your class in place of norms'
     >>> report.ok, report.problems
+    (True, [])
 
 ``candidate`` is a class (built with the same arguments as the reference:
 ``num_features``; ``normalized_shape``; ``num_groups, num_channels``, plus the

@@ -21,7 +21,7 @@ the temporary directory before the process ends as SIGTERM would end it.
 The worker must be importable by name (defined in a module, not in a notebook
 cell): processes are started with the ``forkserver`` method (``spawn`` where
 there is none), which pickle the function by name. The workers the
-chapter runs are in :mod:`norms.distributed.workers`.
+chapter runs are in :mod:`norms.lab.sync` and :mod:`norms.distributed.workers`.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+
+from . import forensics
 
 __all__ = ["launch", "WorkerError", "loopback_interface"]
 
@@ -92,22 +94,6 @@ def _context():
     return torch.multiprocessing.get_context("spawn")
 
 
-def _publish_activity(rank: int) -> None:
-    """Leave what this process's SyncBatchNorm layers did in the store: a peer still waiting in
-    one of their collectives names it in its error (:mod:`norms.modules.syncbatchnorm`)."""
-    import json
-
-    import torch.distributed as dist
-
-    from ..modules.syncbatchnorm import activity
-
-    try:
-        store = dist.distributed_c10d._get_default_store()
-        store.set(f"norms-sbn-finished/{rank}", json.dumps(activity()))
-    except Exception:  # noqa: BLE001, S110 - only a peer's message is at stake
-        pass
-
-
 def _entry(fn, rank, world_size, store_path, out_dir, args, timeout, threads, interface):
     """Body of one spawned process: join the group, run ``fn``, save its result or its error."""
     torch.set_num_threads(threads)
@@ -128,7 +114,7 @@ def _entry(fn, rank, world_size, store_path, out_dir, args, timeout, threads, in
         )
         try:
             result = {"value": fn(rank, world_size, *args)}
-            _publish_activity(rank)
+            forensics.publish_activity(rank)
         except BaseException:
             when = time.time()  # before destroy_process_group() lets the peers fail too
             raise
@@ -187,53 +173,70 @@ def launch(
     try:
         for p in procs:
             p.start()
-        deadline = time.monotonic() + timeout
-        while any(p.is_alive() for p in procs):
-            now = time.monotonic()
-            failed = any(p.exitcode not in (None, 0) for p in procs) or any(
-                not p.is_alive() and _failed(work, r) for r, p in enumerate(procs)
-            )
-            if failed:
-                deadline = min(deadline, now + grace)
-            if now > deadline:
-                hung = [r for r, p in enumerate(procs) if p.is_alive()]
-                raise TimeoutError(
-                    f"{len(hung)} of {world_size} processes still running after the time limit "
-                    f"(ranks {hung}); killed them"
-                )
-            time.sleep(0.02)
-        results, errors, times = [], {}, {}
-        for rank, p in enumerate(procs):
-            path = os.path.join(work, f"rank{rank}.pt")
-            if not os.path.exists(path):
-                errors[rank] = ("ProcessDied", f"exit code {p.exitcode}", "")
-                times[rank] = -math.inf  # died without a word: likely the cause
-                results.append(errors[rank])
-                continue
-            out = torch.load(path, weights_only=False)
-            if "error" in out:
-                errors[rank], times[rank] = out["error"], out.get("when", math.inf)
-                results.append(out["error"])
-            else:
-                results.append(out["value"])
-        if errors and not return_errors:
-            raise WorkerError(errors, first=min(errors, key=lambda r: (times[r], r)))
-        return results
+        _wait(procs, work, timeout, grace)
+        return _collect(procs, work, return_errors)
     except _Terminated:
         terminated = True
         raise
     finally:
-        started = [p for p in procs if p.pid is not None]
-        for p in started:
-            if p.is_alive():
-                p.kill()
-        for p in started:
-            p.join(timeout=10)
-        shutil.rmtree(work, ignore_errors=True)
+        _clean_up(procs, work)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
             if terminated:  # workers and folder gone: now what SIGTERM would have done
                 os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _wait(procs, work: str, timeout: float, grace: float) -> None:
+    """Wait for every process to end; once one has failed, the others get ``grace`` seconds.
+    Raises :class:`TimeoutError` at the time limit."""
+    deadline = time.monotonic() + timeout
+    while any(p.is_alive() for p in procs):
+        now = time.monotonic()
+        failed = any(p.exitcode not in (None, 0) for p in procs) or any(
+            not p.is_alive() and _failed(work, r) for r, p in enumerate(procs)
+        )
+        if failed:
+            deadline = min(deadline, now + grace)
+        if now > deadline:
+            hung = [r for r, p in enumerate(procs) if p.is_alive()]
+            raise TimeoutError(
+                f"{len(hung)} of {len(procs)} processes still running after the time limit "
+                f"(ranks {hung}); killed them"
+            )
+        time.sleep(0.02)
+
+
+def _collect(procs, work: str, return_errors: bool) -> list[Any]:
+    """The results in rank order, from the files the processes left; raises
+    :class:`WorkerError` naming the rank that failed first unless ``return_errors``."""
+    results, errors, times = [], {}, {}
+    for rank, p in enumerate(procs):
+        path = os.path.join(work, f"rank{rank}.pt")
+        if not os.path.exists(path):
+            errors[rank] = ("ProcessDied", f"exit code {p.exitcode}", "")
+            times[rank] = -math.inf  # died without a word: likely the cause
+            results.append(errors[rank])
+            continue
+        out = torch.load(path, weights_only=False)
+        if "error" in out:
+            errors[rank], times[rank] = out["error"], out.get("when", math.inf)
+            results.append(out["error"])
+        else:
+            results.append(out["value"])
+    if errors and not return_errors:
+        raise WorkerError(errors, first=min(errors, key=lambda r: (times[r], r)))
+    return results
+
+
+def _clean_up(procs, work: str) -> None:
+    """Kill the processes still running, wait for them, remove the folder."""
+    started = [p for p in procs if p.pid is not None]
+    for p in started:
+        if p.is_alive():
+            p.kill()
+    for p in started:
+        p.join(timeout=10)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 class _Terminated(BaseException):

@@ -10,14 +10,7 @@ Both front ends import :mod:`~norms.explore.state`; the website's never imports 
 widgets.
 """
 
+from ..lazy import lazy_submodules
 
-def __getattr__(name: str):
-    """A submodule loads on first use: ``norms.explore.x`` works after ``import norms``."""
-    import importlib
-
-    try:
-        return importlib.import_module(f"{__name__}.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__name__}.{name}":
-            raise
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+# a submodule loads on first use: ``norms.explore.x`` works after ``import norms``
+__getattr__ = lazy_submodules(__name__)

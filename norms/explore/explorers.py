@@ -13,8 +13,10 @@ from collections.abc import Sequence
 import ipywidgets as widgets
 
 from norms.axes import NORMS
+from norms.i18n import tr
 
 from . import web
+from .state import layout_options
 from .widgets import STYLE, Explorer, draw_batch_size, draw_reduction, draw_running_stats, values_of
 
 __all__ = ["batch_size_explorer", "reduction_explorer", "running_stats_explorer"]
@@ -50,21 +52,23 @@ def reduction_explorer(
         True
     """
     controls = {
-        "norm": widgets.Dropdown(options=tuple(NORMS), value=norm, description="norm", style=STYLE),
+        "norm": widgets.Dropdown(
+            options=tuple(NORMS), value=norm, description=tr("norm"), style=STYLE
+        ),
         "shape": widgets.Text(
             value=", ".join(str(s) for s in input_shape),
-            description="input shape",
+            description=tr("input shape"),
             continuous_update=False,
             style=STYLE,
         ),
         "layout": widgets.Dropdown(
-            options=("auto", "image", "sequence"), value=layout, description="layout", style=STYLE
+            options=layout_options(), value=layout, description=tr("layout"), style=STYLE
         ),
         "groups": widgets.BoundedIntText(
             value=groups,
             min=1,
             max=64,
-            description="groups (GN)",
+            description=tr("groups (GN)"),
             style=STYLE,
             layout=widgets.Layout(width="150px"),
         ),
@@ -72,7 +76,7 @@ def reduction_explorer(
             value=last_dims,
             min=1,
             max=5,
-            description="last dims (LN, RMS)",
+            description=tr("last dims (LN, RMS)"),
             style=STYLE,
             layout=widgets.Layout(width="190px"),
         ),
@@ -80,7 +84,7 @@ def reduction_explorer(
             value=highlight,
             min=0,
             max=max(highlight, 1000),
-            description="highlight statistic",
+            description=tr("highlight statistic"),
             style=STYLE,
             continuous_update=False,
         ),
@@ -128,27 +132,32 @@ def running_stats_explorer(
             min=0.01,
             max=1.0,
             step=0.01,
-            description="momentum",
+            description=tr("momentum"),
             readout_format=".2f",
             continuous_update=False,
             style=STYLE,
         ),
         "cumulative": widgets.Checkbox(
-            value=cumulative, description="momentum=None (cumulative)", style=STYLE
+            value=cumulative, description=tr("momentum=None (cumulative)"), style=STYLE
         ),
         "batch_size": widgets.IntSlider(
             value=batch_size,
             min=1,
             max=256,
-            description="batch size",
+            description=tr("batch size"),
             continuous_update=False,
             style=STYLE,
         ),
         "steps": widgets.IntSlider(
-            value=steps, min=1, max=500, description="steps", continuous_update=False, style=STYLE
+            value=steps,
+            min=1,
+            max=500,
+            description=tr("steps"),
+            continuous_update=False,
+            style=STYLE,
         ),
         "seed": widgets.IntText(
-            value=seed, description="seed", style=STYLE, layout=widgets.Layout(width="130px")
+            value=seed, description=tr("seed"), style=STYLE, layout=widgets.Layout(width="130px")
         ),
     }
     return Explorer(
@@ -190,7 +199,7 @@ def batch_size_explorer(
             value=batch_size,
             min=2,
             max=64,
-            description="batch size",
+            description=tr("batch size"),
             continuous_update=False,
             style=STYLE,
         ),
@@ -199,18 +208,18 @@ def batch_size_explorer(
             min=20,
             max=1000,
             step=10,
-            description="random batches",
+            description=tr("random batches"),
             continuous_update=False,
             style=STYLE,
         ),
         "seed": widgets.IntText(
-            value=seed, description="seed", style=STYLE, layout=widgets.Layout(width="130px")
+            value=seed, description=tr("seed"), style=STYLE, layout=widgets.Layout(width="130px")
         ),
         "channels": widgets.IntSlider(
             value=channels,
             min=1,
             max=16,
-            description="channels",
+            description=tr("channels"),
             continuous_update=False,
             style=STYLE,
         ),
@@ -218,7 +227,7 @@ def batch_size_explorer(
             value=groups,
             min=1,
             max=16,
-            description="groups (GN)",
+            description=tr("groups (GN)"),
             continuous_update=False,
             style=STYLE,
         ),

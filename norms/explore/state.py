@@ -5,7 +5,9 @@ The ipywidgets front end (:mod:`norms.explore.widgets`) and the static-site fron
 
 * :func:`parse_shape`, :func:`build_module`: from the controls' values to a ``norms`` layer;
 * :func:`stat_html`, :func:`running_stats_info`, :func:`batch_size_info`: the numbers
-  shown beside each figure, as HTML;
+  shown beside each figure, as HTML, in every language (:func:`norms.i18n.tr`); the
+  website fills the same templates (:func:`stat_text`, :func:`running_stats_text`,
+  :func:`batch_size_text` with ``{field}`` placeholders) in the browser;
 * :func:`error_html` and :data:`ERROR_COLOR`: how an error is shown instead of a traceback.
 """
 
@@ -20,20 +22,28 @@ import torch
 
 from norms import modules
 from norms.axes import NORMS, is_unbatched
+from norms.i18n import Text, tr
 
 __all__ = [
-    "BATCH_SIZE_INFO",
     "ERROR_COLOR",
+    "LAST_DIMS_NORMS",
     "MAX_RANK",
     "MAX_SIZE",
-    "RUNNING_STATS_INFO",
     "batch_size_info",
     "batch_size_spreads",
+    "batch_size_text",
     "build_module",
     "error_html",
+    "layout_options",
+    "long_number",
     "parse_shape",
+    "placeholders",
     "running_stats_info",
+    "running_stats_text",
+    "shape_messages",
     "stat_html",
+    "stat_text",
+    "stat_words",
 ]
 
 #: The colour of an error message, in the kernel and on the website.
@@ -43,13 +53,35 @@ ERROR_COLOR = "#B3261E"
 _CHANNEL_NORMS: dict[str, type[torch.nn.Module]] = {
     name: getattr(modules, name) for name, n in NORMS.items() if n.kind in ("batch", "instance")
 }
-_LAST_DIMS_NORMS: dict[str, type[torch.nn.Module]] = {
+#: The layers that normalize the last dims (LayerNorm, RMSNorm), by name.
+LAST_DIMS_NORMS: dict[str, type[torch.nn.Module]] = {
     name: getattr(modules, name) for name, n in NORMS.items() if n.kind in ("layer", "rms")
 }
 
 #: The largest size and the most dims :func:`parse_shape` reads (an explorer draws far fewer).
 MAX_SIZE = 1_000_000
 MAX_RANK = 8
+
+
+def long_number(head, digits) -> Text:
+    """How :func:`parse_shape` shows a number too long to print: its first digits and length."""
+    return tr("{head}… ({digits} digits)", head=head, digits=digits)
+
+
+def shape_messages(text="{text}", got="{got}") -> dict[str, Text]:
+    """What :func:`parse_shape` says of a shape it cannot read, in every language (the
+    website's script fills the same templates: a field left out keeps its ``{field}``)."""
+    return {
+        "unreadable": tr(
+            "could not read a shape from {text}: type sizes separated by commas, e.g. 4, 6, 2, 2",
+            text=text,
+        ),
+        "too_large": tr("every size must be at most {max}, got {got}", max=MAX_SIZE, got=got),
+        "too_many_dims": tr("a shape has at most {max} dims, got {got}", max=MAX_RANK, got=got),
+        "empty": tr("type a shape, e.g. 4, 6, 2, 2"),
+        "zero": tr("every size must be at least 1, got {got}", got=got),
+        "long_number": long_number("{head}", "{digits}"),
+    }
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -70,21 +102,19 @@ def parse_shape(text: str) -> tuple[int, ...]:
         (4, 6, 2, 2)
     """
     if not re.fullmatch(r"[\s,()\[\]x×*0-9]*", text):
-        raise ValueError(
-            f"could not read a shape from {text!r}: type sizes separated by commas, e.g. 4, 6, 2, 2"
-        )
+        raise ValueError(shape_messages(text=repr(text))["unreadable"])
     words = re.findall(r"\d+", text)
     for word in words:  # compare the digits before int() reads a 400-digit number
         if len(word.lstrip("0")) > len(str(MAX_SIZE)) or int(word) > MAX_SIZE:
-            shown = word if len(word) <= 12 else f"{word[:6]}… ({len(word)} digits)"
-            raise ValueError(f"every size must be at most {MAX_SIZE}, got {shown}")
+            shown = word if len(word) <= 12 else long_number(word[:6], len(word))
+            raise ValueError(shape_messages(got=shown)["too_large"])
     if len(words) > MAX_RANK:
-        raise ValueError(f"a shape has at most {MAX_RANK} dims, got {len(words)}")
+        raise ValueError(shape_messages(got=len(words))["too_many_dims"])
     sizes = tuple(int(s) for s in words)
     if not sizes:
-        raise ValueError("type a shape, e.g. 4, 6, 2, 2")
+        raise ValueError(shape_messages()["empty"])
     if 0 in sizes:
-        raise ValueError(f"every size must be at least 1, got {sizes}")
+        raise ValueError(shape_messages(got=sizes)["zero"])
     return sizes
 
 
@@ -118,13 +148,13 @@ def build_module(
         3
     """
     shape = tuple(int(s) for s in input_shape)
-    if norm in _LAST_DIMS_NORMS:
+    if norm in LAST_DIMS_NORMS:
         if not 1 <= last_dims <= len(shape):
             raise ValueError(
                 f"{norm} over the last {last_dims} dims needs an input with at least "
                 f"{last_dims} dims; {shape} has {len(shape)}"
             )
-        return _LAST_DIMS_NORMS[norm](list(shape[-last_dims:]))
+        return LAST_DIMS_NORMS[norm](list(shape[-last_dims:]))
     if norm == "GroupNorm":
         if len(shape) < 2:
             raise ValueError(f"GroupNorm expects an (N, C, ...) input, got {len(shape)}-D {shape}")
@@ -140,14 +170,54 @@ def error_html(exc: Exception) -> str:
     return f'<span style="color:{ERROR_COLOR}"><b>⚠ {name}:</b> {message}</span>'
 
 
-def stat_html(reduction, dims: tuple[int, ...]) -> str:
-    what = "means (and as many variances)" if reduction.has_mean else "RMS values (no mean)"
-    params = "none" if reduction.param_shape is None else str(tuple(reduction.param_shape))
-    eval_note = "yes (running statistics)" if reduction.train_eval_differ else "no"
-    return (
-        f"<b>{reduction.num_statistics}</b> {what}, each over "
-        f"<b>{reduction.elements_per_statistic}</b> elements · reduced dims <b>{dims}</b> · "
-        f"γ/β shape <b>{params}</b> · eval differs from train: {eval_note}"
+def layout_options() -> list[tuple[Text, str]]:
+    """The reduction explorer's layouts, ``(label, value)``: the labels in the reader's
+    language, the values :func:`norms.plots.plot_reduction` takes."""
+    return [(tr("auto"), "auto"), (tr("image"), "image"), (tr("sequence"), "sequence")]
+
+
+def placeholders(*names: str) -> dict[str, str]:
+    """``{name: "{name}"}``: a template's fields left for the page's script to fill."""
+    return {name: "{" + name + "}" for name in names}
+
+
+def stat_text(count, what, per, dims, params, eval_note) -> Text:
+    """The numbers beside the reduction figure (the website fills the same template)."""
+    return tr(
+        "<b>{count}</b> {what}, each over <b>{per}</b> elements · reduced dims <b>{dims}</b> · "
+        "γ/β shape <b>{params}</b> · eval differs from train: {eval_note}",
+        count=count,
+        what=what,
+        per=per,
+        dims=dims,
+        params=params,
+        eval_note=eval_note,
+    )
+
+
+def stat_words() -> dict[str, Text]:
+    """The words :func:`stat_html` chooses between."""
+    return {
+        "means": tr("means (and as many variances)"),
+        "rms": tr("RMS values (no mean)"),
+        "none": tr("none"),
+        "yes": tr("yes (running statistics)"),
+        "no": tr("no"),
+    }
+
+
+def stat_html(reduction, dims: tuple[int, ...]) -> Text:
+    """What the reduction explorer says of a :class:`norms.axes.Reduction`: how many
+    statistics, over how many elements each, the reduced dims, γ/β's shape, and whether
+    eval mode differs from training."""
+    words = stat_words()
+    return stat_text(
+        reduction.num_statistics,
+        words["means"] if reduction.has_mean else words["rms"],
+        reduction.elements_per_statistic,
+        dims,
+        words["none"] if reduction.param_shape is None else str(tuple(reduction.param_shape)),
+        words["yes"] if reduction.train_eval_differ else words["no"],
     )
 
 
@@ -155,18 +225,26 @@ def _fmt(values: np.ndarray) -> str:
     return "[" + ", ".join(f"{v:.2f}" for v in values) + "]"
 
 
-#: The numbers beside the running-statistics figure; the website fills the same text.
-RUNNING_STATS_INFO = (
-    "after <b>{steps}</b> steps: running_mean <b>{running_mean}</b> (true {true_mean}) · "
-    "running_var <b>{running_var}</b> (true {true_var}) · on a fresh batch, eval and train "
-    "outputs differ by up to <b>{max_gap}</b>"
-)
+def running_stats_text(steps, running_mean, true_mean, running_var, true_var, max_gap) -> Text:
+    """The numbers beside the running-statistics figure (the website fills the same
+    template)."""
+    return tr(
+        "after <b>{steps}</b> steps: running_mean <b>{running_mean}</b> (true {true_mean}) · "
+        "running_var <b>{running_var}</b> (true {true_var}) · on a fresh batch, eval and train "
+        "outputs differ by up to <b>{max_gap}</b>",
+        steps=steps,
+        running_mean=running_mean,
+        true_mean=true_mean,
+        running_var=running_var,
+        true_var=true_var,
+        max_gap=max_gap,
+    )
 
 
-def running_stats_info(trace) -> str:
+def running_stats_info(trace) -> Text:
     """The numbers :func:`running_stats_explorer` shows for a
     :class:`norms.lab.RunningStatsTrace`."""
-    return RUNNING_STATS_INFO.format(
+    return running_stats_text(
         steps=trace.running_mean.shape[0] - 1,
         running_mean=_fmt(trace.running_mean[-1]),
         true_mean=_fmt(trace.true_mean),
@@ -176,12 +254,18 @@ def running_stats_info(trace) -> str:
     )
 
 
-#: The numbers beside the batch-size figure; the website fills the same text.
-BATCH_SIZE_INFO = (
-    "batch size <b>{batch_size}</b>: across {trials} random batches sample 0's output moves "
-    "with std <b>{BatchNorm2d}</b> under {BatchNorm2d_label}, <b>{LayerNorm}</b> under "
-    "{LayerNorm_label} and <b>{GroupNorm}</b> under {GroupNorm_label}"
-)
+def batch_size_text(batch_size, trials, spreads: dict, labels: dict) -> Text:
+    """The numbers beside the batch-size figure (the website fills the same template):
+    ``spreads`` and ``labels`` by layer (``BatchNorm2d``, ``LayerNorm``, ``GroupNorm``)."""
+    return tr(
+        "batch size <b>{batch_size}</b>: across {trials} random batches sample 0's output moves "
+        "with std <b>{BatchNorm2d}</b> under {BatchNorm2d_label}, <b>{LayerNorm}</b> under "
+        "{LayerNorm_label} and <b>{GroupNorm}</b> under {GroupNorm_label}",
+        batch_size=batch_size,
+        trials=trials,
+        **{key: spreads[key] for key in ("BatchNorm2d", "LayerNorm", "GroupNorm")},
+        **{f"{key}_label": labels[key] for key in ("BatchNorm2d", "LayerNorm", "GroupNorm")},
+    )
 
 
 def batch_size_spreads(noise, batch_size: int) -> dict[str, str]:
@@ -190,13 +274,12 @@ def batch_size_spreads(noise, batch_size: int) -> dict[str, str]:
     return {key: f"{float(noise.spread(key)[i]):.3f}" for key in noise.values}
 
 
-def batch_size_info(noise, batch_size: int) -> str:
+def batch_size_info(noise, batch_size: int) -> Text:
     """The numbers :func:`batch_size_explorer` shows for ``batch_size`` of a
     :class:`norms.lab.BatchNoise`."""
-    labels = {f"{key}_label": label for key, label in noise.labels.items()}
-    return BATCH_SIZE_INFO.format(
-        batch_size=batch_size,
-        trials=noise.values["BatchNorm2d"].shape[1],
-        **batch_size_spreads(noise, batch_size),
-        **labels,
+    return batch_size_text(
+        batch_size,
+        noise.values["BatchNorm2d"].shape[1],
+        batch_size_spreads(noise, batch_size),
+        noise.labels,
     )

@@ -17,6 +17,9 @@ A bad choice (groups that do not divide the channels, a shape of the wrong
 rank, a batch of one in training) shows the layer's own error message in red
 instead of a traceback.
 
+Labels and the sentences with the numbers are in the reader's language when the explorer
+is built (:func:`norms.get_language`; ``norms.set_language("zh")`` or ``NORMS_LANG=zh``).
+
 The controls are exposed for notebooks and tests as ``explorer.controls``
 (a dict of widgets by name); setting ``.value`` on one redraws::
 
@@ -48,7 +51,7 @@ from norms.plots.reductions import check_drawable
 from norms.plots.style import BookFigure, png_bytes
 
 from .state import (
-    _LAST_DIMS_NORMS,
+    LAST_DIMS_NORMS,
     batch_size_info,
     build_module,
     error_html,
@@ -140,6 +143,21 @@ class Explorer(widgets.VBox):
         """The current value of every control."""
         return {name: control.value for name, control in self.controls.items()}
 
+    def draw_state(self, values: dict[str, object]) -> tuple[Figure, str]:
+        """``draw`` for the controls set to ``values`` (a figure and the info HTML; it may
+        raise), without redrawing the explorer; the controls are put back afterwards.
+        :func:`norms.explore.web.precomputed` draws the website's states with it."""
+        initial = self.values()
+        self._busy = True  # setting a control must not redraw the widget
+        try:
+            for name, value in values.items():
+                self.controls[name].value = value
+            return self._draw(self)
+        finally:
+            for name in values:
+                self.controls[name].value = initial[name]
+            self._busy = False
+
     def _on_change(self, _change: dict) -> None:
         if not self._busy:  # a control changed by draw() itself does not redraw again
             self.refresh()
@@ -171,7 +189,7 @@ def draw_reduction(explorer: Explorer) -> tuple[Figure, str]:
     c = explorer.controls
     norm = c["norm"].value
     c["groups"].disabled = norm != "GroupNorm"
-    c["last_dims"].disabled = norm not in _LAST_DIMS_NORMS
+    c["last_dims"].disabled = norm not in LAST_DIMS_NORMS
     shape = parse_shape(c["shape"].value)
     module = build_module(norm, shape, c["groups"].value, c["last_dims"].value)
     check_drawable(shape)  # before describe() builds an index of every element

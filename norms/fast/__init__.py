@@ -16,6 +16,8 @@ Nothing here is imported by ``import norms``: ``norms.fast.fused`` loads on firs
 
 import os
 
+from ..lazy import lazy_submodules
+
 
 def _inductor_cache_per_capability() -> None:
     """Give a process that sets ``ATEN_CPU_CAPABILITY`` an Inductor cache folder of its own.
@@ -32,7 +34,7 @@ def _inductor_cache_per_capability() -> None:
     capability = os.environ.get("ATEN_CPU_CAPABILITY")
     if not capability:
         return
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    from ..compat import inductor_cache_dir as default_cache_dir
 
     # Inductor writes the default folder into the variable on first use, so a parent process
     # that compiled something passes it on: that one counts as unset too.
@@ -43,13 +45,5 @@ def _inductor_cache_per_capability() -> None:
 _inductor_cache_per_capability()
 
 
-def __getattr__(name: str):
-    """A submodule loads on first use: ``norms.fast.x`` works after ``import norms``."""
-    import importlib
-
-    try:
-        return importlib.import_module(f"{__name__}.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__name__}.{name}":
-            raise
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+# a submodule loads on first use: ``norms.fast.x`` works after ``import norms``
+__getattr__ = lazy_submodules(__name__)

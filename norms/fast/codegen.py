@@ -11,6 +11,8 @@ import re
 
 import torch
 
+from .. import compat
+
 __all__ = ["loop_headers", "loop_outline", "recompile_and_get_code"]
 
 
@@ -21,14 +23,12 @@ def recompile_and_get_code(fn, *args, **kwargs) -> list[str]:
     ``fn`` must call compiled code (e.g. a layer of :mod:`norms.fast.fused`). Returns
     the source of every kernel, in the order the compiler wrote them.
 
-    This changes the process, as its name says: it calls ``torch._dynamo.reset()``
+    This changes the process, as its name says: it calls ``torch.compiler.reset()``
     first, so that the code is produced even when ``fn`` ran before, and every
     function compiled so far in this process compiles again on its next call.
     """
-    from torch._inductor.utils import run_and_get_code
-
-    torch._dynamo.reset()
-    _, modules = run_and_get_code(fn, *args, **kwargs)
+    torch.compiler.reset()
+    _, modules = compat.run_and_get_code(fn, *args, **kwargs)
     kernels = []
     for module in modules:
         kernels += re.findall(

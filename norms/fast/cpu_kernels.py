@@ -59,6 +59,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from .. import axes, compat, stats
 from .. import functional as F
 
 __all__ = [
@@ -431,21 +432,14 @@ def _eager(input: Tensor, *params: Tensor | None) -> bool:
     ``torch.compile`` traces, under a dispatch mode (fake tensors, the op recorder of
     :mod:`norms.fast.passes`), for tensor subclasses, and under ``torch.func`` transforms.
     """
-    if _dispatch_modes is None or _wrapped is None:  # a torch without these functions
-        return False
     tensors = [t for t in (input, *params) if t is not None]
     return (
         not torch.compiler.is_compiling()
-        and _dispatch_modes() == 0
+        and compat.dispatch_stack_depth() == 0  # None: this torch cannot tell
         and type(input) is Tensor
         and all(type(t) in (Tensor, torch.nn.Parameter) for t in tensors)
-        and not any(_wrapped(t) for t in tensors)
+        and all(compat.functorch_wrapped(t) is False for t in tensors)
     )
-
-
-# torch's own (private) tests for an active dispatch mode and for torch.func's wrapped tensors
-_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
-_wrapped = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", None)
 
 
 def _needs_grad(*tensors: Tensor | None) -> bool:
@@ -688,11 +682,9 @@ def backward_in_ops(
     sums ``t`` over its leading dims (default: ``t.sum``). Used for a second derivative
     of the kernel's op, and by :class:`norms.fast.fused.CompiledLayerNorm` (compiled).
     """
-    dims = tuple(range(x.dim() - k, x.dim()))  # the normalized dims
-    mean = x.mean(dims, keepdim=True)  # (*, 1, ..., 1)
-    xc = x - mean
-    var = (xc * xc).mean(dims, keepdim=True)  # (*, 1, ..., 1)
-    rstd = F.rstd_without_overflow(x, var, dims, eps)  # (*, 1, ..., 1), also at 1e20
+    dims = axes.layer_norm_dims(x.dim(), k)  # the normalized dims
+    _, xc, var = stats.moments(x, dims)  # (*, *S), (*, 1, ..., 1)
+    rstd = stats.rstd_without_overflow(x, var, dims, eps)  # (*, 1, ..., 1), also at 1e20
     x_hat = xc * rstd  # (*, *S)
     g = dy if weight is None else dy * weight
     dx = F.normalization_backward_over(g, x_hat, rstd, dims)

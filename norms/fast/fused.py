@@ -55,6 +55,7 @@ import warnings
 import torch
 from torch import Tensor, nn
 
+from .. import compat, stats
 from .. import functional as F
 from ..modules import batchnorm, groupnorm, instancenorm, layernorm, rmsnorm
 from . import cpu_kernels
@@ -118,10 +119,8 @@ def can_compile() -> bool:
 
 @functools.cache
 def _can_compile() -> bool:
-    from torch._inductor import cpp_builder
-
     try:
-        cpp_builder.get_cpp_compiler()
+        compat.find_cpp_compiler()
     except Exception as error:  # InvalidCxxCompiler, or whatever the search raises
         warnings.warn(
             f"norms.fast.fused: torch.compile finds no C++ compiler ({type(error).__name__}: "
@@ -235,25 +234,29 @@ _compiled_layer_norm = _compiled(_layer_norm)
 
 
 class CompiledLayerNorm(layernorm.LayerNorm):
-    """``norms.LayerNorm``, compiled by ``torch.compile``, with the hand-derived backward pass.
+    """``norms.LayerNorm``, compiled by ``torch.compile``, with the hand-derived backward pass,
+    on every device.
 
     Same arguments, parameters, buffers and numbers as :class:`norms.LayerNorm`;
     see :mod:`norms.fast.fused` and :class:`_LayerNormFunction`. :class:`LayerNorm`
-    runs this on a GPU; on a CPU it runs the C++ kernel, which is faster there.
+    runs the same compiled code on a GPU; on a CPU it runs the C++ kernel, which is faster
+    there.
     """
 
     def forward(self, input: Tensor) -> Tensor:
         return _compiled_layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
 
-class LayerNorm(CompiledLayerNorm):
-    """``norms.LayerNorm`` in one sweep: the C++ kernel on a CPU, ``torch.compile`` elsewhere.
+class LayerNorm(layernorm.LayerNorm):
+    """``norms.LayerNorm`` fused, like every layer of this module: in one sweep, by the C++
+    kernel on a CPU, by ``torch.compile`` elsewhere.
 
     Same arguments, parameters, buffers and numbers as :class:`norms.LayerNorm`.
     For float32 and float64 tensors on a CPU, forward and backward run the kernel of
     :mod:`norms.fast.cpu_kernels` (the gradients of gamma and beta summed in the
-    same loop as the input's); otherwise (a GPU, half precision, no C++ compiler)
-    the compiled code of :class:`CompiledLayerNorm`.
+    same loop as the input's): no compiled code. Otherwise (a GPU, half precision, no C++
+    compiler) it runs the compiled code of :class:`CompiledLayerNorm`, which it does not
+    subclass: on a CPU it is not that layer.
     """
 
     def forward(self, input: Tensor) -> Tensor:
@@ -262,7 +265,7 @@ class LayerNorm(CompiledLayerNorm):
             return cpu_kernels.layer_norm(
                 input, self.normalized_shape, self.weight, self.bias, self.eps
             )
-        return super().forward(input)
+        return _compiled_layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
 
 RMSNorm = _fused(rmsnorm.RMSNorm)
@@ -324,16 +327,11 @@ class _GroupNormFunction(torch.autograd.Function):
         dyr = dy.to(dtype).reshape(n, c, -1)  # (N, C, HW)
         hw, m = xr.shape[-1], xr.shape[-1] * (c // g)  # elements per row, per group
         # sweep 1: four sums per (n, c) row
-        mean_c = xr.mean(-1)  # (N, C)
-        m2_c = (xr - mean_c[..., None]).square().sum(-1)  # (N, C) squared deviations
+        mean_c, m2_c = stats.mean_m2(xr, -1)  # (N, C) each row's mean and squared deviations
         db = dyr.sum(-1)  # (N, C) sum of dy
         ds = (dyr * xr).sum(-1)  # (N, C) sum of dy * x
-        # the group's mean and variance from its channels' (Chan et al.)
-        mean_cg = mean_c.reshape(n, g, -1)  # (N, G, C//G)
-        mean = mean_cg.mean(-1, keepdim=True)  # (N, G, 1)
-        m2 = m2_c.reshape(n, g, -1).sum(-1, keepdim=True) + hw * (mean_cg - mean).square().sum(
-            -1, keepdim=True
-        )
+        # the group's mean and variance from its channels' (Chan et al.): (N, G, 1) each
+        _, mean, m2 = stats.combine(hw, mean_c.reshape(n, g, -1), m2_c.reshape(n, g, -1), dim=-1)
         rstd = torch.rsqrt(m2 / m + ctx.eps)  # (N, G, 1)
         mean_c2 = mean.expand(n, g, c // g).reshape(n, c)  # (N, C) the group's mean, per channel
         rstd_c = rstd.expand(n, g, c // g).reshape(n, c)  # (N, C)

@@ -5,23 +5,18 @@
   :func:`~norms.lab.training.evaluate`, :func:`~norms.lab.training.recalibrate_batchnorm`;
 * :mod:`~norms.lab.pitfalls`: parameter groups without weight decay, freezing BatchNorm;
 * :mod:`~norms.lab.transformer`: the transformer chapter's tiny training runs;
-* :mod:`~norms.lab.simulations`: the running-statistics and batch-noise simulations.
+* :mod:`~norms.lab.simulations`: the running-statistics and batch-noise simulations;
+* :mod:`~norms.lab.sync`: SyncBatchNorm on several processes against one BatchNorm, and
+  the cost of a synchronized step.
 
 The figures of these runs are in :mod:`norms.plots`.
 """
 
+from ..lazy import lazy_submodules
 from .simulations import BatchNoise, RunningStatsTrace, simulate_batch_noise, simulate_running_stats
 
 __all__ = ["BatchNoise", "RunningStatsTrace", "simulate_batch_noise", "simulate_running_stats"]
 
 
-def __getattr__(name: str):
-    """A submodule loads on first use: ``norms.lab.x`` works after ``import norms``."""
-    import importlib
-
-    try:
-        return importlib.import_module(f"{__name__}.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__name__}.{name}":
-            raise
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+# a submodule loads on first use: ``norms.lab.x`` works after ``import norms``
+__getattr__ = lazy_submodules(__name__)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
+from .. import axes, stats
 from ..modules.batch_renorm import BatchRenorm2d
 from ..modules.batchnorm import BatchNorm2d
 from ..modules.filter_response_norm import FilterResponseNorm2d
@@ -313,15 +314,16 @@ def statistic_noise(
     (``"std"``), with μ, σ of all of ``x``.
     """
     h = model.blocks[0].layer(x)  # (n, C, H, W)
-    mu = h.mean(dim=(0, 2, 3))
-    sigma = h.std(dim=(0, 2, 3), correction=0)
+    dims = axes.batch_norm_dims(4)  # (0, 2, 3): BatchNorm's
+    mu, sigma = stats.mean(h, dims).flatten(), stats.std(h, dims).flatten()  # (C,) each
     gen = torch.Generator().manual_seed(seed)
     out: dict[str, list[float]] = {"mean": [], "std": []}
     for b in batch_sizes:
         idx = torch.stack([torch.randperm(len(x), generator=gen)[:b] for _ in range(trials)])
         batches = h[idx]  # (trials, b, C, H, W)
-        mu_b = batches.mean(dim=(1, 3, 4))  # (trials, C)
-        sigma_b = batches.std(dim=(1, 3, 4), correction=0)
+        per_trial = tuple(d + 1 for d in dims)  # (1, 3, 4)
+        mu_b = stats.mean(batches, per_trial).reshape(trials, -1)  # (trials, C)
+        sigma_b = stats.std(batches, per_trial).reshape(trials, -1)  # (trials, C)
         out["mean"].append(float((((mu_b - mu) / sigma) ** 2).mean().sqrt()))
         out["std"].append(float(((sigma_b / sigma - 1) ** 2).mean().sqrt()))
     return out

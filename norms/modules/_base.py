@@ -7,15 +7,17 @@ identical and state dicts load both ways.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 from torch import Tensor
 from torch.nn import Module, Parameter, init
 
-from ..axes import LAYOUTS, rank_error_message
+from ..axes import Norm, rank_error_message
 
 
-class _NormBase(Module):
-    """Common base of :class:`_BatchNorm` and :class:`_InstanceNorm`.
+class NormBase(Module):
+    """Common base of :class:`BatchNormBase` and :class:`InstanceNormBase`.
 
     Holds ``weight``/``bias`` (``(C,)``, when ``affine``) and the buffers
     ``running_mean`` (zeros), ``running_var`` (ones) and ``num_batches_tracked``
@@ -32,8 +34,9 @@ class _NormBase(Module):
     affine: bool
     track_running_stats: bool
 
-    # Ranks accepted by forward; set by subclasses.
-    _allowed_dims: tuple[int, ...] = ()
+    #: The layer's entry of :data:`norms.axes.NORMS`: the input ranks ``forward`` accepts and
+    #: their layout, for the error message. Set by subclasses.
+    _norm: ClassVar[Norm]
 
     def __init__(
         self,
@@ -95,14 +98,10 @@ class _NormBase(Module):
                 init.zeros_(self.bias)
 
     def _check_input_dim(self, input: Tensor) -> None:
-        if input.dim() not in self._allowed_dims:
+        ranks = self._norm.ranks
+        if input.dim() not in ranks:
             # torch's message ("expected 4D input (got 3D input)"), then the shapes
-            layout = next(
-                (LAYOUTS[c.__name__] for c in type(self).__mro__ if c.__name__ in LAYOUTS), None
-            )
-            raise ValueError(
-                rank_error_message(self._allowed_dims, input.dim(), input.shape, layout)
-            )
+            raise ValueError(rank_error_message(ranks, input.dim(), input.shape, self._norm.layout))
 
     def extra_repr(self) -> str:
         return (

@@ -5,13 +5,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .. import axes, stats
 from .. import functional as F
-from ._base import _NormBase
+from ..axes import NORMS
+from ._base import NormBase
 
 __all__ = ["BatchRenorm2d"]
 
 
-class BatchRenorm2d(_NormBase):
+class BatchRenorm2d(NormBase):
     r"""Batch Renormalization over a 4D ``(N, C, H, W)`` input.
 
     From `Batch Renormalization: Towards Reducing Minibatch Dependence in
@@ -58,7 +60,7 @@ class BatchRenorm2d(_NormBase):
         True
     """
 
-    _allowed_dims = (4,)
+    _norm = NORMS["BatchNorm2d"]  # its inputs: (N, C, H, W)
 
     def __init__(
         self,
@@ -90,31 +92,34 @@ class BatchRenorm2d(_NormBase):
                 self.eps,
             )  # fmt: skip
         F.check_floating(input, "batch_renorm")
-        F._verify_batch_size(input.size())
+        F.verify_batch_size(input.size())
         F.check_batch_norm_eps(self.eps, True, "batch_renorm")
         F.check_channels(
             input, "batch_renorm", running_mean=self.running_mean, weight=self.weight,
             bias=self.bias,
         )  # fmt: skip
         self.num_batches_tracked.add_(1)
-        factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+        factor = stats.running_average_factor(self.momentum, self.num_batches_tracked)
         dtype = F.opmath(input.dtype)
         x = input.to(dtype)  # (N, C, H, W)
-        mean, xc, var = F.batch_statistics(x)  # (1, C, 1, 1), (N, C, H, W), (1, C, 1, 1) biased
+        mean, xc, var = stats.batch_moments(x)  # (1, C, 1, 1), (N, C, H, W), (1, C, 1, 1) biased
         std_b = torch.sqrt(var + self.eps)  # σ_B
         with torch.no_grad():
-            running_mean = F._channel_view(self.running_mean, 4, dtype)  # (1, C, 1, 1)
-            std = torch.sqrt(F._channel_view(self.running_var, 4, dtype) + self.eps)  # σ
+            running_mean = stats.channel_view(self.running_mean, 4, dtype)  # (1, C, 1, 1)
+            std = torch.sqrt(stats.channel_view(self.running_var, 4, dtype) + self.eps)  # σ
             r = (std_b / std).clamp(1.0 / self.r_max, self.r_max)
             d = ((mean - running_mean) / std).clamp(-self.d_max, self.d_max)
             if input.numel() > 0:  # an empty batch has no statistics (as in BatchNorm2d)
-                n = input.numel() // input.shape[1]  # elements per channel
-                F._update_running(self.running_mean, mean.view(-1), factor)
-                F._update_running(self.running_var, var.view(-1) * (n / (n - 1)), factor)
+                n = stats.count(input.shape, axes.batch_norm_dims(4))  # elements per channel
+                stats.update_running_stats(
+                    self.running_mean, self.running_var, mean.view(-1), var.view(-1), n, factor
+                )
         y = xc * (r / std_b) + d  # (N, C, H, W)
         if self.affine:
-            y = F._affine(
-                y, F._channel_view(self.weight, 4, dtype), F._channel_view(self.bias, 4, dtype)
+            y = F.affine(
+                y,
+                stats.channel_view(self.weight, 4, dtype),
+                stats.channel_view(self.bias, 4, dtype),
             )
         return y.to(input.dtype)
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from torch import Tensor
 
 from .. import functional as F
-from ._base import _NormBase
+from .. import stats
+from ..axes import NORMS
+from ._base import NormBase
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
 
@@ -30,8 +32,8 @@ _ARGS_DOC = r"""
 """
 
 
-class _BatchNorm(_NormBase):
-    r"""Shared forward of BatchNorm1d/2d/3d.
+class BatchNormBase(NormBase):
+    r"""Shared forward of BatchNorm1d/2d/3d (torch's ``_BatchNorm``).
 
     Train/eval behaviour is decided by ``self.training`` alone:
 
@@ -68,18 +70,11 @@ class _BatchNorm(_NormBase):
         self._check_input_dim(input)
 
         # momentum=None: cumulative average, factor 1/k at the k-th batch.
-        if self.momentum is None:
-            exponential_average_factor = 0.0
-        else:
-            exponential_average_factor = self.momentum
-
-        if self.training and self.track_running_stats:
-            if self.num_batches_tracked is not None:
-                self.num_batches_tracked.add_(1)
-                if self.momentum is None:
-                    exponential_average_factor = 1.0 / float(self.num_batches_tracked)
-                else:
-                    exponential_average_factor = self.momentum
+        batches = None
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+            batches = self.num_batches_tracked
+        exponential_average_factor = stats.running_average_factor(self.momentum, batches)
 
         # Batch statistics in training, and in eval when there are no buffers.
         if self.training:
@@ -102,7 +97,12 @@ class _BatchNorm(_NormBase):
         )
 
 
-class BatchNorm1d(_BatchNorm):
+#: torch's name for the base class, still imported by modules/syncbatchnorm.py, lab/pitfalls.py
+#: and lab/training.py (their owners switch to BatchNormBase; then this line goes)
+_BatchNorm = BatchNormBase
+
+
+class BatchNorm1d(BatchNormBase):
     __doc__ = (
         r"""Batch Normalization over a 2D ``(N, C)`` or 3D ``(N, C, L)`` input.
 
@@ -141,10 +141,10 @@ class BatchNorm1d(_BatchNorm):
     """  # noqa: E501 - doctest; a line break would change the string
     )
 
-    _allowed_dims = (2, 3)
+    _norm = NORMS["BatchNorm1d"]
 
 
-class BatchNorm2d(_BatchNorm):
+class BatchNorm2d(BatchNormBase):
     __doc__ = (
         r"""Batch Normalization over a 4D ``(N, C, H, W)`` input.
 
@@ -183,10 +183,10 @@ class BatchNorm2d(_BatchNorm):
     """
     )
 
-    _allowed_dims = (4,)
+    _norm = NORMS["BatchNorm2d"]
 
 
-class BatchNorm3d(_BatchNorm):
+class BatchNorm3d(BatchNormBase):
     __doc__ = (
         r"""Batch Normalization over a 5D ``(N, C, D, H, W)`` input.
 
@@ -218,4 +218,4 @@ class BatchNorm3d(_BatchNorm):
     """
     )
 
-    _allowed_dims = (5,)
+    _norm = NORMS["BatchNorm3d"]

@@ -29,10 +29,13 @@ class DynamicTanh(Module):
 
     :math:`\alpha` is one learnable scalar (it starts at ``alpha_init_value``);
     :math:`\gamma` and :math:`\beta` are per element, of shape ``normalized_shape``, as in
-    :class:`norms.LayerNorm`. Nothing is averaged: every element is mapped on its own, so the
-    layer is the same in training and eval mode and does not depend on the batch or on the
-    other features of a token. The parameter names and shapes (``alpha`` of shape ``(1,)``,
-    ``weight``, ``bias``) are those of the authors' module, so state_dicts load both ways.
+    :class:`norms.LayerNorm`, and as there ``elementwise_affine=False`` drops both and
+    ``bias=False`` drops :math:`\beta` (then :math:`\alpha` is all it learns, or
+    :math:`\alpha` and :math:`\gamma`). Nothing is averaged: every element is mapped on its
+    own, so the layer is the same in training and eval mode and does not depend on the batch
+    or on the other features of a token. The parameter names and shapes (``alpha`` of shape
+    ``(1,)``, ``weight``, ``bias``) are those of the authors' module, so state_dicts load both
+    ways.
 
     Args:
         normalized_shape (int or list or torch.Size): the shape of :math:`\gamma` and
@@ -42,6 +45,10 @@ class DynamicTanh(Module):
             input is :math:`(N, C, H, W)` and :math:`\gamma, \beta` broadcast over ``C``.
             Default: ``True``
         alpha_init_value: the starting value of :math:`\alpha`. Default: 0.5
+        elementwise_affine: if ``True``, learnable :math:`\gamma` (initialized to ones) and
+            :math:`\beta` (zeros); if ``False``, neither. Default: ``True``
+        bias: if ``False``, no :math:`\beta` (only with ``elementwise_affine=True``).
+            Default: ``True``
         device, dtype: where and in what dtype to create the parameters
 
     Shape:
@@ -60,16 +67,19 @@ class DynamicTanh(Module):
         torch.Size([2, 3, 5, 5])
     """
 
-    __constants__ = ["normalized_shape", "channels_last", "alpha_init_value"]
+    __constants__ = ["normalized_shape", "channels_last", "alpha_init_value", "elementwise_affine"]
     normalized_shape: tuple[int, ...]
     channels_last: bool
     alpha_init_value: float
+    elementwise_affine: bool
 
     def __init__(
         self,
         normalized_shape: _shape_t,
         channels_last: bool = True,
         alpha_init_value: float = 0.5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
         device=None,
         dtype=None,
     ) -> None:
@@ -85,36 +95,73 @@ class DynamicTanh(Module):
             )
         self.channels_last = channels_last
         self.alpha_init_value = alpha_init_value
+        self.elementwise_affine = elementwise_affine
         self.alpha = Parameter(torch.empty(1, **factory_kwargs))
-        self.weight = Parameter(torch.empty(self.normalized_shape, **factory_kwargs))
-        self.bias = Parameter(torch.empty(self.normalized_shape, **factory_kwargs))
+        if elementwise_affine:
+            self.weight = Parameter(torch.empty(self.normalized_shape, **factory_kwargs))
+            shift = (
+                Parameter(torch.empty(self.normalized_shape, **factory_kwargs)) if bias else None
+            )
+            self.register_parameter("bias", shift)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """alpha to ``alpha_init_value``, gamma to 1, beta to 0."""
         init.constant_(self.alpha, self.alpha_init_value)
-        init.ones_(self.weight)
-        init.zeros_(self.bias)
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
 
     def forward(self, input: Tensor) -> Tensor:
+        if self.weight is None:  # no gamma to check the input's shape against: check it here
+            self._check_input(input)
         return F.dynamic_tanh(input, self.alpha, self.weight, self.bias, self.channels_last)
 
+    def _check_input(self, input: Tensor) -> None:
+        """The shape check F.dynamic_tanh makes against gamma, for a layer without one."""
+        ns = self.normalized_shape
+        if self.channels_last and tuple(input.shape[input.dim() - len(ns) :]) != ns:
+            raise RuntimeError(
+                f"DynamicTanh: normalized_shape={ns} needs input of shape "
+                f"(*, {', '.join(map(str, ns))}), but got input of shape {tuple(input.shape)}"
+            )
+        if not self.channels_last and (input.dim() != 4 or input.shape[1] != ns[0]):
+            raise RuntimeError(
+                f"DynamicTanh with channels_last=False: normalized_shape={ns} needs input of "
+                f"shape (N, {ns[0]}, H, W), but got input of shape {tuple(input.shape)}"
+            )
+
     def extra_repr(self) -> str:
+        extra = "" if self.elementwise_affine else ", elementwise_affine=False"
+        if self.elementwise_affine and self.bias is None:
+            extra = ", bias=False"
         return (
             f"normalized_shape={self.normalized_shape}, "
-            f"alpha_init_value={self.alpha_init_value}, channels_last={self.channels_last}"
+            f"alpha_init_value={self.alpha_init_value}, channels_last={self.channels_last}{extra}"
         )
 
 
 def convert_ln_to_dyt(module: Module, alpha_init_value: float = 0.5) -> Module:
-    """Replace every ``torch.nn.LayerNorm`` and :class:`norms.LayerNorm` in ``module`` (at any
+    r"""Replace every ``torch.nn.LayerNorm`` and :class:`norms.LayerNorm` in ``module`` (at any
     depth, ``module`` itself included) by a :class:`DynamicTanh` of the same
     ``normalized_shape``, on the same device and in the same dtype; every other module and
     parameter is left as it is. Returns the converted module (a new object only when
     ``module`` itself is a LayerNorm; the children are replaced in place), as the authors'
-    ``convert_ln_to_dyt`` does. A LayerNorm without parameters (``elementwise_affine=False``)
-    gives a DynamicTanh on the device and in the dtype of the nearest module around it that
-    has a parameter or buffer (torch's defaults when none has).
+    ``convert_ln_to_dyt`` does.
+
+    The DynamicTanh learns what the LayerNorm learned, plus :math:`\alpha`: its
+    :math:`\gamma`, :math:`\beta` start at 1 and 0 (the LayerNorm's trained values are not
+    copied: they scaled a normalized input, not a squashed one). A LayerNorm without
+    parameters (``elementwise_affine=False``) gives a DynamicTanh without :math:`\gamma` and
+    :math:`\beta`, which learns :math:`\alpha` alone; a LayerNorm without :math:`\beta`
+    (``bias=False``) gives one without :math:`\beta`. (The authors' function gives every
+    DynamicTanh both.) A LayerNorm without parameters has no device or dtype of its own: its
+    DynamicTanh takes those of the nearest module around it that has a parameter or buffer
+    (torch's defaults when none has).
 
     Example::
 
@@ -122,6 +169,11 @@ def convert_ln_to_dyt(module: Module, alpha_init_value: float = 0.5) -> Module:
         >>> block = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8))
         >>> norms.convert_ln_to_dyt(block)[1]
         DynamicTanh(normalized_shape=(8,), alpha_init_value=0.5, channels_last=True)
+        >>> linear = torch.nn.Linear(8, 8, dtype=torch.float64)
+        >>> plain = torch.nn.Sequential(linear, torch.nn.LayerNorm(8, elementwise_affine=False))
+        >>> dyt = norms.convert_ln_to_dyt(plain)[1]
+        >>> [name for name, _ in dyt.named_parameters()], dyt.alpha.dtype  # alpha alone, float64
+        (['alpha'], torch.float64)
     """
     return _convert(module, alpha_init_value, _first_tensor(module))
 
@@ -139,7 +191,13 @@ def _convert(module: Module, alpha_init_value: float, like: Tensor | None) -> Mo
     if isinstance(module, (TorchLayerNorm, LayerNorm)):
         ref = module.weight if module.weight is not None else like
         kw = {} if ref is None else {"device": ref.device, "dtype": ref.dtype}
-        return DynamicTanh(module.normalized_shape, alpha_init_value=alpha_init_value, **kw)
+        return DynamicTanh(
+            module.normalized_shape,
+            alpha_init_value=alpha_init_value,
+            elementwise_affine=module.weight is not None,
+            bias=module.bias is not None,
+            **kw,
+        )
     first = _first_tensor(module)
     like = like if first is None else first
     for name, child in module.named_children():

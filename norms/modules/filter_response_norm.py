@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 from torch.nn import Module, Parameter, init
 
+from .. import axes, stats
 from .. import functional as F
 from ..axes import rank_error_message
 
@@ -96,7 +97,7 @@ class FilterResponseNorm2d(Module):
         F.check_param_dtypes(input, "filter_response_norm", **params)
         dtype = F.opmath(input.dtype)  # float16: 300² overflows, so float32 as the others
         x = input.to(dtype)  # (N, C, H, W)
-        nu2 = x.pow(2).mean(dim=(2, 3), keepdim=True)  # (N, C, 1, 1)
+        nu2 = stats.mean_square(x, axes.instance_norm_dims(4))  # (N, C, 1, 1)
         eps = self.eps.abs().to(dtype) if self.learnable_eps else abs(self.eps)
         x = x * torch.rsqrt(nu2 + eps)  # (N, C, H, W)
         view = (1, -1, 1, 1)  # per channel, broadcast over N, H, W

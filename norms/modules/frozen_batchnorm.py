@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .batchnorm import _BatchNorm
+from .batchnorm import BatchNormBase
 
 __all__ = ["FrozenBatchNorm"]
 
@@ -29,6 +29,18 @@ class FrozenBatchNorm(nn.Module):
 
     Shape:
         input ``(N, C)`` or ``(N, C, *)``; output the same shape.
+
+    Example::
+
+        >>> import torch, norms
+        >>> bn = norms.BatchNorm2d(3)
+        >>> _ = bn(torch.randn(8, 3, 4, 4) * 2 + 1)  # one step of running statistics
+        >>> frozen = norms.FrozenBatchNorm.from_batchnorm(bn)
+        >>> x = torch.randn(2, 3, 4, 4)
+        >>> torch.allclose(frozen.train()(x), bn.eval()(x))  # train() changes nothing
+        True
+        >>> list(frozen.parameters()), sorted(dict(frozen.named_buffers()))
+        ([], ['bias', 'running_mean', 'running_var', 'weight'])
     """
 
     def __init__(self, num_features: int, eps: float = 1e-5, device=None, dtype=None) -> None:
@@ -41,7 +53,7 @@ class FrozenBatchNorm(nn.Module):
         self.register_buffer("running_var", torch.ones(num_features, **factory))
 
     @classmethod
-    def from_batchnorm(cls, bn: _BatchNorm | nn.modules.batchnorm._BatchNorm) -> FrozenBatchNorm:
+    def from_batchnorm(cls, bn: BatchNormBase | nn.modules.batchnorm._BatchNorm) -> FrozenBatchNorm:
         """A frozen copy of ``bn``'s current statistics and γ, β (1 and 0 if it has none), on the
         device and in the dtype of its statistics. ``bn`` is a :mod:`norms` or ``torch.nn``
         BatchNorm."""

@@ -7,7 +7,9 @@ import warnings
 from torch import Tensor
 
 from .. import functional as F
-from ._base import _NormBase
+from .. import stats
+from ..axes import NORMS
+from ._base import NormBase
 
 __all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
 
@@ -30,11 +32,8 @@ _ARGS_DOC = r"""
 """
 
 
-class _InstanceNorm(_NormBase):
-    """Shared forward of InstanceNorm1d/2d/3d (batched and unbatched input)."""
-
-    # rank of an unbatched input, (C, *S); set by subclasses
-    _no_batch_dim: int = 0
+class InstanceNormBase(NormBase):
+    """Shared forward of InstanceNorm1d/2d/3d, batched and unbatched (torch's ``_InstanceNorm``)."""
 
     def __init__(
         self,
@@ -60,7 +59,8 @@ class _InstanceNorm(_NormBase):
         )
 
     def _get_no_batch_dim(self) -> int:
-        return self._no_batch_dim
+        """The rank of an unbatched input ``(C, *S)``: the smaller of :data:`norms.axes.NORMS`'s."""
+        return self._norm.ranks[0]
 
     def _handle_no_batch_input(self, input: Tensor) -> Tensor:
         return self._apply_instance_norm(input.unsqueeze(0)).squeeze(0)
@@ -73,7 +73,7 @@ class _InstanceNorm(_NormBase):
             self.weight,
             self.bias,
             self.training or not self.track_running_stats,
-            self.momentum if self.momentum is not None else 0.0,
+            stats.running_average_factor(self.momentum),  # momentum=None: no update
             self.eps,
         )
 
@@ -135,7 +135,7 @@ class _InstanceNorm(_NormBase):
         return self._apply_instance_norm(input)
 
 
-class InstanceNorm1d(_InstanceNorm):
+class InstanceNorm1d(InstanceNormBase):
     __doc__ = (
         r"""Instance Normalization over a 2D ``(C, L)`` or 3D ``(N, C, L)`` input.
 
@@ -169,11 +169,10 @@ class InstanceNorm1d(_InstanceNorm):
     """
     )
 
-    _allowed_dims = (2, 3)
-    _no_batch_dim = 2
+    _norm = NORMS["InstanceNorm1d"]
 
 
-class InstanceNorm2d(_InstanceNorm):
+class InstanceNorm2d(InstanceNormBase):
     __doc__ = (
         r"""Instance Normalization over a 3D ``(C, H, W)`` or 4D ``(N, C, H, W)`` input.
 
@@ -204,11 +203,10 @@ class InstanceNorm2d(_InstanceNorm):
     """
     )
 
-    _allowed_dims = (3, 4)
-    _no_batch_dim = 3
+    _norm = NORMS["InstanceNorm2d"]
 
 
-class InstanceNorm3d(_InstanceNorm):
+class InstanceNorm3d(InstanceNormBase):
     __doc__ = (
         r"""Instance Normalization over a 4D ``(C, D, H, W)`` or 5D ``(N, C, D, H, W)`` input.
 
@@ -237,5 +235,4 @@ class InstanceNorm3d(_InstanceNorm):
     """
     )
 
-    _allowed_dims = (4, 5)
-    _no_batch_dim = 4
+    _norm = NORMS["InstanceNorm3d"]

@@ -12,8 +12,8 @@ position embeddings are left out: they do not touch the norms.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.functional import silu
 
 from .rmsnorm import RMSNorm
 from .transformer import check_heads
@@ -35,6 +35,18 @@ class Attention(nn.Module):
 
     Shape:
         - Input: :math:`(B, T, d_{model})`; Output: the same
+
+    Example::
+
+        >>> import torch
+        >>> from norms.modules.llama import Attention
+        >>> attn = Attention(16, 4, qk_norm=True)
+        >>> x = torch.randn(2, 5, 16)
+        >>> attn(x).shape, attn.logits(x).shape  # logits: (B, heads, T, T)
+        (torch.Size([2, 5, 16]), torch.Size([2, 4, 5, 5]))
+        >>> y = attn(x)
+        >>> torch.allclose(attn(x[:, :3]), y[:, :3])  # causal: token t sees tokens <= t only
+        True
     """
 
     def __init__(self, d_model: int, nhead: int, qk_norm: bool = False, eps: float = 1e-5) -> None:
@@ -77,7 +89,16 @@ class Attention(nn.Module):
 
 
 class SwiGLU(nn.Module):
-    r"""LLaMA's MLP: :math:`W_2(\mathrm{SiLU}(W_1 x) \odot W_3 x)`, no biases."""
+    r"""LLaMA's MLP: :math:`W_2(\mathrm{SiLU}(W_1 x) \odot W_3 x)`, no biases.
+
+    Example::
+
+        >>> import torch
+        >>> from norms.modules.llama import SwiGLU
+        >>> mlp = SwiGLU(16, 48)
+        >>> mlp(torch.randn(2, 5, 16)).shape, sorted(mlp.state_dict())
+        (torch.Size([2, 5, 16]), ['w1.weight', 'w2.weight', 'w3.weight'])
+    """
 
     def __init__(self, d_model: int, hidden: int) -> None:
         super().__init__()
@@ -86,13 +107,24 @@ class SwiGLU(nn.Module):
         self.w3 = nn.Linear(d_model, hidden, bias=False)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return self.w2(silu(self.w1(x)) * self.w3(x))
 
 
 class LlamaBlock(nn.Module):
     r"""Pre-norm block with RMSNorm:
     :math:`h = x + \mathrm{Attn}(\mathrm{RMSNorm}_1(x))`,
-    :math:`y = h + \mathrm{MLP}(\mathrm{RMSNorm}_2(h))`."""
+    :math:`y = h + \mathrm{MLP}(\mathrm{RMSNorm}_2(h))`.
+
+    Example::
+
+        >>> import torch
+        >>> from norms.modules.llama import LlamaBlock
+        >>> block = LlamaBlock(16, 4, 48)
+        >>> block(torch.randn(2, 5, 16)).shape
+        torch.Size([2, 5, 16])
+        >>> [name for name, _ in block.named_children()]  # Meta's names
+        ['attention_norm', 'attention', 'ffn_norm', 'feed_forward']
+    """
 
     def __init__(
         self, d_model: int, nhead: int, hidden: int, qk_norm: bool = False, eps: float = 1e-5
@@ -109,7 +141,16 @@ class LlamaBlock(nn.Module):
 
 
 class LlamaStack(nn.Module):
-    """``depth`` :class:`LlamaBlock` s and the final RMSNorm."""
+    """``depth`` :class:`LlamaBlock` s and the final RMSNorm.
+
+    Example::
+
+        >>> import torch
+        >>> from norms.modules.llama import LlamaStack
+        >>> stack = LlamaStack(2, 16, 4, 48)
+        >>> stack(torch.randn(2, 5, 16)).shape, type(stack.norm).__name__
+        (torch.Size([2, 5, 16]), 'RMSNorm')
+    """
 
     def __init__(
         self,

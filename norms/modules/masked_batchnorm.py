@@ -22,6 +22,18 @@ class MaskedBatchNorm1d(BatchNorm1d):
 
     Shape:
         input ``(B, T, D)``, mask ``(B, T)``; output ``(B, T, D)``.
+
+    Example::
+
+        >>> import torch, norms
+        >>> bn = norms.MaskedBatchNorm1d(4)
+        >>> x = torch.randn(2, 5, 4)
+        >>> mask = torch.tensor([[True] * 5, [True] * 2 + [False] * 3])  # 7 real tokens
+        >>> y = bn(x, mask)
+        >>> torch.allclose(y[mask], norms.BatchNorm1d(4)(x[mask])), y[~mask].abs().max().item()
+        (True, 0.0)
+        >>> torch.allclose(bn.running_mean, 0.1 * x[mask].mean(0))  # from the real tokens only
+        True
     """
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:  # type: ignore[override]

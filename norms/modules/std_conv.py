@@ -6,6 +6,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from .. import stats
+
 __all__ = ["ScaledStdConv2d", "StdConv2d", "standardize_weight"]
 
 
@@ -25,7 +27,7 @@ def standardize_weight(weight: Tensor, eps: float = 1e-6) -> Tensor:
             f"dim (out, in, ...), got shape {tuple(weight.shape)}"
         )
     dims = tuple(range(1, weight.dim()))  # everything but the output unit
-    var, mean = torch.var_mean(weight, dim=dims, correction=0, keepdim=True)  # (out, 1, ...)
+    var, mean = stats.var_mean(weight, dims)  # (out, 1, ...)
     return (weight - mean) * torch.rsqrt(var + eps)
 
 

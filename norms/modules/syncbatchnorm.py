@@ -1,38 +1,28 @@
 r"""Synchronized Batch Normalization, from scratch on :mod:`torch.distributed`.
 
-:class:`SyncBatchNorm` is drop-in for :class:`torch.nn.SyncBatchNorm`, but it
-runs on any device the process group's backend can reduce, CPU with ``gloo``
-included (torch's own refuses CPU tensors). In training each process holds a
-slice of the batch; the layer normalizes with the statistics of the *global*
-batch, the union of the slices.
+:class:`SyncBatchNorm` is drop-in for :class:`torch.nn.SyncBatchNorm`, and it also runs on
+CPU with the ``gloo`` backend (torch's refuses CPU tensors). In training each process holds
+a slice of the batch, and the layer normalizes with the statistics of the *global* batch,
+the union of the slices. Per training step it makes two collectives, as torch's does:
 
-What is communicated, per training step: as many collectives as
-:class:`torch.nn.SyncBatchNorm` (one in forward, one in backward), each a
-packet of a 15-number header and 2 numbers per channel per process:
+* **forward**, one ``all_gather``: each process sends its count, and per channel its mean
+  and centred sum of squares :math:`M_2`; every process combines them with Chan et al.'s
+  formula (:func:`combine_stats`), in the same order, into bit-identical statistics;
+* **backward**, one ``all_gather`` where torch all-reduces: each process sends its two
+  per-channel sums :math:`\sum \mathrm{d}y` and :math:`\sum \mathrm{d}y\,\hat x`, and every
+  process adds them up in rank order.
 
-* forward: an all-gather of the header (what the process is doing, with
-  which settings and which input: shape, device, dtype, count) and each
-  process's mean and centred sum of squares. Every process checks every
-  header, so processes that disagree (on eps, momentum, the parameters'
-  ``requires_grad``, train/eval mode, the input) raise the same error naming
-  the ranks, in the same collective and at no extra cost. Every process
-  combines the statistics with Chan et al.'s parallel formula, in the same
-  order, so every process gets bit-identical statistics;
-* backward: an all-gather of the same size and layout carrying
-  :math:`\sum \mathrm{d}y` and :math:`\sum \mathrm{d}y\,\hat x` (torch
-  all-reduces these two), added up in rank order on every process. A process
-  that skipped backward meets the others here with its next forward's header,
-  and every process says so.
-
-In eval mode, without an initialized process group, or with a group of one
-process, it is plain :class:`norms.BatchNorm1d`/``2d``/``3d`` and
-communicates nothing.
+Each packet starts with a header (:mod:`norms.distributed.packet`): what the process is
+doing, with which settings and which input. Every process checks every header after the
+collective (:mod:`norms.distributed.checks`), so processes that disagree raise the same
+error, naming the ranks, instead of hanging; gathering in backward too lets a process that
+skipped backward meet the others there. In eval mode, without an initialized process group,
+or with a group of one process, the layer is plain :class:`norms.BatchNorm2d` (or 1d, 3d)
+and communicates nothing.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 from typing import Any
 
 import torch
@@ -40,347 +30,47 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from .. import axes, compat, stats
 from .. import functional as F
-from .batchnorm import _BatchNorm
+from ..distributed import checks, forensics, packet
+from ..stats import combine as combine_stats
+from .batchnorm import BatchNormBase
 
-__all__ = ["SyncBatchNorm", "SyncBatchNormFunction", "combine_stats"]
-
-# dtypes the header can name; anything else is "not floating point"
-_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-# Fields of the header that leads every packet a process sends (float64; small integers and
-# eps/momentum are exact). The packet is the header, then 2 numbers per channel.
-(
-    _PHASE,  # 1: forward (mean, M2 follow), 2: backward (sum dy, sum dy*x_hat follow)
-    _STEP,  # this layer's synchronized forwards before this one, on this process
-    _EVALS,  # this layer's eval-mode forwards in a group since its last synchronized one
-    _EPS,
-    _MOMENTUM,  # -1 for None (cumulative average)
-    _TRACK,  # track_running_stats
-    _WEIGHT_RG,  # weight.requires_grad (-1: no weight)
-    _BIAS_RG,  # bias.requires_grad (-1: no bias)
-    _BACKWARD,  # 1 if the input needs a gradient: a backward collective follows
-    _NUM_FEATURES,
-    _NDIM,
-    _CHANNELS,
-    _COUNT,
-    _DEVICE_OK,
-    _DTYPE,
-) = range(15)
-_HEADER = 15
-_FWD, _BWD = 1.0, 2.0
-
-# What this process's SyncBatchNorm layers did, for the message a peer shows when this
-# process left while the peer waited in a collective (see norms.distributed.launch).
-_ACTIVITY = {"training forwards": 0, "eval-mode forwards": 0, "backward passes": 0}
+__all__ = ["SyncBatchNorm", "SyncBatchNormFunction", "combine_stats", "local_stats"]
 
 
-def activity() -> dict[str, int]:
-    """Counts of this process's synchronized forwards, eval-mode forwards in a group of several
-    processes, and backward collectives, over every SyncBatchNorm layer."""
-    return dict(_ACTIVITY)
-
-
-def _peers_that_left(group, what: str) -> str:
-    """The activity of the peers that returned from their function (published in the store by
-    :func:`norms.distributed.launch`), compared with this process's: empty if none did."""
-    try:
-        store = dist.distributed_c10d._get_default_store()
-        me = dist.get_rank()
-        ranks = dist.get_process_group_ranks(group)
-    except Exception:  # noqa: BLE001 - only a better message is at stake
-        return ""
-    mine = activity()
-    lines = []
-    for r in ranks:
-        key = f"norms-sbn-finished/{r}"
-        try:
-            if r == me or not store.check([key]):
-                continue
-            theirs = json.loads(store.get(key).decode())
-        except Exception:  # noqa: BLE001
-            continue
-        why = ""
-        if theirs["eval-mode forwards"] > mine["eval-mode forwards"] and (
-            theirs["training forwards"] < mine["training forwards"]
-        ):
-            why = (
-                f" The processes disagree on train/eval mode: rank {r} ran SyncBatchNorm in "
-                f"eval mode where rank {me} trained (call model.train() or model.eval() on "
-                "every process)."
-            )
-        elif theirs["backward passes"] < mine["backward passes"]:
-            why = (
-                f" Rank {r} skipped backward: every process must call backward after a "
-                "training forward, or none."
-            )
-        lines.append(
-            f"rank {r} returned from its function while rank {me} waited in the {what} "
-            f"collective of SyncBatchNorm (rank {r}: "
-            + ", ".join(f"{v} {k}" for k, v in theirs.items())
-            + f"; rank {me}: "
-            + ", ".join(f"{v} {k}" for k, v in mine.items())
-            + ")."
-            + why
-        )
-    return " ".join(lines)
-
-
-@contextlib.contextmanager
-def _collective(what: str, group=None):
-    """Name the likely cause when a collective fails: the processes did not run the same steps."""
-    try:
-        yield
-    except RuntimeError as error:
-        said = (str(error).strip().splitlines() or [""])[0][:300]
-        left = _peers_that_left(group, what)
-        raise RuntimeError(
-            (f"SyncBatchNorm: {left} " if left else "SyncBatchNorm: ")
-            + f"The {what} all_gather failed on this process ({type(error).__name__}: {said}). "
-            "Every process of the group must make the same calls in the same order: this layer "
-            "in training mode on every process (not eval() on some), forward with an input that "
-            "requires grad on all or none, backward on every process or on none. A process that "
-            "raised, returned early or switched mode leaves the others in a collective "
-            "(ending in a peer's connection error or the timeout)."
-        ) from error
-
-
-# --------------------------------------------------------------------------
-# statistics: per slice, and combined (Chan et al.)
-# --------------------------------------------------------------------------
-
-
-def _local_stats(x: Tensor) -> tuple[Tensor, Tensor]:
-    """Mean and centred sum of squares :math:`M_2 = \\sum (x-\\bar x)^2` of each channel of ``x``.
-
-    ``x`` is ``(N, C, *S)``; both results are ``(C,)``. Two passes (mean, then
-    squared deviations), never ``E[x²] - E[x]²``. An empty slice gives 0 and 0.
+def local_stats(x: Tensor) -> tuple[Tensor, Tensor]:
+    r"""Mean and centred sum of squares :math:`M_2 = \sum (x-\bar x)^2` of each channel of a
+    slice ``x`` ``(N, C, *S)``: both ``(C,)``, what a process sends for
+    :func:`combine_stats` (:func:`norms.stats.batch_moments`, two passes, never
+    ``E[x²] - E[x]²``). An empty slice gives 0 and 0.
     """
     c = x.shape[1]
     if x.numel() == 0:
         zeros = torch.zeros(c, dtype=x.dtype, device=x.device)
         return zeros, zeros.clone()
-    dims = (0, *range(2, x.dim()))
-    mean = F._batch_mean(x, dims)  # (1, C, 1, ...)
-    xc = x - mean  # (N, C, *S)
-    m2 = F._batch_mean(xc * xc, dims) * (x.numel() // c)  # (1, C, 1, ...)
-    return mean.reshape(c), m2.reshape(c)
-
-
-def combine_stats(counts: Tensor, means: Tensor, m2s: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    r"""Combine per-slice statistics into those of the union (Chan, Golub & LeVeque).
-
-    ``counts`` is ``(P,)`` (elements per channel in each of ``P`` slices),
-    ``means`` and ``m2s`` are ``(P, C)``: each slice's mean and centred sum of
-    squares. Returns the union's ``(n, mean, m2)`` with ``n`` a 0-dim tensor
-    and ``mean``, ``m2`` of shape ``(C,)``:
-
-    .. math::
-
-        n = \sum_p n_p, \qquad
-        \bar x = \sum_p \frac{n_p}{n}\,\bar x_p, \qquad
-        M_2 = \sum_p M_{2,p} + \sum_p n_p\,(\bar x_p - \bar x)^2 .
-
-    For two slices this is Chan et al.'s pairwise update
-    :math:`M_2 = M_{2,a} + M_{2,b} + \delta^2\,n_a n_b / n` with
-    :math:`\delta = \bar x_b - \bar x_a`. Only differences of means are
-    squared, so a large common offset cancels before it is squared: no
-    catastrophic cancellation, unlike :math:`\mathrm{E}[x^2]-\mathrm{E}[x]^2`.
-    Slices with ``n_p = 0`` contribute nothing.
-    """
-    n = counts.sum()
-    w = (counts / n).unsqueeze(1)  # (P, 1)
-    mean = (w * means).sum(0)  # (C,)
-    delta = means - mean  # (P, C)
-    m2 = m2s.sum(0) + (counts.unsqueeze(1) * delta * delta).sum(0)  # (C,)
-    return n, mean, m2
-
-
-# --------------------------------------------------------------------------
-# the packet: a header (what this process is doing, with which settings and input) and
-# 2 numbers per channel, all-gathered once in forward and once in backward
-# --------------------------------------------------------------------------
-
-
-def _device_types(group) -> list[str]:
-    types = getattr(group, "_device_types", None)
-    if types:
-        return [torch.device(t).type for t in types]
-    backend = str(dist.get_backend(group))
-    return list(dist.Backend.backend_capability.get(backend, ["cpu"]))
-
-
-def _comm_device(device_types: list[str], input: Tensor) -> torch.device:
-    """Where the packet lives: the input's device if the backend reduces it, else the
-    backend's own."""
-    if input.device.type in device_types:
-        return input.device
-    kind = "cpu" if "cpu" in device_types else device_types[0]
-    if kind == "cpu":
-        return torch.device("cpu")
-    return torch.device(kind, getattr(torch, kind).current_device())
-
-
-def _fmt(shape) -> str:
-    return str(tuple(int(s) for s in shape))
-
-
-def _input_fields(input: Tensor, device_ok: bool) -> dict[int, float]:
-    ndim = input.dim()
-    c = input.shape[1] if ndim >= 2 else 0
-    return {
-        _NDIM: ndim,
-        _CHANNELS: c,
-        _COUNT: input.numel() // c if c > 0 else 0,
-        _DEVICE_OK: int(device_ok),
-        _DTYPE: _DTYPES.index(input.dtype) if input.dtype in _DTYPES else -1,
-    }
-
-
-def _input_ok(fields: dict[int, float], num_features: int) -> bool:
-    return (
-        fields[_NDIM] >= 2
-        and fields[_DEVICE_OK] == 1
-        and fields[_DTYPE] >= 0
-        and fields[_CHANNELS] == num_features
-    )
-
-
-def _gather(header: list[float], body: Tensor, device, group, world_size: int, what: str):
-    """All-gather ``header + body`` (float64) from every process: the one collective of a
-    forward or a backward pass. Returns the headers on the host ``(P, H)`` and the bodies
-    ``(P, 2, C)`` on ``device``."""
-    mine = torch.cat([torch.tensor(header, dtype=torch.float64, device=device), body.reshape(-1)])
-    gathered = [torch.empty_like(mine) for _ in range(world_size)]
-    with _collective(what, group):
-        dist.all_gather(gathered, mine, group=group)
-    table = torch.stack(gathered)  # (P, H + 2C)
-    return table[:, :_HEADER].cpu(), table[:, _HEADER:].reshape(world_size, 2, -1)
-
-
-def _where(heads: Tensor, r: int) -> str:
-    phase = "forward" if heads[r, _PHASE] == _FWD else "backward"
-    evals = int(heads[r, _EVALS])
-    after = f", after {evals} eval-mode forward(s) of it with gradients" if evals else ""
-    return f"rank {r}: {phase} of training step {int(heads[r, _STEP])}{after}"
-
-
-def _order_problem(heads: Tensor, phase: float, step: int) -> str | None:
-    """Why the processes are not all in the same pass (forward or backward) of the same step of
-    this layer, naming the ranks; None if they are."""
-    same = (heads[:, _PHASE] == phase) & (heads[:, _STEP] == step)
-    same &= heads[:, _EVALS] == heads[0, _EVALS]
-    if bool(same.all()):
-        return None
-    where = "; ".join(_where(heads, r) for r in range(heads.shape[0]))
-    evals = [r for r in range(heads.shape[0]) if heads[r, _EVALS] > 0]
-    forward = [r for r in range(heads.shape[0]) if heads[r, _PHASE] == _FWD]
-    backward = [r for r in range(heads.shape[0]) if heads[r, _PHASE] == _BWD]
-    if evals:
-        cause = (
-            f"the processes disagree on train/eval mode: rank(s) {evals} ran this layer in "
-            "eval mode with gradients enabled where the others trained (call model.train() "
-            "or model.eval() on every process; evaluate under torch.no_grad() when only some "
-            "processes evaluate)"
-        )
-    elif backward and forward:
-        cause = (
-            f"rank(s) {forward} skipped backward of a training step that rank(s) {backward} "
-            "are running backward for (call backward on every process after a training "
-            "forward, or on none)"
-        )
-    else:
-        cause = "the processes ran this layer a different number of times"
-    return f"{cause}. Where each process is: {where}"
-
-
-_CONFIG = (
-    (_EPS, "eps", float),
-    (_MOMENTUM, "momentum (-1: None)", float),
-    (_TRACK, "track_running_stats", bool),
-    (_WEIGHT_RG, "weight.requires_grad (-1: no weight)", int),
-    (_BIAS_RG, "bias.requires_grad (-1: no bias)", int),
-    (_BACKWARD, "whether the input requires grad (a backward pass follows)", bool),
-    (_NUM_FEATURES, "num_features", int),
-)
-
-
-def _config_problem(heads: Tensor) -> str | None:
-    """The first setting on which the processes disagree, with every rank's value."""
-    for field, name, kind in _CONFIG:
-        values = heads[:, field]
-        if bool((values != values[0]).any()):
-            each = ", ".join(f"rank {r}: {kind(v.item())}" for r, v in enumerate(values))
-            return f"the processes disagree on {name}: {each}"
-    return None
-
-
-def _input_problem(heads: Tensor, num_features: int, group, device_types) -> str | None:
-    if (heads[:, _NDIM] < 2).any():
-        return "expected input of shape (N, C, *) with at least 2 dims on every process"
-    if (heads[:, _DEVICE_OK] == 0).any():
-        return (
-            f"every input must be on a device the {dist.get_backend(group)} backend can "
-            f"reduce ({', '.join(device_types)})"
-        )
-    if (heads[:, _DTYPE] < 0).any():
-        return "every input must be floating point (convert it first, e.g. x.float())"
-    if (heads[:, _CHANNELS] != num_features).any():
-        return (
-            f"the processes must agree on the number of channels: every input must have "
-            f"num_features={num_features} channels in dim 1, shape (N, {num_features}, *)"
-        )
-    if (heads[:, _DTYPE] != heads[0, _DTYPE]).any():
-        return "the processes must agree on the input dtype"
-    if int(heads[:, _COUNT].sum()) <= 1:
-        return (
-            "Expected more than 1 value per channel when training, got 1 value per channel "
-            "in the global batch"
-        )
-    if heads[0, _EPS] <= 0:
-        return f"batch_norm eps must be positive during training, but got {heads[0, _EPS].item()}"
-    return None
-
-
-def _describe_inputs(input: Tensor, group, world_size: int) -> str:
-    """Every process's input shape, device and dtype (only on the error path, where every
-    process takes it: a second collective is safe there)."""
-    described = [None] * world_size
-    dist.all_gather_object(
-        described, (_fmt(input.shape), str(input.device), str(input.dtype)), group=group
-    )
-    return "; ".join(
-        f"rank {r}: input of shape {s} on {d} ({t})" for r, (s, d, t) in enumerate(described)
-    )
-
-
-# --------------------------------------------------------------------------
-# the autograd Function
-# --------------------------------------------------------------------------
+    mean, _, var = stats.batch_moments(x)  # (1, C, 1, ...) each
+    n = stats.count(x.shape, axes.batch_norm_dims(x.dim()))
+    return mean.reshape(c), var.reshape(c) * n
 
 
 class SyncBatchNormFunction(torch.autograd.Function):
     r"""Training-mode BatchNorm over the union of every process's slice.
 
-    ``apply(input, weight, bias, running_mean, running_var, eps, momentum,
-    group, world_size, num_features, header)``, where ``header`` is the
-    layer's part of the packet header (see :meth:`SyncBatchNorm.forward`).
-    ``input`` is ``(N_p, C, *S)`` on process ``p``; the slices may differ in
-    ``N_p`` (even 0) and in ``S``.
+    ``apply(input, weight, bias, running_mean, running_var, eps, momentum, group,
+    world_size, num_features, header)``, where ``momentum`` is the running-average factor of
+    this step and ``header`` the layer's part of the packet header
+    (:func:`norms.distributed.packet.layer_header`). ``input`` is ``(N_p, C, *S)`` on
+    process ``p``; the slices may differ in ``N_p`` (even 0) and in ``S``.
 
-    **Forward: one all-gather.** Each process computes its slice's count
-    :math:`n_p`, mean and centred sum of squares :math:`M_{2,p}`, and
-    all-gathers them in one packet, after a header that says what the process
-    is doing (forward of its k-th training step of this layer) with which
-    settings (eps, momentum, ``requires_grad`` of the parameters and the input)
-    and which input (shape, device, dtype). Every process checks every header
-    and raises the same error, naming the ranks, when they disagree; else it
-    combines the statistics with :func:`combine_stats` into the global
-    :math:`n`, :math:`\mu` and :math:`\sigma^2 = M_2/n`. The running variance
-    gets :math:`M_2/(n-1)`, unbiased with the *global* count.
+    **Forward: one all-gather.** Each process sends its slice's mean and centred sum of
+    squares :math:`M_{2,p}` (its count :math:`n_p` is in the header). Every process checks
+    every header, then combines the statistics with :func:`combine_stats` into the global
+    :math:`n`, :math:`\mu` and :math:`\sigma^2 = M_2/n`. The running variance gets
+    :math:`M_2/(n-1)`, unbiased with the *global* count.
 
-    **Backward: one all-gather.** With :math:`\hat x = (x-\mu)/\sigma` and
-    :math:`g = \mathrm{d}y\,\gamma`, BatchNorm's input gradient over the
-    global batch is
+    **Backward: one all-gather.** With :math:`\hat x = (x-\mu)/\sigma`, BatchNorm's input
+    gradient over the global batch is
 
     .. math::
 
@@ -388,16 +78,11 @@ class SyncBatchNormFunction(torch.autograd.Function):
             - \frac{1}{n}\sum_{\text{all}} \mathrm{d}y
             - \frac{\hat x}{n}\sum_{\text{all}} \mathrm{d}y\,\hat x\Big),
 
-    where :math:`\sum_{\text{all}}` runs over every process. So each process
-    sends its two per-channel sums :math:`\sum \mathrm{d}y` and
-    :math:`\sum \mathrm{d}y\,\hat x` in a packet of the same size and layout
-    as forward's (torch all-reduces them instead); every process adds them up
-    in rank order. A process that skipped backward and went on to the next
-    forward therefore meets the others' backward packets in the same
-    collective, and every process raises an error that says so. Before the
-    sum these two are the process's own :math:`\mathrm{d}\beta` and
-    :math:`\mathrm{d}\gamma`: the parameter gradients returned are those local
-    parts, and their sum over processes (what DistributedDataParallel reduces)
+    where :math:`\sum_{\text{all}}` runs over every process. Each process sends its two
+    per-channel sums in a packet of forward's size and layout (torch all-reduces them), and
+    every process adds them up in rank order. Before the sum they are the process's own
+    :math:`\mathrm{d}\beta` and :math:`\mathrm{d}\gamma`: the parameter gradients returned
+    are those local parts, whose sum over processes (what DistributedDataParallel reduces)
     is the global gradient.
     """
 
@@ -416,56 +101,38 @@ class SyncBatchNormFunction(torch.autograd.Function):
         num_features,
         header,
     ):
-        device_types = _device_types(group)
-        device = _comm_device(device_types, input)
-        fields = _input_fields(input, input.device.type in device_types)
-        step = int(header[_STEP])
-        header = list(header)
-        for k, v in fields.items():
-            header[k] = float(v)
-        header[_BACKWARD] = float(ctx.needs_input_grad[0])
-        dtype = F.opmath(input.dtype) if fields[_DTYPE] >= 0 else torch.float64
-        if _input_ok(fields, num_features):
-            x = input.to(dtype)  # (N_p, C, *S)
-            mean_p, m2_p = _local_stats(x)  # (C,), (C,)
-            body = torch.stack([mean_p, m2_p]).to(device, torch.float64)  # (2, C), exact
-        else:  # nothing to compute: the headers carry the problem to every process
-            x = None
-            body = torch.zeros(2, num_features, dtype=torch.float64, device=device)
-        _ACTIVITY["training forwards"] += 1
-        heads, stats = _gather(header, body, device, group, world_size, "forward")
+        types = compat.group_device_types(group)
+        device = packet.comm_device(types, input)
+        header, ok = packet.with_input(header, input, ctx.needs_input_grad[0], types)
+        dtype = F.opmath(input.dtype) if input.dtype in packet.DTYPES else torch.float64
 
-        problem = _order_problem(heads, _FWD, step)
-        if problem is not None:
-            raise RuntimeError(f"SyncBatchNorm({num_features}): {problem}")
-        problem = _config_problem(heads)
-        if problem is not None:
-            raise ValueError(f"SyncBatchNorm({num_features}): {problem}")
-        problem = _input_problem(heads, num_features, group, device_types)
-        if problem is not None:
-            # Every process takes this branch (they all see the same headers).
-            got = _describe_inputs(input, group, world_size)
-            raise ValueError(f"SyncBatchNorm: {problem}. Got {got}")
+        # this process's slice: mean and M2 per channel (nothing to compute for a bad input:
+        # the headers carry the problem to every process)
+        x = input.to(dtype) if ok else None  # (N_p, C, *S)
+        mine = torch.stack(local_stats(x)) if ok else torch.zeros(2, num_features)  # (2, C)
+        forensics.count("training forwards")
+        heads, parts = packet.all_gather(
+            header, mine.to(device, torch.float64), device, group, world_size, "forward"
+        )  # (P, HEADER), (P, 2, C)
+        step = int(header[packet.STEP])
+        checks.check_forward(heads, step, num_features, input, group, world_size, types)
 
-        counts = heads[:, _COUNT]  # (P,) float64, exact
-        stats = stats.to(input.device)  # (P, 2, C)
-        # combined in float64: P * C numbers, and counts beyond 2**24 stay exact
-        n, mean, m2 = combine_stats(counts.to(stats.device), stats[:, 0], stats[:, 1])
-        n_total = float(counts.sum())
-        mean, m2 = mean.to(dtype), m2.to(dtype)
-        var = m2 / n_total  # (C,) biased
+        # Chan et al., in float64: P * C numbers, and counts beyond 2**24 stay exact
+        counts = heads[:, packet.COUNT]  # (P,)
+        parts = parts.to(input.device)
+        _, mean, m2 = combine_stats(counts.to(parts.device), parts[:, 0], parts[:, 1])
+        n_total = int(counts.sum())
+        mean, var = mean.to(dtype), (m2 / n_total).to(dtype)  # (C,), biased
         invstd = torch.rsqrt(var + eps)  # (C,)
-
-        if running_mean is not None:
-            F._update_running(running_mean, mean, momentum)
-            F._update_running(running_var, m2 / (n_total - 1), momentum)
+        if running_mean is not None:  # unbiased with the global count
+            stats.update_running_stats(running_mean, running_var, mean, var, n_total, momentum)
 
         ndim = input.dim()
-        scale = F._channel_view(invstd, ndim, dtype)  # (1, C, 1, ...)
+        scale = stats.channel_view(invstd, ndim, dtype)  # (1, C, 1, ...)
         if weight is not None:
-            scale = scale * F._channel_view(weight, ndim, dtype)
-        shift = None if bias is None else F._channel_view(bias, ndim, dtype)
-        y = F._affine(x - F._channel_view(mean, ndim, dtype), scale, shift)
+            scale = scale * stats.channel_view(weight, ndim, dtype)
+        shift = None if bias is None else stats.channel_view(bias, ndim, dtype)
+        y = F.affine(x - stats.channel_view(mean, ndim, dtype), scale, shift)
 
         ctx.save_for_backward(input, weight, mean, invstd)
         ctx.n_total = n_total
@@ -481,12 +148,12 @@ class SyncBatchNormFunction(torch.autograd.Function):
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         dtype = F.opmath(input.dtype)
         ndim = input.dim()
-        dims = (0, *range(2, ndim))
+        dims = axes.batch_norm_dims(ndim)  # (0, 2, 3, ...)
         dy = grad_output.to(dtype)  # (N_p, C, *S)
-        x_hat = (input.to(dtype) - F._channel_view(mean, ndim, dtype)) * F._channel_view(
+        x_hat = (input.to(dtype) - stats.channel_view(mean, ndim, dtype)) * stats.channel_view(
             invstd, ndim, dtype
         )  # (N_p, C, *S)
-        # The two per-channel sums: this process's dβ and dγ.
+        # the two per-channel sums: this process's dβ and dγ
         sum_dy = dy.sum(dims)  # (C,)
         sum_dy_xhat = (dy * x_hat).sum(dims)  # (C,)
 
@@ -496,40 +163,45 @@ class SyncBatchNormFunction(torch.autograd.Function):
         if need_b:
             grad_bias = sum_dy.to(ctx.bias_dtype)
         if need_x:
-            # Same packet size and layout as forward's, so a process that went on to the next
-            # forward instead shows up in the headers instead of in a mismatched collective.
-            header = list(ctx.header)
-            header[_PHASE] = _BWD
-            body = torch.stack([sum_dy, sum_dy_xhat]).to(ctx.device, torch.float64)  # (2, C)
-            _ACTIVITY["backward passes"] += 1
-            heads, parts = _gather(header, body, ctx.device, ctx.group, ctx.world_size, "backward")
-            problem = _order_problem(heads, _BWD, ctx.step)
-            if problem is not None:
-                raise RuntimeError(f"SyncBatchNorm({input.shape[1]}): {problem}")
-            parts = parts.to(input.device, dtype)  # (P, 2, C), exact: they were dtype
-            sums = parts[0]
-            for r in range(1, ctx.world_size):  # in rank order: the same sum on every process
-                sums = sums + parts[r]
-            n = ctx.n_total
+            sums = _sum_over_processes(ctx, torch.stack([sum_dy, sum_dy_xhat]), input, dtype)
             # the means of g = dy * weight over the global batch: the summed sums / n
             w = torch.ones_like(invstd) if weight is None else weight.to(dtype)  # (C,)
             grad_input = F.normalization_backward(
-                dy * F._channel_view(w, ndim, dtype),
+                dy * stats.channel_view(w, ndim, dtype),
                 x_hat,
-                F._channel_view(invstd, ndim, dtype),
-                F._channel_view(sums[0] / n * w, ndim, dtype),
-                F._channel_view(sums[1] / n * w, ndim, dtype),
-            )
-            grad_input = grad_input.to(input.dtype)
+                stats.channel_view(invstd, ndim, dtype),
+                stats.channel_view(sums[0] / ctx.n_total * w, ndim, dtype),
+                stats.channel_view(sums[1] / ctx.n_total * w, ndim, dtype),
+            ).to(input.dtype)
         return grad_input, grad_weight, grad_bias, *([None] * 8)
 
 
-# --------------------------------------------------------------------------
-# the module
-# --------------------------------------------------------------------------
+def _sum_over_processes(ctx, sums: Tensor, input: Tensor, dtype: torch.dtype) -> Tensor:
+    """The sum of ``sums`` ``(2, C)`` over every process, in ``dtype`` on the input's device.
+
+    An all-gather of a packet of forward's size and layout, so that a process that went on to
+    its next forward instead shows up in the headers (not in a mismatched collective), then a
+    sum in rank order: the same on every process."""
+    header = list(ctx.header)
+    header[packet.PHASE] = packet.BWD
+    forensics.count("backward passes")
+    heads, parts = packet.all_gather(
+        header,
+        sums.to(ctx.device, torch.float64),
+        ctx.device,
+        ctx.group,
+        ctx.world_size,
+        "backward",
+    )  # (P, HEADER), (P, 2, C)
+    checks.check_backward(heads, ctx.step, input.shape[1])
+    parts = parts.to(input.device, dtype)  # exact: they were dtype
+    total = parts[0]
+    for r in range(1, ctx.world_size):
+        total = total + parts[r]
+    return total
 
 
-class SyncBatchNorm(_BatchNorm):
+class SyncBatchNorm(BatchNormBase):
     r"""Batch Normalization over an N-dimensional input, with the statistics of the batch of every
     process.
 
@@ -551,7 +223,7 @@ class SyncBatchNorm(_BatchNorm):
     :func:`combine_stats`). The running variance is unbiased with the global
     count, so every process holds the same running statistics and
     ``num_batches_tracked``. In backward, the input gradient is BatchNorm's
-    over the global batch (two per-channel sums are all-reduced); the
+    over the global batch (two per-channel sums added up over the processes); the
     parameter gradients are the process's local part, whose sum over
     processes is the global gradient (DistributedDataParallel averages them).
 
@@ -634,19 +306,23 @@ class SyncBatchNorm(_BatchNorm):
             bias=bias,
         )
         self.process_group = process_group
+        # Where this layer is, for the packet's header: its synchronized forwards so far, and
+        # its eval-mode forwards with gradients in a group since the last one.
+        self._sync_steps = 0
+        self._evals_since_sync = 0
 
     def _check_input_dim(self, input: Tensor) -> None:
         if input.dim() < 2:
             raise ValueError(
                 f"expected at least 2D input (got {input.dim()}D input): SyncBatchNorm wants "
-                f"(N, C, *) with C={self.num_features}, got input of shape {_fmt(input.shape)}"
+                f"(N, C, *) with C={self.num_features}, got input of shape {tuple(input.shape)}"
             )
 
     def _check_non_zero_input_channels(self, input: Tensor) -> None:
         if input.size(1) == 0:
             raise ValueError(
                 f"SyncBatchNorm number of input channels should be non-zero, got input of "
-                f"shape {_fmt(input.shape)}"
+                f"shape {tuple(input.shape)}"
             )
 
     def _sync_group(self):
@@ -664,33 +340,30 @@ class SyncBatchNorm(_BatchNorm):
                 # No collective, but remembered: a peer that trains meanwhile is told. Only
                 # with gradients enabled (a training step in eval mode): evaluating under
                 # torch.no_grad() on some processes only is fine.
-                _ACTIVITY["eval-mode forwards"] += 1
-                if torch.is_grad_enabled():
-                    self._evals_since_sync = getattr(self, "_evals_since_sync", 0) + 1
+                forensics.count("eval-mode forwards")
+                self._evals_since_sync += int(torch.is_grad_enabled())
             self._check_input_dim(input)
             self._check_non_zero_input_channels(input)
             return super().forward(input)  # plain BatchNorm, nothing communicated
+
         # No local raise from here on: a process that raised before a collective would
         # leave the others hanging. Every check is made on the gathered headers.
-
-        # momentum=None: cumulative average, factor 1/k at the k-th batch. The counter
-        # moves only once the step succeeded, the same on every process.
-        factor = 0.0 if self.momentum is None else self.momentum
-        if self.track_running_stats and self.momentum is None:
-            factor = 1.0 / (float(self.num_batches_tracked) + 1)
-        # this layer's part of the header; SyncBatchNormFunction adds the input's part
-        header = [0.0] * _HEADER
-        header[_PHASE] = _FWD
-        header[_STEP] = float(getattr(self, "_sync_steps", 0))
-        header[_EVALS] = float(getattr(self, "_evals_since_sync", 0))
-        header[_EPS] = float(self.eps)
-        header[_MOMENTUM] = -1.0 if self.momentum is None else float(self.momentum)
-        header[_TRACK] = float(self.track_running_stats)
-        header[_WEIGHT_RG] = -1.0 if self.weight is None else float(self.weight.requires_grad)
-        header[_BIAS_RG] = -1.0 if self.bias is None else float(self.bias.requires_grad)
-        header[_NUM_FEATURES] = float(self.num_features)
+        # The counter moves only once the step succeeded, the same on every process: this
+        # batch is its value plus one.
+        batches = int(self.num_batches_tracked) + 1 if self.track_running_stats else None
+        factor = stats.running_average_factor(self.momentum, batches)
+        header = packet.layer_header(
+            self._sync_steps,
+            self._evals_since_sync,
+            self.eps,
+            self.momentum,
+            self.track_running_stats,
+            self.weight,
+            self.bias,
+            self.num_features,
+        )
         # every process reaches the collective: the step moves on every process alike
-        self._sync_steps = getattr(self, "_sync_steps", 0) + 1
+        self._sync_steps += 1
         self._evals_since_sync = 0
         group, world_size = sync
         y = SyncBatchNormFunction.apply(
@@ -704,7 +377,7 @@ class SyncBatchNorm(_BatchNorm):
             group,
             world_size,
             self.num_features,
-            tuple(header),
+            header,
         )
         if self.track_running_stats:
             self.num_batches_tracked.add_(1)  # type: ignore[union-attr]
@@ -736,7 +409,7 @@ class SyncBatchNorm(_BatchNorm):
             SyncBatchNorm(8, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)
         """  # noqa: E501 - doctest output, printed on one line
         module_output = module
-        if isinstance(module, (torch.nn.modules.batchnorm._BatchNorm, _BatchNorm)):
+        if isinstance(module, (*compat.torch_batchnorm_classes(), BatchNormBase)):
             module_output = cls(
                 module.num_features,
                 module.eps,

@@ -3,19 +3,21 @@
 Drop-in for :class:`torch.nn.TransformerEncoderLayer` and
 :class:`torch.nn.TransformerDecoderLayer`: the same constructor arguments and
 defaults, the same forward arguments, the same submodule, parameter and
-``state_dict`` names, and the same numbers. The feed-forward part is a module of
-its own, :class:`MLP`. Attention is :class:`torch.nn.MultiheadAttention`, as in
-torch; this module is about where the norms sit.
+``state_dict`` names, and the same numbers. As in torch, a layer holds the parts of
+its feed-forward block (``linear1``, ``dropout``, ``linear2``, ``activation``) itself and
+runs them in its method ``_ff_block``; the same block on its own is :class:`MLP`, and
+:func:`feed_forward` is the computation both run. Attention is
+:class:`torch.nn.MultiheadAttention`, as in torch; this module is about where the norms sit.
 
 Post-LN (``norm_first=False``, the 2017 transformer)::
 
-    x = norm1(x + dropout1(self_attn(x)))
-    x = norm2(x + dropout2(mlp(x)))
+    x = norm1(x + _sa_block(x))  # _sa_block(x) = dropout1(self_attn(x))
+    x = norm2(x + _ff_block(x))  # _ff_block(x) = dropout2(linear2(dropout(activation(linear1(x)))))
 
 Pre-LN (``norm_first=True``)::
 
-    x = x + dropout1(self_attn(norm1(x)))
-    x = x + dropout2(mlp(norm2(x)))
+    x = x + _sa_block(norm1(x))
+    x = x + _ff_block(norm2(x))
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from __future__ import annotations
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Dropout, Linear, Module, MultiheadAttention
+from torch.nn.functional import gelu, relu
 
+from ..compat import canonical_mask
 from .layernorm import LayerNorm
 
-__all__ = ["MLP", "TransformerEncoderLayer", "TransformerDecoderLayer"]
+__all__ = ["MLP", "TransformerEncoderLayer", "TransformerDecoderLayer", "feed_forward"]
 
 _Activation = str | Callable[[Tensor], Tensor]
 
@@ -39,9 +42,9 @@ def _get_activation_fn(activation: _Activation) -> Callable[[Tensor], Tensor]:
     if not isinstance(activation, str):
         return activation
     if activation == "relu":
-        return F.relu
+        return relu
     if activation == "gelu":
-        return F.gelu
+        return gelu
     raise RuntimeError(f"activation should be relu/gelu, not {activation}")
 
 
@@ -127,6 +130,14 @@ def _check_masks(
             )
 
 
+def feed_forward(block: Module, x: Tensor) -> Tensor:
+    r"""The feed-forward computation :math:`W_2\, \mathrm{dropout}(\phi(W_1 x + b_1)) + b_2` of a
+    module that holds torch's parts ``linear1``, ``activation``, ``dropout`` and ``linear2``:
+    :class:`MLP`, and the ``_ff_block`` of :class:`TransformerEncoderLayer` and
+    :class:`TransformerDecoderLayer` (which add their residual dropout)."""
+    return block.linear2(block.dropout(block.activation(block.linear1(x))))
+
+
 class MLP(Module):
     r"""The position-wise feed-forward block of a transformer layer.
 
@@ -166,7 +177,7 @@ class MLP(Module):
         d_model: int,
         dim_feedforward: int = 2048,
         dropout: float = 0.1,
-        activation: _Activation = F.relu,
+        activation: _Activation = relu,
         bias: bool = True,
         device=None,
         dtype=None,
@@ -179,69 +190,13 @@ class MLP(Module):
         self.activation = _get_activation_fn(activation)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.linear2(self.dropout(self.activation(self.linear1(x))))  # (*, d_model)
+        return feed_forward(self, x)  # (*, d_model)
 
     def extra_repr(self) -> str:
         return f"activation={getattr(self.activation, '__name__', self.activation)}"
 
 
-_MLP_PARTS = ("linear1", "dropout", "linear2", "activation")
-
-
-def _mlp_keys_to_torch(module: Module, state_dict: dict, prefix: str, local_metadata) -> None:
-    """``mlp.linear1.weight`` -> ``linear1.weight``: torch's keys, in torch's order."""
-    inner = prefix + "mlp."
-    items = [
-        (prefix + key[len(inner) :] if key.startswith(inner) else key, value)
-        for key, value in state_dict.items()
-    ]
-    state_dict.clear()
-    state_dict.update(items)
-
-
-def _mlp_keys_from_torch(
-    module, state_dict, prefix, local_metadata, strict, missing, unexpected, errors
-):
-    """``linear1.weight`` -> ``mlp.linear1.weight`` before loading torch's (or our) keys."""
-    for key in list(state_dict):
-        rest = key[len(prefix) :]
-        if key.startswith(prefix) and rest.split(".", 1)[0] in ("linear1", "linear2"):
-            state_dict[prefix + "mlp." + rest] = state_dict.pop(key)
-
-
-class _HasMLP(Module):
-    """A layer whose feed-forward block is the registered submodule :attr:`mlp` (an :class:`MLP`).
-
-    torch's layers hold the block's parts directly, as ``linear1``, ``dropout``,
-    ``linear2`` and ``activation``. Here they are attributes of :attr:`mlp`, readable
-    and settable under torch's names on the layer, and the ``state_dict`` keys are
-    torch's (``linear1.weight``, not ``mlp.linear1.weight``): a state-dict hook renames
-    them on the way out and in, so state dicts load both ways with ``strict=True``.
-    """
-
-    def _register_mlp(self, mlp: MLP) -> None:
-        self.mlp = mlp
-        self.register_state_dict_post_hook(_mlp_keys_to_torch)
-        self.register_load_state_dict_pre_hook(_mlp_keys_from_torch)
-
-    def __setattr__(self, name: str, value) -> None:
-        if name in _MLP_PARTS and "mlp" in self.__dict__.get("_modules", {}):
-            setattr(self._modules["mlp"], name, value)
-        else:
-            super().__setattr__(name, value)
-
-    linear1 = property(lambda self: self.mlp.linear1, doc="The MLP's first ``Linear``.")
-    dropout = property(lambda self: self.mlp.dropout, doc="The MLP's dropout after the activation.")
-    linear2 = property(lambda self: self.mlp.linear2, doc="The MLP's second ``Linear``.")
-    activation = property(lambda self: self.mlp.activation, doc="The MLP's activation.")
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        if "activation" not in self.mlp.__dict__ and "activation" not in self.mlp._modules:
-            self.mlp.activation = F.relu
-
-
-class TransformerEncoderLayer(_HasMLP):
+class TransformerEncoderLayer(Module):
     r"""Self-attention and an MLP, each wrapped in a residual connection and a LayerNorm.
 
     Drop-in for :class:`torch.nn.TransformerEncoderLayer`, with :class:`norms.LayerNorm` norms.
@@ -304,7 +259,7 @@ class TransformerEncoderLayer(_HasMLP):
         nhead: int,
         dim_feedforward: int = 2048,
         dropout: float = 0.1,
-        activation: _Activation = F.relu,
+        activation: _Activation = relu,
         layer_norm_eps: float = 1e-5,
         batch_first: bool = False,
         norm_first: bool = False,
@@ -319,21 +274,28 @@ class TransformerEncoderLayer(_HasMLP):
         self.self_attn = MultiheadAttention(
             d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **factory_kwargs
         )
-        self._register_mlp(
-            MLP(d_model, dim_feedforward, dropout, activation, bias, **factory_kwargs)
-        )
+        # the feed-forward block's parts, under torch's names (the same as norms.MLP's)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **factory_kwargs)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **factory_kwargs)
         self.norm_first = norm_first
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory_kwargs)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory_kwargs)
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
         # torch keeps this flag for its fast path; kept so that code reading it works
-        if activation is F.relu or isinstance(activation, torch.nn.ReLU):
+        if activation is relu or isinstance(activation, torch.nn.ReLU):
             self.activation_relu_or_gelu = 1
-        elif activation is F.gelu or isinstance(activation, torch.nn.GELU):
+        elif activation is gelu or isinstance(activation, torch.nn.GELU):
             self.activation_relu_or_gelu = 2
         else:
             self.activation_relu_or_gelu = 0
+        self.activation = activation  # last, as in torch (a module activation is its last child)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if not hasattr(self, "activation"):  # as torch: pickled without one, it gets relu
+            self.activation = relu
 
     def forward(
         self,
@@ -343,14 +305,14 @@ class TransformerEncoderLayer(_HasMLP):
         is_causal: bool = False,
     ) -> Tensor:
         _check_not_nested(src)
-        src_key_padding_mask = F._canonical_mask(
+        src_key_padding_mask = canonical_mask(
             mask=src_key_padding_mask,
             mask_name="src_key_padding_mask",
-            other_type=F._none_or_dtype(src_mask),
+            other_type=None if src_mask is None else src_mask.dtype,
             other_name="src_mask",
             target_type=src.dtype,
         )
-        src_mask = F._canonical_mask(
+        src_mask = canonical_mask(
             mask=src_mask,
             mask_name="src_mask",
             other_type=None,
@@ -399,10 +361,11 @@ class TransformerEncoderLayer(_HasMLP):
         return self.dropout1(x)
 
     def _ff_block(self, x: Tensor) -> Tensor:
-        return self.dropout2(self.mlp(x))
+        """The feed-forward block and its residual dropout: ``dropout2(MLP(x))``."""
+        return self.dropout2(feed_forward(self, x))
 
 
-class TransformerDecoderLayer(_HasMLP):
+class TransformerDecoderLayer(Module):
     r"""Causal self-attention, cross-attention to the encoder's output and an MLP, each wrapped in
     a residual connection and a LayerNorm (three norms).
 
@@ -451,7 +414,7 @@ class TransformerDecoderLayer(_HasMLP):
         nhead: int,
         dim_feedforward: int = 2048,
         dropout: float = 0.1,
-        activation: _Activation = F.relu,
+        activation: _Activation = relu,
         layer_norm_eps: float = 1e-5,
         batch_first: bool = False,
         norm_first: bool = False,
@@ -469,9 +432,10 @@ class TransformerDecoderLayer(_HasMLP):
         self.multihead_attn = MultiheadAttention(
             d_model, nhead, dropout=dropout, batch_first=batch_first, bias=bias, **factory_kwargs
         )
-        self._register_mlp(
-            MLP(d_model, dim_feedforward, dropout, activation, bias, **factory_kwargs)
-        )
+        # the feed-forward block's parts, under torch's names (the same as norms.MLP's)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **factory_kwargs)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **factory_kwargs)
         self.norm_first = norm_first
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory_kwargs)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory_kwargs)
@@ -479,6 +443,12 @@ class TransformerDecoderLayer(_HasMLP):
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
         self.dropout3 = Dropout(dropout)
+        self.activation = activation  # last, as in torch (a module activation is its last child)
+
+    def __setstate__(self, state):
+        if "activation" not in state:  # as torch: pickled without one, it gets relu
+            state["activation"] = relu
+        super().__setstate__(state)
 
     def forward(
         self,
@@ -551,4 +521,5 @@ class TransformerDecoderLayer(_HasMLP):
         return self.dropout2(x)
 
     def _ff_block(self, x: Tensor) -> Tensor:
-        return self.dropout3(self.mlp(x))
+        """The feed-forward block and its residual dropout: ``dropout3(MLP(x))``."""
+        return self.dropout3(feed_forward(self, x))

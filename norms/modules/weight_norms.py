@@ -232,6 +232,18 @@ def adaptive_clip_grad_(
             Default: 0.01
         eps: :math:`\epsilon`, the floor of ‖w‖ (so zero-initialized weights still move).
             Default: 1e-3
+
+    Example::
+
+        >>> import torch, norms
+        >>> layer = torch.nn.Linear(4, 2)
+        >>> layer(torch.randn(8, 4)).pow(2).sum().mul(1e4).backward()  # a huge gradient
+        >>> norms.adaptive_clip_grad_(layer.parameters(), clip_factor=0.01)
+        >>> ratio = norms.modules.weight_norms.unitwise_norm(layer.weight.grad) / (
+        ...     norms.modules.weight_norms.unitwise_norm(layer.weight.detach())
+        ... )
+        >>> torch.allclose(ratio, torch.full((2, 1), 0.01))  # every unit's ‖g‖/‖w‖ cut to λ
+        True
     """
     if not clip_factor >= 0:
         raise ValueError(f"clip_factor must be non-negative, got {clip_factor}")

@@ -11,6 +11,7 @@ Every function takes ``ax=None`` (or ``axes=None``) and returns the figure, a
 :class:`~norms.plots.style.BookFigure` made without pyplot.
 """
 
+from ..lazy import lazy_submodules
 from .batch_noise import plot_batch_size
 from .comparisons import comparison_modules, plot_comparison, plot_sequence_comparison
 from .reductions import drawn_cells, highlighted_cells, plot_reduction
@@ -32,13 +33,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    """A submodule loads on first use: ``norms.plots.x`` works after ``import norms``."""
-    import importlib
-
-    try:
-        return importlib.import_module(f"{__name__}.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__name__}.{name}":
-            raise
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+# a submodule loads on first use: ``norms.plots.x`` works after ``import norms``
+__getattr__ = lazy_submodules(__name__)

@@ -594,9 +594,12 @@ def _grow_to_fit(fig: Figure, tries: int = 4) -> None:
 
 
 def _new_axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
-    if ax is not None:
-        return ax
-    return BookFigure(figsize=figsize, layout="constrained").subplots()
+    """``ax`` (or the axes of a new figure) set up for cells: equal aspect, no axis lines."""
+    if ax is None:
+        ax = BookFigure(figsize=figsize, layout="constrained").subplots()
+    ax.set_aspect("equal")
+    ax.set_axis_off()
+    return ax
 
 
 def check_drawable(input_shape: Sequence[int]) -> tuple[int, ...]:
@@ -668,6 +671,7 @@ def plot_reduction(
             large to draw.
 
     Example:
+        >>> import norms
         >>> fig = plot_reduction(norms.GroupNorm(2, 6), (4, 6, 2, 2))
         >>> sorted(highlighted_cells(fig))[:3]
         [(0, 0, 0), (0, 0, 1), (0, 0, 2)]
@@ -679,8 +683,6 @@ def plot_reduction(
 
     own_figure = ax is None
     ax = _new_axes(ax, figsize)
-    ax.set_aspect("equal")
-    ax.set_axis_off()
     show_legend = legend if legend is not None else not compact
     reserved = _reserved_inches(title, compact, show_legend)
     (_draw_block if view.kind == "block" else _draw_panels)(ax, view, highlight, reserved)

@@ -14,6 +14,7 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from .. import axes, stats
 from .style import BookFigure
 
 __all__ = [
@@ -45,6 +46,13 @@ def digit_features(channels: int = 8, seed: int = 0) -> torch.Tensor:
     return torch.nn.functional.conv2d(images[order], weight, bias)  # (N, C, 6, 6)
 
 
+def _mean_var(x: torch.Tensor, dims) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and biased variance over ``dims`` (reduced): :func:`norms.stats.mean` and the
+    variance of :func:`norms.stats.var_mean` (torch's kernel, as the stored tables have it)."""
+    mean = stats.mean(x, dims).squeeze(dims)
+    return mean, stats.var_mean(x, dims)[0].squeeze(dims)
+
+
 def slice_spread(x: torch.Tensor, sizes: Sequence[int]) -> dict[int, tuple[float, float]]:
     """How far per-slice statistics are from the global ones, for slices of ``n`` samples.
 
@@ -56,18 +64,16 @@ def slice_spread(x: torch.Tensor, sizes: Sequence[int]) -> dict[int, tuple[float
     averaged over channels.
     """
     c = x.shape[1]
-    dims = (0, *range(2, x.dim()))
-    mean = x.mean(dims)  # (C,)
-    var = x.var(dims, correction=0)  # (C,)
+    mean, var = _mean_var(x, axes.batch_norm_dims(x.dim()))  # (C,), (C,)
     out = {}
     for n in sizes:
         k = x.shape[0] // n
         s = (
             x[: k * n].reshape(k, n, c, -1).transpose(1, 2).reshape(k, c, -1)
         )  # (slices, C, n * prod(S))
-        slice_mean = s.mean(-1)  # (slices, C)
-        slice_var = s.var(-1, correction=0)  # (slices, C)
-        mean_spread = ((slice_mean - mean).pow(2).mean(0).sqrt() / var.sqrt()).mean().item()
+        slice_mean, slice_var = _mean_var(s, (-1,))  # (slices, C), (slices, C)
+        deviation = stats.mean_square(slice_mean - mean, (0,)).sqrt()  # (1, C), RMS over slices
+        mean_spread = (deviation / var.sqrt()).mean().item()
         var_spread = (slice_var / var - 1).abs().mean().item()
         out[int(n)] = (mean_spread, var_spread)
     return out
@@ -131,7 +137,7 @@ def plot_slice_spread(
 def plot_sync_cost(timings: dict[int, dict[str, float]], ax: Axes | None = None):
     """Median time of one training step (forward and backward) per number of processes.
 
-    ``timings`` is what :func:`norms.distributed.time_sync_step` returns:
+    ``timings`` is what :func:`norms.lab.sync.time_sync_step` returns:
     ``{processes: {"plain": s, "sync": s, "all_reduce": s}}``.
     """
     ax = _new_axes(ax, (6.4, 3.4))

@@ -31,6 +31,13 @@ fetched), a container id derived from the content instead of a random one (so
 the output is identical on every run), and jupyterquiz's fallback that loads
 MathJax from cdn.jsdelivr.net removed: the page loads nothing from other hosts.
 
+Languages: the texts of a question are :func:`norms.i18n.tr` templates (translated in
+``norms/locale/zh_CN/LC_MESSAGES/norms.quiz.<module>.po``), so a question dict holds every
+language at once; a rendered quiz carries the questions in English and in Chinese and shows the
+language of the page (``<html lang="zh-CN">``), and so do jupyterquiz's own feedback
+("Correct!", "Incorrect -- try again.") and the score. A reader who set a language
+(``norms.set_language("zh")`` or ``NORMS_LANG=zh``) gets that language only.
+
 The package's parts: :mod:`~norms.quiz.builders` (question dicts), :mod:`~norms.quiz.cases`
 (random layers and inputs), the generators by subject (:mod:`~norms.quiz.computed`,
 :mod:`~norms.quiz.why`, :mod:`~norms.quiz.chapters`, :mod:`~norms.quiz.concepts`),

@@ -7,17 +7,18 @@ import random
 
 from norms import modules
 from norms.axes import NORMS, describe
+from norms.i18n import tr
 
-from .builders import _shape
+from .builders import shape_str
 
 
-def _ctor(name: str, args: tuple, kwargs: dict | None = None) -> str:
+def constructor(name: str, args: tuple, kwargs: dict | None = None) -> str:
     parts = [repr(list(a)) if isinstance(a, tuple) else repr(a) for a in args]
     parts += [f"{k}={v!r}" for k, v in (kwargs or {}).items()]
     return f"norms.{name}({', '.join(parts)})"
 
 
-def _case(rng: random.Random, name: str) -> tuple:
+def random_case(rng: random.Random, name: str) -> tuple:
     """(name, args, kwargs, input_shape) for a random but sensible use of layer ``name``.
     Every dim is >= 2 (so 'reduced or not' is never vacuous) and shapes stay small."""
     N = rng.choice([2, 4, 8])
@@ -58,18 +59,18 @@ def _case(rng: random.Random, name: str) -> tuple:
     raise ValueError(name)
 
 
-def _module(name, args, kwargs=None):
+def make_module(name, args, kwargs=None):
     return getattr(modules, name)(*args, **(kwargs or {}))
 
 
-_ALL = list(NORMS)  # the nine layers, in the book's order
+ALL_LAYERS = list(NORMS)  # the nine layers, in the book's order
 
 
-def _what(name):
+def family_of(name):
     return NORMS[name].family
 
 
-def _alternatives(shape):
+def alternatives(shape):
     """Other layers that accept ``shape``: [(name, args, Reduction)], for distractors."""
     nd = len(shape)
     layers = []
@@ -86,15 +87,15 @@ def _alternatives(shape):
         if C % g == 0 and C != g:
             layers.append(("GroupNorm", (g, C)))
             break
-    return [(n, a, describe(_module(n, a), shape)) for n, a in layers]
+    return [(n, a, describe(make_module(n, a), shape)) for n, a in layers]
 
 
-def _label(name, args) -> str:
+def layer_label(name, args) -> str:
     """``LayerNorm([3, 4])``, ``GroupNorm(2, 8)``: a layer as the reader would construct it."""
-    return _ctor(name, args)[len("norms.") :]
+    return constructor(name, args)[len("norms.") :]
 
 
-def _grouping(name, args, r) -> str:
+def grouping(name, args, r) -> str:
     """What shares a statistic, in words that tell the layers apart. GroupNorm is described by its
     blocks
     of channels: its reduced dims (1, 2, ...) are the same tuple as LayerNorm's over (C, ...), yet
@@ -102,13 +103,20 @@ def _grouping(name, args, r) -> str:
     different blocks never share a statistic."""
     if name == "GroupNorm":
         G, C = args
-        where = ", over every position of those channels" if len(r.input_shape) > 2 else ""
-        return (
-            f"computes one statistic per sample and block of C/G = {C // G} consecutive "
-            f"channels{where} (statistics of shape (N, G) = {_shape(r.stat_shape)})"
+        where = tr(", over every position of those channels") if len(r.input_shape) > 2 else ""
+        return tr(
+            "computes one statistic per sample and block of C/G = {c} consecutive "
+            "channels{where} (statistics of shape (N, G) = {stat_shape})",
+            c=C // G,
+            where=where,
+            stat_shape=shape_str(r.stat_shape),
         )
-    return f"reduces over dims {r.reduced_dims} (statistics of shape {_shape(r.stat_shape)})"
+    return tr(
+        "reduces over dims {reduced_dims} (statistics of shape {stat_shape})",
+        reduced_dims=r.reduced_dims,
+        stat_shape=shape_str(r.stat_shape),
+    )
 
 
-def _stat_words(r) -> str:
-    return "means (and as many variances)" if r.has_mean else "root-mean-square values"
+def stat_words(r) -> str:
+    return tr("means (and as many variances)") if r.has_mean else tr("root-mean-square values")

@@ -9,10 +9,11 @@ import torch
 
 from norms import modules
 from norms.axes import describe
+from norms.i18n import tr
 
-from .builders import _choice, _factor, _num, _numeric, _plus, _shape
-from .cases import _ctor, _module
-from .running import _distinct
+from .builders import choice, factor, num, numeric, plus, shape_str
+from .cases import constructor, make_module
+from .running import distinct
 
 
 def _fold_case(rng):
@@ -65,26 +66,26 @@ def _fold_question(rng):
         wrong = [
             (
                 g * (bc - m) / (v + eps) + be,
-                "That divides by the variance instead of its square root.",
+                tr("That divides by the variance instead of its square root."),
             ),
-            (g * bc / sd + be, "That forgets to subtract the running mean from the bias."),
-            (g * (bc - m) / sd, "That forgets β."),
-            ((bc - m) / sd + be, "That forgets γ."),
-            (bc, "The bias does change: BatchNorm's shift and scale move into it."),
+            (g * bc / sd + be, tr("That forgets to subtract the running mean from the bias.")),
+            (g * (bc - m) / sd, tr("That forgets β.")),
+            ((bc - m) / sd + be, tr("That forgets γ.")),
+            (bc, tr("The bias does change: BatchNorm's shift and scale move into it.")),
         ]
     else:
         j = rng.randrange(3)
         wc = case["W"][c][j]
         value = round(W_new[c][j], 6)
         wrong = [
-            (g * wc / (v + eps), "That divides by the variance instead of its square root."),
-            (wc / sd, "That forgets γ."),
+            (g * wc / (v + eps), tr("That divides by the variance instead of its square root.")),
+            (wc / sd, tr("That forgets γ.")),
             (
                 wc * sd / g,
-                "That is the inverse scale: BatchNorm divides by the std and multiplies by γ.",
+                tr("That is the inverse scale: BatchNorm divides by the std and multiplies by γ."),
             ),
-            (wc, "The weight does change: every row is scaled by γ/√(running_var + ε)."),
-            (g * wc, "That forgets to divide by the running std."),
+            (wc, tr("The weight does change: every row is scaled by γ/√(running_var + ε).")),
+            (g * wc, tr("That forgets to divide by the running std.")),
         ]
     return case, eps, c, what, j, value, wrong
 
@@ -102,7 +103,7 @@ def q_bn_fold(rng, names=None):
         # |γ/√(var + ε)| = 1 leaves the unit's weights (up to sign) unchanged, and then several
         # mistakes give the right number; any other coincidence between the key and a distractor is
         # drawn again as well, so every distractor is kept
-        if abs(abs(g / sd) - 1) > 0.05 and _distinct(
+        if abs(abs(g / sd) - 1) > 0.05 and distinct(
             [value] + [w for w, _ in wrong], 2.5 * _FOLD_TOL
         ):
             break
@@ -121,32 +122,54 @@ def q_bn_fold(rng, names=None):
             "bn.eval()",
         ]
     )
-    scale = f"s = γ/√(running_var + ε) = {_num(g)}/√({_num(v)} + {eps:g}) = {_num(s, '.6g')}"
+    scale = tr(
+        "s = γ/√(running_var + ε) = {g}/√({v} + {eps:g}) = {s}",
+        g=num(g),
+        v=num(v),
+        eps=eps,
+        s=num(s, ".6g"),
+    )
     if what == "bias":
         bc = case["b"][c]
-        question = (
-            f"The Linear and BatchNorm below (eval mode, eps = {eps:g}) are folded into one "
-            "`nn.Linear(3, 2)` that computes the same output. What is its bias for output unit "
-            f"{c}? (3 decimals)"
+        question = tr(
+            "The Linear and BatchNorm below (eval mode, eps = {eps:g}) are folded "
+            "into one `nn.Linear(3, 2)` that computes the same output. What is its "
+            "bias for output unit {c}? (3 decimals)",
+            eps=eps,
+            c=c,
         )
-        correct_fb = (
-            f"Correct: with {scale}, b′ = s·(b − running_mean) + β = "
-            f"{_num(s, '.6g')}·({_num(bc)}{_plus(-m)}){_plus(be)} = {_num(value, '.4f')}."
+        correct_fb = tr(
+            "Correct: with {scale}, b′ = s·(b − running_mean) + β = "
+            "{s}·({bc}{value}){be} = {value2}.",
+            scale=scale,
+            s=num(s, ".6g"),
+            bc=num(bc),
+            value=plus(-m),
+            be=plus(be),
+            value2=num(value, ".4f"),
         )
         meta_extra = dict(unit=c)
     else:
         wc = case["W"][c][j]
-        question = (
-            f"The Linear and BatchNorm below (eval mode, eps = {eps:g}) are folded into one "
-            f"`nn.Linear(3, 2)` that computes the same output. What is its weight[{c}, {j}]? (3 "
-            "decimals)"
+        question = tr(
+            "The Linear and BatchNorm below (eval mode, eps = {eps:g}) are folded "
+            "into one `nn.Linear(3, 2)` that computes the same output. What is its "
+            "weight[{c}, {j}]? (3 decimals)",
+            eps=eps,
+            c=c,
+            j=j,
         )
-        correct_fb = (
-            f"Correct: row {c} is scaled by {scale}, so "
-            f"W′[{c}, {j}] = {_num(s, '.6g')}·{_factor(wc)} = {_num(value, '.4f')}."
+        correct_fb = tr(
+            "Correct: row {c} is scaled by {scale}, so W′[{c}, {j}] = {s}·{wc} = {value}.",
+            c=c,
+            scale=scale,
+            j=j,
+            s=num(s, ".6g"),
+            wc=factor(wc),
+            value=num(value, ".4f"),
         )
         meta_extra = dict(unit=c, input=j)
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="bn_fold", what=what, case=case, **meta_extra),
@@ -154,8 +177,10 @@ def q_bn_fold(rng, names=None):
         wrong=wrong,
         tol=_FOLD_TOL,
         code=code,
-        default_fb="Not quite. In eval mode BatchNorm is y = s·(z − running_mean) + β with "
-        "s = γ/√(running_var + ε); substitute z = W x + b.",
+        default_fb=tr(
+            "Not quite. In eval mode BatchNorm is y = s·(z − running_mean) + β with "
+            "s = γ/√(running_var + ε); substitute z = W x + b."
+        ),
     )
 
 
@@ -165,18 +190,18 @@ def q_ln_accepts(rng, names=None):
     ns = tuple(sizes[: rng.choice([1, 2, 2, 3])])
     other = sizes[3]
     cands = [
-        ((N,) + ns, "a batch of blocks"),
-        ((N, other) + ns, "extra leading dims"),
-        (ns, "no batch dim"),
+        ((N,) + ns, tr("a batch of blocks")),
+        ((N, other) + ns, tr("extra leading dims")),
+        (ns, tr("no batch dim")),
     ]
     if len(ns) > 1:
         cands += [
-            ((N,) + ns[::-1], "the same sizes in the wrong order"),
-            ((N,) + ns[1:], "too few dims"),
+            ((N,) + ns[::-1], tr("the same sizes in the wrong order")),
+            ((N,) + ns[1:], tr("too few dims")),
         ]
     cands += [
-        ((N,) + ns[:-1] + (other,), "a different last size"),
-        (ns + (N,), "the batch dim last"),
+        ((N,) + ns[:-1] + (other,), tr("a different last size")),
+        (ns + (N,), tr("the batch dim last")),
     ]
     m = modules.LayerNorm(list(ns))
     options = []
@@ -189,17 +214,48 @@ def q_ln_accepts(rng, names=None):
             ok, msg = False, type(exc).__name__
         lead = shape[: len(shape) - len(ns)]
         fb = (
-            f"Yes: its last {len(ns)} dim{'s are' if len(ns) > 1 else ' is'} {_shape(ns)}; the "
-            f"leading dims {_shape(lead) if lead else '(none)'} only index the blocks, each "
-            "normalized on its own."
+            (
+                tr(
+                    "Yes: its last {n} dims are {ns}; the leading dims {lead} only index "
+                    "the blocks, each normalized on its own.",
+                    n=len(ns),
+                    ns=shape_str(ns),
+                    lead=shape_str(lead) if lead else tr("(none)"),
+                )
+                if len(ns) > 1
+                else tr(
+                    "Yes: its last {n} dim is {ns}; the leading dims {lead} only index "
+                    "the blocks, each normalized on its own.",
+                    n=len(ns),
+                    ns=shape_str(ns),
+                    lead=shape_str(lead) if lead else tr("(none)"),
+                )
+            )
             if ok
-            else f"No: it raises a {msg}. normalized_shape must match the last {len(ns)} dim"
-            f"{'s' if len(ns) > 1 else ''} of the input, here {_shape(shape[-len(ns) :])}."
+            else (
+                tr(
+                    "No: it raises a {msg}. normalized_shape must match the last {n} "
+                    "dims of the input, here {shape}.",
+                    msg=msg,
+                    n=len(ns),
+                    shape=shape_str(shape[-len(ns) :]),
+                )
+                if len(ns) > 1
+                else tr(
+                    "No: it raises a {msg}. normalized_shape must match the last {n} "
+                    "dim of the input, here {shape}.",
+                    msg=msg,
+                    n=len(ns),
+                    shape=shape_str(shape[-len(ns) :]),
+                )
+            )
         )
-        options.append((_shape(shape), ok, fb, shape))
+        options.append((shape_str(shape), ok, fb, shape))
     options = sorted(options, key=lambda o: (len(o[3]), o[3]))
-    question = f"`norms.LayerNorm({list(ns)})` accepts which of these input shapes (no error)?"
-    return _choice(question, options, dict(kind="ln_accepts", normalized_shape=ns), many=True)
+    question = tr(
+        "`norms.LayerNorm({list})` accepts which of these input shapes (no error)?", list=list(ns)
+    )
+    return choice(question, options, dict(kind="ln_accepts", normalized_shape=ns), many=True)
 
 
 def q_rms_value(rng, names=None):
@@ -220,33 +276,50 @@ def q_rms_value(rng, names=None):
     wrong = [
         (
             (x[i] - mean) / math.sqrt(var),
-            "That is LayerNorm: it subtracts the mean first; RMSNorm does not.",
+            tr("That is LayerNorm: it subtracts the mean first; RMSNorm does not."),
         ),
         (
             x[i] / math.sqrt(ms * D),
-            "That divides by the L2 norm √(Σx²), not by the root of the mean square: "
-            "the output would shrink with D (here by a factor √"
-            + str(D)
-            + (f" = {math.sqrt(D):g}" if math.sqrt(D).is_integer() else f" ≈ {math.sqrt(D):.3f}")
-            + ").",
+            tr(
+                "That divides by the L2 norm √(Σx²), not by the root of the mean square: "
+                "the output would shrink with D (here by a factor √{d}{value}).",
+                d=D,
+                value=(
+                    f" = {math.sqrt(D):g}"
+                    if math.sqrt(D).is_integer()
+                    else f" ≈ {math.sqrt(D):.3f}"
+                ),
+            ),
         ),
-        (x[i] / ms, "That divides by the mean square, without the square root."),
-        (x[i] / (sum(abs(v) for v in x) / D), "That divides by the mean absolute value."),
+        (x[i] / ms, tr("That divides by the mean square, without the square root.")),
+        (x[i] / (sum(abs(v) for v in x) / D), tr("That divides by the mean absolute value.")),
     ]
-    question = (
-        f"`norms.RMSNorm({D})` (γ = 1, default eps) gets the vector x = {x}. What is output "
-        f"element {i}? (3 decimals)"
+    question = tr(
+        "`norms.RMSNorm({d})` (γ = 1, default eps) gets the vector x = {x}. What "
+        "is output element {i}? (3 decimals)",
+        d=D,
+        x=x,
+        i=i,
     )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="rms_value", x=x, index=i),
-        correct_fb=f"Correct: mean(x²) = {ms:.4g}, RMS = √{ms:.4g} = {math.sqrt(ms):.4g}, "
-        f"and {x[i]} / {math.sqrt(ms):.4g} = {value:.4f}.",
+        correct_fb=tr(
+            "Correct: mean(x²) = {ms:.4g}, RMS = √{ms:.4g} = {sqrt:.4g}, and {x} / "
+            "{sqrt:.4g} = {value:.4f}.",
+            ms=ms,
+            sqrt=math.sqrt(ms),
+            x=x[i],
+            value=value,
+        ),
         wrong=wrong,
         tol=0.0015,
-        default_fb="Not quite: square every element, average, take the square root, and divide "
-        f"element {i} by it.",
+        default_fb=tr(
+            "Not quite: square every element, average, take the square root, and "
+            "divide element {i} by it.",
+            i=i,
+        ),
     )
 
 
@@ -264,25 +337,37 @@ def q_group_members(rng, names=None):
             continue
         same = bool(idx[j] == idx[k])
         if same:
-            fb = (
-                f"Yes: channels {per * (k // per)}…{per * (k // per) + per - 1} form one group: "
-                f"GroupNorm({G}, {C}) splits the channels into {G} blocks of {per} consecutive "
-                "channels."
+            fb = tr(
+                "Yes: channels {per}…{value} form one group: GroupNorm({g}, {c}) splits "
+                "the channels into {g} blocks of {per2} consecutive channels.",
+                per=per * (k // per),
+                value=per * (k // per) + per - 1,
+                g=G,
+                c=C,
+                per2=per,
             )
         elif j % G == k % G:
-            fb = (
-                f"No: groups are blocks of {per} consecutive channels, not channels {G} apart. "
-                f"Grouping channels {G} apart is the bug of reshaping to (N, {per}, {G}, …) "
-                f"instead of (N, {G}, {per}, …)."
+            fb = tr(
+                "No: groups are blocks of {per} consecutive channels, not channels {g} "
+                "apart. Grouping channels {g} apart is the bug of reshaping to (N, "
+                "{per}, {g}, …) instead of (N, {g}, {per}, …).",
+                per=per,
+                g=G,
             )
         else:
-            fb = f"No: channel {j} is in another block of {per} consecutive channels."
-        options.append((f"channel {j}", same, fb, j))
-    question = (
-        f"`norms.GroupNorm({G}, {C})` gets an input of shape {_shape((N, C, H, W))}. Which other "
-        f"channels share channel {k}'s mean and variance (within one sample)?"
+            fb = tr(
+                "No: channel {j} is in another block of {per} consecutive channels.", j=j, per=per
+            )
+        options.append((tr("channel {j}", j=j), same, fb, j))
+    question = tr(
+        "`norms.GroupNorm({g}, {c})` gets an input of shape {value}. Which other "
+        "channels share channel {k}'s mean and variance (within one sample)?",
+        g=G,
+        c=C,
+        value=shape_str((N, C, H, W)),
+        k=k,
     )
-    return _choice(
+    return choice(
         question,
         options,
         dict(kind="group_members", G=G, C=C, shape=(N, C, H, W), channel=k),
@@ -301,18 +386,19 @@ def q_instance_contrast(rng, names=None):
             torch.full((C, 1, 1), 3.0, dtype=torch.float64),
             torch.full((C, 1, 1), 2.0, dtype=torch.float64),
         )
-        change = (
-            "multiplied by 3 and shifted by 2 (a change of contrast and brightness of the whole "
-            "image)"
+        change = tr(
+            "multiplied by 3 and shifted by 2 (a change of contrast and brightness "
+            "of the whole image)"
         )
     else:
         scale = 1 + 3 * torch.rand(
             C, 1, 1, generator=gen, dtype=torch.float64
         )  # ≥ 1: eps stays negligible
         shift = torch.randn(C, 1, 1, generator=gen, dtype=torch.float64) * 2
-        change = (
-            "given its own contrast and brightness per channel: channel c becomes a·x + b, "
-            "with a scale a between 1 and 4 and a shift b that differ from channel to channel"
+        change = tr(
+            "given its own contrast and brightness per channel: channel c becomes "
+            "a·x + b, with a scale a between 1 and 4 and a shift b that differ from "
+            "channel to channel"
         )
     x2 = x.clone()
     x2[0] = x[0] * scale + shift
@@ -323,37 +409,51 @@ def q_instance_contrast(rng, names=None):
         ("BatchNorm2d", (C,)),
     ]
     why_yes = {
-        "InstanceNorm2d": "each channel of each image is normalized on its own, so its contrast "
-        "and brightness cancel.",
-        "LayerNorm": "the whole image shares one mean and one std, which absorb a common contrast "
-        "and brightness.",
-        "GroupNorm": "each group of channels shares one mean and std, which absorb a change "
-        "common to the group.",
+        "InstanceNorm2d": tr(
+            "each channel of each image is normalized on its own, so its contrast "
+            "and brightness cancel."
+        ),
+        "LayerNorm": tr(
+            "the whole image shares one mean and one std, which absorb a common "
+            "contrast and brightness."
+        ),
+        "GroupNorm": tr(
+            "each group of channels shares one mean and std, which absorb a change "
+            "common to the group."
+        ),
     }
     why_no = {
-        "InstanceNorm2d": "the change does not cancel.",
+        "InstanceNorm2d": tr("the change does not cancel."),
         "LayerNorm": (
-            "one mean and std for the whole image cannot undo a different change per channel."
+            tr("one mean and std for the whole image cannot undo a different change per channel.")
         ),
         "GroupNorm": (
-            "one mean and std per group of channels cannot undo a different change per channel."
+            tr("one mean and std per group of channels cannot undo a different change per channel.")
         ),
-        "BatchNorm2d": "its statistics are shared with the other images of the batch, so changing "
-        "one image shifts and rescales its output (and the others').",
+        "BatchNorm2d": tr(
+            "its statistics are shared with the other images of the batch, so "
+            "changing one image shifts and rescales its output (and the others')."
+        ),
     }
     options = []
     with torch.no_grad():
         for n, a in layers:
-            m = _module(n, a).double().train()
+            m = make_module(n, a).double().train()
             same = torch.allclose(
                 m(x)[0], m(x2)[0], atol=1e-4
             )  # eps = 1e-5 spoils exactness a little
-            fb = ("Yes: " + why_yes.get(n, "the change cancels.")) if same else ("No: " + why_no[n])
-            options.append((f"`{_ctor(n, a)}`", same, fb, (n, a)))
-    question = (
-        f"In training mode, on a batch of shape {_shape(shape)}, image 0 is {change}. With which "
-        "of these layers is image 0's output unchanged?"
+            fb = (
+                tr("Yes: {reason}", reason=why_yes.get(n, tr("the change cancels.")))
+                if same
+                else tr("No: {reason}", reason=why_no[n])
+            )
+            options.append((f"`{constructor(n, a)}`", same, fb, (n, a)))
+    question = tr(
+        "In training mode, on a batch of shape {shape}, image 0 is {change}. "
+        "With which of these layers is image 0's output unchanged?",
+        shape=shape_str(shape),
+        change=change,
     )
-    return _choice(
+    return choice(
         question, options, dict(kind="instance_contrast", shape=shape, mode=mode), many=True
     )

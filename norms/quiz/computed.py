@@ -12,116 +12,152 @@ import torch
 
 from norms import modules
 from norms.axes import batch_norm_dims, describe
+from norms.i18n import tr
 
-from .builders import _choice, _numeric, _shape
-from .cases import _ALL, _alternatives, _case, _ctor, _grouping, _label, _module, _what
+from .builders import choice, numeric, shape_str
+from .cases import (
+    ALL_LAYERS,
+    alternatives,
+    constructor,
+    family_of,
+    grouping,
+    layer_label,
+    make_module,
+    random_case,
+)
 
 
 def q_num_statistics(rng, names=None):
-    name, args, kwargs, shape = _case(rng, rng.choice(names or _ALL))
-    m = _module(name, args, kwargs)
+    name, args, kwargs, shape = random_case(rng, rng.choice(names or ALL_LAYERS))
+    m = make_module(name, args, kwargs)
     r = describe(m, shape)
-    noun = "means" if r.has_mean else "root-mean-square (RMS) values"
-    question = (
-        f"`{_ctor(name, args, kwargs)}` is applied in training mode to an input of shape "
-        f"{_shape(shape)}. How many {noun} does it compute?"
+    noun = tr("means") if r.has_mean else tr("root-mean-square (RMS) values")
+    question = tr(
+        "`{layer}` is applied in training mode to an input of shape {shape}. How "
+        "many {noun} does it compute?",
+        layer=constructor(name, args, kwargs),
+        shape=shape_str(shape),
+        noun=noun,
     )
     wrong = []
-    for alt_name, alt_args, alt in _alternatives(shape):
+    for alt_name, alt_args, alt in alternatives(shape):
         if alt.num_statistics != r.num_statistics:
             wrong.append(
                 (
                     alt.num_statistics,
-                    f"{alt.num_statistics} is what {_label(alt_name, alt_args)} would "
-                    f"compute on this input: it {_grouping(alt_name, alt_args, alt)}. "
-                    f"{_label(name, args)} {_grouping(name, args, r)}.",
+                    tr(
+                        "{num_statistics} is what {layer} would compute on this input: it "
+                        "{grouping}. {layer2} {grouping2}.",
+                        num_statistics=alt.num_statistics,
+                        layer=layer_label(alt_name, alt_args),
+                        grouping=grouping(alt_name, alt_args, alt),
+                        layer2=layer_label(name, args),
+                        grouping2=grouping(name, args, r),
+                    ),
                 )
             )
     if r.has_mean:
-        per_element = (
-            "That is one per element: then every element would be its own mean and the output "
-            "would be all zeros."
+        per_element = tr(
+            "That is one per element: then every element would be its own mean and "
+            "the output would be all zeros."
         )
     else:
-        per_element = (
-            "That is one per element: then every element would be its own RMS, |x|, and the output "
-            "would be x/|x| = ±1, just the sign of x (up to ε)."
+        per_element = tr(
+            "That is one per element: then every element would be its own RMS, |x|, "
+            "and the output would be x/|x| = ±1, just the sign of x (up to ε)."
         )
     wrong.append((math.prod(shape), per_element))
-    correct_fb = (
-        f"Correct: {_label(name, args)} {_grouping(name, args, r)}, each statistic from "
-        f"{r.elements_per_statistic} elements."
+    correct_fb = tr(
+        "Correct: {layer} {grouping}, each statistic from {elements_per_statistic} elements.",
+        layer=layer_label(name, args),
+        grouping=grouping(name, args, r),
+        elements_per_statistic=r.elements_per_statistic,
     )
     if not r.has_mean:
-        correct_fb += " RMSNorm subtracts no mean at all."
-    return _numeric(
+        correct_fb += tr(" RMSNorm subtracts no mean at all.")
+    return numeric(
         question,
         r.num_statistics,
         dict(kind="num_statistics", norm=name, args=args, kwargs=kwargs, shape=shape),
         correct_fb=correct_fb,
         wrong=wrong,
         default_fb=(
-            "Not quite. GroupNorm splits the channels into G blocks: count one statistic per "
-            "sample and block."
+            tr(
+                "Not quite. GroupNorm splits the channels into G blocks: count one "
+                "statistic per sample and block."
+            )
             if name == "GroupNorm"
-            else f"Not quite. Work out which dims {name} reduces over; the statistics are indexed "
-            "by the remaining dims."
+            else tr(
+                "Not quite. Work out which dims {name} reduces over; the statistics are "
+                "indexed by the remaining dims.",
+                name=name,
+            )
         ),
     )
 
 
 def q_param_shape(rng, names=None):
-    pool = [n for n in (names or _ALL)]
-    name, args, kwargs, shape = _case(rng, rng.choice(pool))
+    pool = [n for n in (names or ALL_LAYERS)]
+    name, args, kwargs, shape = random_case(rng, rng.choice(pool))
     if name.startswith("InstanceNorm"):
         kwargs = {"affine": True}
-    m = _module(name, args, kwargs)
+    m = make_module(name, args, kwargs)
     r = describe(m, shape)
     correct = tuple(m.weight.shape)
     which = "γ (`weight`)"
-    question = (
-        f"What is the shape of {which} of `{_ctor(name, args, kwargs)}`, which is used on inputs "
-        f"of shape {_shape(shape)}?"
+    question = tr(
+        "What is the shape of {which} of `{layer}`, which is used on inputs of shape {shape}?",
+        which=which,
+        layer=constructor(name, args, kwargs),
+        shape=shape_str(shape),
     )
     C = shape[1]
     if (
         name in ("LayerNorm", "RMSNorm") and len(shape) == 3
     ):  # (B, T, D): dim 1 is the position, not a channel
-        dim1 = (
-            "one γ per position (dim 1 is T here): parameters that depend on the position in the "
-            "sequence would tie the layer to one length; γ runs along the normalized dim D."
+        dim1 = tr(
+            "one γ per position (dim 1 is T here): parameters that depend on the "
+            "position in the sequence would tie the layer to one length; γ runs "
+            "along the normalized dim D."
         )
     else:
-        dim1 = "one γ per channel: that is BatchNorm, InstanceNorm and GroupNorm."
+        dim1 = tr("one γ per channel: that is BatchNorm, InstanceNorm and GroupNorm.")
     cands = [
         ((C,), dim1),
         (
             tuple(shape[1:]),
-            "one γ per feature of a sample: that is LayerNorm over every dim but the batch.",
+            tr("one γ per feature of a sample: that is LayerNorm over every dim but the batch."),
         ),
-        ((shape[-1],), "one γ per entry of the last dim: LayerNorm/RMSNorm over the last dim."),
+        ((shape[-1],), tr("one γ per entry of the last dim: LayerNorm/RMSNorm over the last dim.")),
         (
             tuple(shape),
-            "that would need a γ per element of the batch, but parameters cannot depend on the "
-            "batch size.",
+            tr(
+                "that would need a γ per element of the batch, but parameters cannot "
+                "depend on the batch size."
+            ),
         ),
-        ((shape[0], C), "parameters never have a batch dim: the same γ serves every sample."),
-        (tuple(r.stat_shape), "that is the shape of the statistics, not of γ."),
-        ((1,), "a single scalar γ would not let the layer rescale features independently."),
+        ((shape[0], C), tr("parameters never have a batch dim: the same γ serves every sample.")),
+        (tuple(r.stat_shape), tr("that is the shape of the statistics, not of γ.")),
+        ((1,), tr("a single scalar γ would not let the layer rescale features independently.")),
     ]
     if name == "GroupNorm":
         cands.append(
             (
                 (args[0],),
-                "GroupNorm shares statistics within a group but still has one γ per channel.",
+                tr("GroupNorm shares statistics within a group but still has one γ per channel."),
             )
         )
     options = [
         (
-            _shape(correct),
+            shape_str(correct),
             True,
-            f"Correct: {_what(name)}'s γ has shape {_shape(correct)} "
-            f"(it runs along dims {r.param_dims} of the input).",
+            tr(
+                "Correct: {family_of}'s γ has shape {correct} (it runs along dims "
+                "{param_dims} of the input).",
+                family_of=family_of(name),
+                correct=shape_str(correct),
+                param_dims=r.param_dims,
+            ),
             correct,
         )
     ]
@@ -129,9 +165,9 @@ def q_param_shape(rng, names=None):
     for s, fb in cands:
         if s not in seen:
             seen.add(s)
-            wrong.append((_shape(s), False, f"No: {fb}", s))
+            wrong.append((shape_str(s), False, tr("No: {reason}", reason=fb), s))
     options += rng.sample(wrong, min(3, len(wrong)))
-    return _choice(
+    return choice(
         question,
         options,
         dict(kind="param_shape", norm=name, args=args, kwargs=kwargs, shape=shape),
@@ -150,8 +186,8 @@ def _counter_role(name, args, kwargs, shape, gen, steps=2):
         len(shape)
     )  # what a running mean averages over (BatchNorm and InstanceNorm)
     xs = [torch.randn(shape, generator=gen, dtype=torch.float64) * 2 + 1 for _ in range(steps)]
-    m = _module(name, args, dict(kwargs, momentum=None)).double().train()
-    d = _module(name, args, kwargs).double().train()
+    m = make_module(name, args, dict(kwargs, momentum=None)).double().train()
+    d = make_module(name, args, kwargs).double().train()
     with torch.no_grad():
         for x in xs:
             m(x)
@@ -172,41 +208,47 @@ def _counter_role(name, args, kwargs, shape, gen, steps=2):
 
 def _counter_text(counter, moved, cumulative, momentum, plain_ema, steps=2):
     if cumulative and counter == steps:
-        text = (
-            "a counter of training batches. With momentum=None the running statistics are the "
-            "cumulative average of all batches so far: the k-th batch gets weight 1/k, with "
-            "k = num_batches_tracked"
+        text = tr(
+            "a counter of training batches. With momentum=None the running "
+            "statistics are the cumulative average of all batches so far: the k-th "
+            "batch gets weight 1/k, with k = num_batches_tracked"
         )
         if plain_ema:
-            text += (
-                f". With the default momentum ({momentum:g}) it is only counted: every update is "
-                f"(1 − {momentum:g})·old + {momentum:g}·batch, whatever the count; it is used for "
-                "the average only when momentum=None"
+            text += tr(
+                ". With the default momentum ({momentum:g}) it is only counted: every "
+                "update is (1 − {momentum:g})·old + {momentum:g}·batch, whatever the "
+                "count; it is used for the average only when momentum=None",
+                momentum=momentum,
             )
         return text
     if counter == 0 and not moved:
-        return (
-            "it keeps the state_dict in BatchNorm's format, but InstanceNorm never increments it "
-            f"(after {steps} training steps it is still 0), and with momentum=None its running "
-            "statistics are not updated at all"
+        return tr(
+            "it keeps the state_dict in BatchNorm's format, but InstanceNorm never "
+            "increments it (after {steps} training steps it is still 0), and with "
+            "momentum=None its running statistics are not updated at all",
+            steps=steps,
         )
-    return f"a counter of training batches (after {steps} training steps it is {counter})"
+    return tr(
+        "a counter of training batches (after {steps} training steps it is {counter})",
+        steps=steps,
+        counter=counter,
+    )
 
 
 def q_state_dict(rng, names=None):
-    name = rng.choice(names or _ALL)
-    name, args, kwargs, shape = _case(rng, name)
+    name = rng.choice(names or ALL_LAYERS)
+    name, args, kwargs, shape = random_case(rng, name)
     if name.startswith("InstanceNorm"):
         kwargs = rng.choice([{"affine": True}, {"affine": True, "track_running_stats": True}])
-    m = _module(name, args, kwargs)
+    m = make_module(name, args, kwargs)
     keys = set(m.state_dict())
     params = {n for n, _ in m.named_parameters()}
     meta = dict(kind="state_dict", norm=name, args=args, kwargs=kwargs, shape=shape)
     explain = {
-        "weight": "γ, the learnable scale",
-        "bias": "β, the learnable shift",
-        "running_mean": "the running mean used in eval mode",
-        "running_var": "the running (unbiased) variance used in eval mode",
+        "weight": tr("γ, the learnable scale"),
+        "bias": tr("β, the learnable shift"),
+        "running_mean": tr("the running mean used in eval mode"),
+        "running_var": tr("the running (unbiased) variance used in eval mode"),
     }
     if "num_batches_tracked" in keys:
         gen = torch.Generator().manual_seed(rng.randrange(2**31))
@@ -214,53 +256,70 @@ def q_state_dict(rng, names=None):
         explain["num_batches_tracked"] = _counter_text(*role)
         meta["counter_role"] = role
     else:
-        explain["num_batches_tracked"] = "a counter of training batches"
+        explain["num_batches_tracked"] = tr("a counter of training batches")
     options = []
     for k, what in explain.items():
         if k in keys:
-            kind = "a parameter" if k in params else "a buffer"
-            options.append((f"`{k}`", True, f"Yes: {what}. It is {kind}, so it is saved.", k))
+            kind = tr("a parameter") if k in params else tr("a buffer")
+            options.append(
+                (
+                    f"`{k}`",
+                    True,
+                    tr("Yes: {what}. It is {kind}, so it is saved.", what=what, kind=kind),
+                    k,
+                )
+            )
         else:
             options.append(
                 (
                     f"`{k}`",
                     False,
-                    f"No: `{_ctor(name, args, kwargs)}` has no {k}"
+                    tr("No: `{layer}` has no {k}", layer=constructor(name, args, kwargs), k=k)
                     + (
-                        " (RMSNorm only rescales, so there is no β)."
+                        tr(" (RMSNorm only rescales, so there is no β).")
                         if name == "RMSNorm" and k == "bias"
-                        else " (no running statistics: it always normalizes with the statistics "
-                        "of the current input)."
+                        else tr(
+                            " (no running statistics: it always normalizes with the statistics of "
+                            "the current input)."
+                        )
                         if k.startswith(("running", "num"))
                         else "."
                     ),
                     k,
                 )
             )
-    question = f"Which entries does the `state_dict()` of `{_ctor(name, args, kwargs)}` contain?"
-    return _choice(question, options, meta, many=True)
+    question = tr(
+        "Which entries does the `state_dict()` of `{layer}` contain?",
+        layer=constructor(name, args, kwargs),
+    )
+    return choice(question, options, meta, many=True)
 
 
 def q_reduced_dims(rng, names=None):
-    name, args, kwargs, shape = _case(rng, rng.choice(names or _ALL))
-    m = _module(name, args, kwargs)
+    name, args, kwargs, shape = random_case(rng, rng.choice(names or ALL_LAYERS))
+    m = make_module(name, args, kwargs)
     r = describe(m, shape)
     labels = ["N", "C"] + {2: [], 3: ["L"], 4: ["H", "W"], 5: ["D", "H", "W"]}[len(shape)]
     if name in ("LayerNorm", "RMSNorm") and len(shape) <= 3:
         labels = ["B", "T", "D"][-len(shape) :] if len(shape) == 3 else ["N", "D"]
     options = []
     for d, size in enumerate(shape):
-        label = f"dim {d} ({labels[d]} = {size})"
+        label = tr("dim {d} ({label} = {size})", d=d, label=labels[d], size=size)
         if d in r.reduced_dims and name == "GroupNorm" and d == 1:
             G, C = args
             options.append(
                 (
                     label,
                     True,
-                    f"Yes, partly: two elements that differ only in dim 1 share a statistic "
-                    f"only if both channels are in the same block of C/G = {C // G} "
-                    f"consecutive channels; GroupNorm({G}, {C}) has {G} such blocks, and "
-                    "channels in different blocks never share one.",
+                    tr(
+                        "Yes, partly: two elements that differ only in dim 1 share a statistic "
+                        "only if both channels are in the same block of C/G = {c} consecutive "
+                        "channels; GroupNorm({g}, {c2}) has {g} such blocks, and channels in "
+                        "different blocks never share one.",
+                        c=C // G,
+                        g=G,
+                        c2=C,
+                    ),
                     d,
                 )
             )
@@ -269,7 +328,7 @@ def q_reduced_dims(rng, names=None):
                 (
                     label,
                     True,
-                    f"Yes: two elements that differ only in dim {d} share a statistic.",
+                    tr("Yes: two elements that differ only in dim {d} share a statistic.", d=d),
                     d,
                 )
             )
@@ -278,25 +337,33 @@ def q_reduced_dims(rng, names=None):
                 (
                     label,
                     False,
-                    f"No: every index along dim {d} gets its own statistics, so it is "
-                    "kept, not reduced.",
+                    tr(
+                        "No: every index along dim {d} gets its own statistics, so it is kept, "
+                        "not reduced.",
+                        d=d,
+                    ),
                     d,
                 )
             )
     none_fb = (
-        "Yes: no dim is reduced."
+        tr("Yes: no dim is reduced.")
         if not r.reduced_dims
-        else "No: a statistic of one element would be the element itself (the output would carry "
-        "no information); every normalization layer pools several elements into each statistic."
+        else tr(
+            "No: a statistic of one element would be the element itself (the output "
+            "would carry no information); every normalization layer pools several "
+            "elements into each statistic."
+        )
     )
     options.append(
-        ("none: every element is normalized on its own", not r.reduced_dims, none_fb, "none")
+        (tr("none: every element is normalized on its own"), not r.reduced_dims, none_fb, "none")
     )
-    question = (
-        f"`{_ctor(name, args, kwargs)}` gets an input of shape {_shape(shape)}. Over which dims "
-        "does it compute its statistics (which dims are reduced)?"
+    question = tr(
+        "`{layer}` gets an input of shape {shape}. Over which dims does it "
+        "compute its statistics (which dims are reduced)?",
+        layer=constructor(name, args, kwargs),
+        shape=shape_str(shape),
     )
-    return _choice(
+    return choice(
         question,
         options,
         dict(kind="reduced_dims", norm=name, args=args, kwargs=kwargs, shape=shape),
@@ -320,25 +387,32 @@ def q_which_layer(rng, names=None):
         ("LayerNorm", (W,)),
         ("GroupNorm", (2, C)),
     ]
-    descs = [(n, a, describe(_module(n, a), shape)) for n, a in layers]
+    descs = [(n, a, describe(make_module(n, a), shape)) for n, a in layers]
     unique = [d for d in descs if sum(o[2].reduced_dims == d[2].reduced_dims for o in descs) == 1]
     target = rng.choice(unique)
     options = []
     for n, a, r in descs:
         ok = r.reduced_dims == target[2].reduced_dims
-        fb = f"{'Correct' if ok else 'No'}: `{_ctor(n, a)}` {_grouping(n, a, r)}."
+        layer, what = constructor(n, a), grouping(n, a, r)
+        fb = (
+            tr("Correct: `{layer}` {what}.", layer=layer, what=what)
+            if ok
+            else tr("No: `{layer}` {what}.", layer=layer, what=what)
+        )
         if n == "GroupNorm":
-            fb += " Channels in different blocks never share a statistic."
-        options.append((f"`{_ctor(n, a)}`", ok, fb, (n, a)))
-    question = (
-        f"For an input of shape {_shape(shape)}, which layer computes its statistics over dims "
-        f"{target[2].reduced_dims} (elements that differ only along those dims share a mean and a "
-        "variance)?"
+            fb += tr(" Channels in different blocks never share a statistic.")
+        options.append((f"`{constructor(n, a)}`", ok, fb, (n, a)))
+    question = tr(
+        "For an input of shape {shape}, which layer computes its statistics over "
+        "dims {reduced_dims} (elements that differ only along those dims share a "
+        "mean and a variance)?",
+        shape=shape_str(shape),
+        reduced_dims=target[2].reduced_dims,
     )
     options = [o for o in options if o[1]] + rng.sample(
         [o for o in options if not o[1]], min(3, sum(not o[1] for o in options))
     )
-    return _choice(
+    return choice(
         question,
         options,
         dict(
@@ -352,7 +426,7 @@ def q_which_layer(rng, names=None):
 
 def _sample_independent(name, args, shape, gen):
     """Does sample 0's output stay the same when sample 1 changes (training mode)?"""
-    m = _module(name, args).train()
+    m = make_module(name, args).train()
     x = torch.randn(shape, generator=gen)
     x2 = x.clone()
     x2[1] = x2[1] * 3 + 2
@@ -376,20 +450,23 @@ def q_batch_independent(rng, names=None):
         ind = _sample_independent(n, a, shape, gen)
         options.append(
             (
-                f"`{_ctor(n, a)}`",
+                f"`{constructor(n, a)}`",
                 ind,
-                "Yes: its statistics come from one sample only."
+                tr("Yes: its statistics come from one sample only.")
                 if ind
-                else "No: its statistics are shared across the batch, so changing another sample "
-                "changes this sample's output (in training mode).",
+                else tr(
+                    "No: its statistics are shared across the batch, so changing another "
+                    "sample changes this sample's output (in training mode)."
+                ),
                 (n, a),
             )
         )
-    question = (
-        f"In training mode, on inputs of shape {_shape(shape)}, which layers give each sample an "
-        "output that does not depend on the other samples in the batch?"
+    question = tr(
+        "In training mode, on inputs of shape {shape}, which layers give each "
+        "sample an output that does not depend on the other samples in the batch?",
+        shape=shape_str(shape),
     )
-    return _choice(
+    return choice(
         question, options, dict(kind="batch_independent", shape=shape, layers=layers), many=True
     )
 
@@ -409,33 +486,36 @@ def q_groupnorm_special(rng, names=None):
             ("BatchNorm2d", (C,)),
             ("LayerNorm", (W,)),
         ]
-        outs = {(n, a): _module(n, a)(x) for n, a in layers}
+        outs = {(n, a): make_module(n, a)(x) for n, a in layers}
     options = []
     for (n, a), out in outs.items():
-        label = f"`{_ctor(n, a)}`"
+        label = f"`{constructor(n, a)}`"
         same = torch.allclose(y, out, atol=1e-5)
         options.append(
             (
                 label,
                 same,
                 (
-                    "Correct: with G = "
-                    + (
-                        "1 the single group holds every channel and position of a sample."
-                        if G == 1
-                        else "C each group is one channel of one sample."
+                    tr(
+                        "Correct: with G = 1 the single group holds every channel and "
+                        "position of a sample."
                     )
+                    if G == 1
+                    else tr("Correct: with G = C each group is one channel of one sample.")
                 )
                 if same
-                else "No: it groups different elements, so the outputs differ.",
+                else tr("No: it groups different elements, so the outputs differ."),
                 (n, a),
             )
         )
-    question = (
-        f"At initialization (γ = 1, β = 0), `norms.GroupNorm({G}, {C})` on an input of shape "
-        f"{_shape(shape)} computes exactly the same as which layer?"
+    question = tr(
+        "At initialization (γ = 1, β = 0), `norms.GroupNorm({g}, {c})` on an "
+        "input of shape {shape} computes exactly the same as which layer?",
+        g=G,
+        c=C,
+        shape=shape_str(shape),
     )
-    return _choice(question, options, dict(kind="groupnorm_special", G=G, C=C, shape=shape))
+    return choice(question, options, dict(kind="groupnorm_special", G=G, C=C, shape=shape))
 
 
 def q_invariance(rng, names=None):
@@ -460,37 +540,42 @@ def q_invariance(rng, names=None):
     ]
     facts = [
         (
-            f"LayerNorm(x + c) = LayerNorm(x) (re-centering; here c = {c})",
+            tr("LayerNorm(x + c) = LayerNorm(x) (re-centering; here c = {c})", c=c),
             same(ln, shift),
-            "LayerNorm subtracts the mean, so adding the same c to every feature cancels out.",
-            "It does change: the added constant is not removed.",
+            tr("LayerNorm subtracts the mean, so adding the same c to every feature cancels out."),
+            tr("It does change: the added constant is not removed."),
         ),
         (
-            f"RMSNorm(x + c) = RMSNorm(x) (re-centering; here c = {c})",
+            tr("RMSNorm(x + c) = RMSNorm(x) (re-centering; here c = {c})", c=c),
             same(rms, shift),
-            "RMSNorm is invariant to re-centering.",
-            "RMSNorm does not subtract the mean, so adding c changes both x and its root mean "
-            "square.",
+            tr("RMSNorm is invariant to re-centering."),
+            tr(
+                "RMSNorm does not subtract the mean, so adding c changes both x and its "
+                "root mean square."
+            ),
         ),
         (
-            f"LayerNorm(a·x) = LayerNorm(x) (re-scaling; here a = {a})",
+            tr("LayerNorm(a·x) = LayerNorm(x) (re-scaling; here a = {a})", a=a),
             same(ln, scale),
-            "scaling x scales its standard deviation by the same a, which cancels.",
-            "It is not invariant to re-scaling.",
+            tr("scaling x scales its standard deviation by the same a, which cancels."),
+            tr("It is not invariant to re-scaling."),
         ),
         (
-            f"RMSNorm(a·x) = RMSNorm(x) (re-scaling; here a = {a})",
+            tr("RMSNorm(a·x) = RMSNorm(x) (re-scaling; here a = {a})", a=a),
             same(rms, scale),
-            "scaling x scales its root mean square by the same a, which cancels: RMSNorm keeps "
-            "LayerNorm's re-scaling invariance and drops the re-centering one.",
-            "It is not invariant to re-scaling.",
+            tr(
+                "scaling x scales its root mean square by the same a, which cancels: "
+                "RMSNorm keeps LayerNorm's re-scaling invariance and drops the "
+                "re-centering one."
+            ),
+            tr("It is not invariant to re-scaling."),
         ),
     ]
     options = [
-        (t, ok, ("Yes: " + yes) if ok else ("No: " + no), key)
+        (t, ok, tr("Yes: {reason}", reason=yes) if ok else tr("No: {reason}", reason=no), key)
         for (t, ok, yes, no), key in zip(facts, keys, strict=True)
     ]
-    question = (
-        f"Take the feature vector x of one token (D = {D}) and ignore ε. Which of these hold?"
+    question = tr(
+        "Take the feature vector x of one token (D = {d}) and ignore ε. Which of these hold?", d=D
     )
-    return _choice(question, options, dict(kind="invariance", D=D, c=c, a=a), many=True)
+    return choice(question, options, dict(kind="invariance", D=D, c=c, a=a), many=True)

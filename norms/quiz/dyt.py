@@ -8,10 +8,11 @@ import math
 import torch
 
 from norms import modules
+from norms.i18n import tr
 from norms.lab import modern
 from norms.lab.transformer import TinyEncoder
 
-from .builders import _choice, _factor, _num, _numeric, _plus, _shape
+from .builders import choice, factor, num, numeric, plus, shape_str
 
 
 def q_dyt_value(rng, names=None):
@@ -23,24 +24,38 @@ def q_dyt_value(rng, names=None):
         layer.weight.fill_(gamma)
         layer.bias.fill_(beta)
         key = round(float(layer(torch.tensor([[x]], dtype=torch.float64))), 2)
-    return _numeric(
-        f"A `DynamicTanh` with α = {_num(alpha)}, γ = {_num(gamma)} and β = {_num(beta)} gets the "
-        f"value x = {_num(x)}. What does it output (two decimals)?",
+    return numeric(
+        tr(
+            "A `DynamicTanh` with α = {alpha}, γ = {gamma} and β = {beta} gets the "
+            "value x = {x}. What does it output (two decimals)?",
+            alpha=num(alpha),
+            gamma=num(gamma),
+            beta=num(beta),
+            x=num(x),
+        ),
         key,
         dict(kind="dyt_value", alpha=alpha, x=x, gamma=gamma, beta=beta, answer=key),
-        correct_fb=(
-            f"Correct: tanh({_num(alpha)}·{_factor(x)})·{_num(gamma)}{_plus(beta)} = {_num(key)}."
+        correct_fb=tr(
+            "Correct: {formula} = {key}.",
+            formula=f"tanh({num(alpha)}·{factor(x)})·{num(gamma)}{plus(beta)}",
+            key=num(key),
         ),
         wrong=[
-            (round(math.tanh(x) * gamma + beta, 2), "That leaves out α: DyT computes tanh(α x)."),
-            (round(math.tanh(alpha * x), 2), "That leaves out γ and β, applied after the tanh."),
-            (round(math.tanh(alpha * x) * gamma, 2), "β is added after the scaling by γ."),
+            (
+                round(math.tanh(x) * gamma + beta, 2),
+                tr("That leaves out α: DyT computes tanh(α x)."),
+            ),
+            (
+                round(math.tanh(alpha * x), 2),
+                tr("That leaves out γ and β, applied after the tanh."),
+            ),
+            (round(math.tanh(alpha * x) * gamma, 2), tr("β is added after the scaling by γ.")),
             (
                 round(alpha * x * gamma + beta, 2),
-                "That is the straight line α x·γ + β; tanh bends it towards ±1.",
+                tr("That is the straight line α x·γ + β; tanh bends it towards ±1."),
             ),
         ],
-        default_fb="DyT maps each element on its own: y = tanh(α x)·γ + β.",
+        default_fb=tr("DyT maps each element on its own: y = tanh(α x)·γ + β."),
         tol=0.01,
     )
 
@@ -52,17 +67,23 @@ def q_dyt_params(rng, names=None):
     key = sum(p.numel() for p in layer.parameters())
     n = math.prod(shape)
     arg = shape if len(shape) > 1 else shape[0]
-    return _numeric(
-        f"How many learnable parameters (numbers) does `norms.DynamicTanh({arg})` have?",
+    return numeric(
+        tr(
+            "How many learnable parameters (numbers) does `norms.DynamicTanh({arg})` have?", arg=arg
+        ),
         key,
         dict(kind="dyt_params", shape=shape, answer=key),
-        correct_fb=f"Correct: γ and β of shape {_shape(shape)} ({n} each) and one α: 2·{n} + 1.",
+        correct_fb=tr(
+            "Correct: γ and β of shape {shape} ({n} each) and one α: 2·{n} + 1.",
+            shape=shape_str(shape),
+            n=n,
+        ),
         wrong=[
-            (2 * n, "That is LayerNorm's count; DyT adds one learnable scalar α."),
-            (n + 1, "β is learnable too, as in LayerNorm."),
-            (2 * n + n, "α is one scalar for the whole layer, not one per feature."),
+            (2 * n, tr("That is LayerNorm's count; DyT adds one learnable scalar α.")),
+            (n + 1, tr("β is learnable too, as in LayerNorm.")),
+            (2 * n + n, tr("α is one scalar for the whole layer, not one per feature.")),
         ],
-        default_fb="γ and β per feature, plus one scalar α.",
+        default_fb=tr("γ and β per feature, plus one scalar α."),
     )
 
 
@@ -72,17 +93,24 @@ def q_dyt_converted(rng, names=None):
     with torch.random.fork_rng(devices=[]):
         model = modules.convert_ln_to_dyt(TinyEncoder("pre", depth))
     key = sum(isinstance(m, modules.DynamicTanh) for m in model.modules())
-    return _numeric(
-        f"A pre-LN encoder of {depth} `TransformerEncoderLayer`s with a final LayerNorm goes "
-        "through `norms.convert_ln_to_dyt`. How many `DynamicTanh` layers does it have after?",
+    return numeric(
+        tr(
+            "A pre-LN encoder of {depth} `TransformerEncoderLayer`s with a final LayerNorm goes "
+            "through `norms.convert_ln_to_dyt`. How many `DynamicTanh` layers does it have after?",
+            depth=depth,
+        ),
         key,
         dict(kind="dyt_converted", depth=depth, answer=key),
-        correct_fb=f"Correct: two per layer and the final norm: 2·{depth} + 1 = {key}.",
+        correct_fb=tr(
+            "Correct: two per layer and the final norm: 2·{depth} + 1 = {key}.",
+            depth=depth,
+            key=key,
+        ),
         wrong=[
-            (2 * depth, "The final LayerNorm of a pre-LN stack is converted too."),
-            (depth + 1, "Each encoder layer has two LayerNorms (norm1, norm2)."),
+            (2 * depth, tr("The final LayerNorm of a pre-LN stack is converted too.")),
+            (depth + 1, tr("Each encoder layer has two LayerNorms (norm1, norm2).")),
         ],
-        default_fb="Every LayerNorm, at any depth, becomes a DynamicTanh.",
+        default_fb=tr("Every LayerNorm, at any depth, becomes a DynamicTanh."),
     )
 
 
@@ -110,8 +138,8 @@ def q_dyt_depends(rng, names=None):
         dyt = modules.DynamicTanh(6, dtype=torch.float64)
         options = []
         for text, change, key in (
-            ("the other features of the same token", other_feature, "feature"),
-            ("the other samples in the batch", other_sample, "sample"),
+            (tr("the other features of the same token"), other_feature, "feature"),
+            (tr("the other samples in the batch"), other_sample, "sample"),
         ):
             dep = _depends(dyt, x, change)
             ln = _depends(modules.LayerNorm(6, dtype=torch.float64), x, change)
@@ -120,16 +148,27 @@ def q_dyt_depends(rng, names=None):
                 (
                     text,
                     dep,
-                    f"Measured: changing {text} changes DyT's output: {dep}; LayerNorm's: {ln}; "
-                    f"BatchNorm's (training mode): {bn}.",
+                    tr(
+                        "Measured: changing {text} changes DyT's output: {dep}; LayerNorm's: "
+                        "{ln}; BatchNorm's (training mode): {bn}.",
+                        text=text,
+                        dep=dep,
+                        ln=ln,
+                        bn=bn,
+                    ),
                     key,
                 )
             )
-    options.append(("the learned scalar α", True, "Yes: y = tanh(α x)·γ + β.", "alpha"))
-    options.append(("its own input value x", True, "Yes: DyT is a function of each element.", "x"))
+    options.append((tr("the learned scalar α"), True, tr("Yes: y = tanh(α x)·γ + β."), "alpha"))
+    options.append(
+        (tr("its own input value x"), True, tr("Yes: DyT is a function of each element."), "x")
+    )
     rng.shuffle(options)
-    return _choice(
-        "One output element of `norms.DynamicTanh` (in training mode) depends on which of these?",
+    return choice(
+        tr(
+            "One output element of `norms.DynamicTanh` (in training mode) depends on which of "
+            "these?"
+        ),
         options,
         dict(kind="dyt_depends"),
         many=True,
@@ -145,30 +184,40 @@ def q_qk_gamma_shape(rng, names=None):
     key = tuple(attn.q_norm.weight.shape)
     options = [
         (
-            _shape(key),
+            shape_str(key),
             True,
-            f"Correct: QK-norm normalizes each head's query over its dₕ = "
-            f"{d}/{nhead} features; γ is shared by the heads.",
+            tr(
+                "Correct: QK-norm normalizes each head's query over its dₕ = "
+                "{d}/{nhead} features; γ is shared by the heads.",
+                d=d,
+                nhead=nhead,
+            ),
             "d_h",
         ),
         (
-            _shape((d,)),
+            shape_str((d,)),
             False,
-            "That would normalize the queries of all heads together (some "
-            "models do); `norms.modules.Attention` normalizes per head.",
+            tr(
+                "That would normalize the queries of all heads together (some "
+                "models do); `norms.modules.Attention` normalizes per head."
+            ),
             "d",
         ),
-        (_shape((nhead,)), False, "γ scales features, not heads.", "nhead"),
+        (shape_str((nhead,)), False, tr("γ scales features, not heads."), "nhead"),
         (
-            _shape((nhead, key[0])),
+            shape_str((nhead, key[0])),
             False,
-            "The heads share one γ of dₕ in `norms.modules.Attention`.",
+            tr("The heads share one γ of dₕ in `norms.modules.Attention`."),
             "h,d_h",
         ),
     ]
-    return _choice(
-        f"`norms.modules.Attention(d_model={d}, nhead={nhead}, qk_norm=True)`: what is the shape "
-        "of `q_norm.weight`?",
+    return choice(
+        tr(
+            "`norms.modules.Attention(d_model={d}, nhead={nhead}, qk_norm=True)`: what is the "
+            "shape of `q_norm.weight`?",
+            d=d,
+            nhead=nhead,
+        ),
         options,
         dict(kind="qk_gamma_shape", d=d, nhead=nhead, answer=key),
     )
@@ -184,18 +233,25 @@ def q_qk_bound(rng, names=None):
     with torch.no_grad():
         q = k = rms(v)
     key = round(float(q @ k) / math.sqrt(d_h), 2)
-    return _numeric(
-        "With QK-norm (an RMSNorm with γ = 1 on each head's query and key, head size "
-        f"dₕ = {d_h}), what is the largest attention logit q·k/√dₕ possible (two decimals)?",
+    return numeric(
+        tr(
+            "With QK-norm (an RMSNorm with γ = 1 on each head's query and key, head size "
+            "dₕ = {d_h}), what is the largest attention logit q·k/√dₕ possible (two decimals)?",
+            d_h=d_h,
+        ),
         key,
         dict(kind="qk_bound", d_h=d_h, answer=key),
-        correct_fb=f"Correct: ‖q‖ = ‖k‖ = √dₕ after RMSNorm, so q·k ≤ dₕ and the logit ≤ "
-        f"√{d_h} = {key}. Only γ can raise it.",
+        correct_fb=tr(
+            "Correct: ‖q‖ = ‖k‖ = √dₕ after RMSNorm, so q·k ≤ dₕ and the logit ≤ "
+            "√{d_h} = {key}. Only γ can raise it.",
+            d_h=d_h,
+            key=key,
+        ),
         wrong=[
-            (float(d_h), "That is q·k before the division by √dₕ."),
-            (1.0, "That is the cosine; q and k have norm √dₕ after RMSNorm."),
+            (float(d_h), tr("That is q·k before the division by √dₕ.")),
+            (1.0, tr("That is the cosine; q and k have norm √dₕ after RMSNorm.")),
         ],
-        default_fb="After RMSNorm a vector of dₕ features has norm √dₕ.",
+        default_fb=tr("After RMSNorm a vector of dₕ features has norm √dₕ."),
         tol=0.01,
     )
 
@@ -209,7 +265,7 @@ def q_identity_at_init(rng, names=None):
         kw = dict(dim_feedforward=ff, dropout=0.0, batch_first=True)
         blocks = {
             "ReZero (x + α·F(x), α = 0)": modern.ReZeroEncoderLayer(d, nhead, **kw),
-            "AdaLN-Zero (gates predicted by a zero-initialized layer)": modern.AdaLNZeroBlock(
+            tr("AdaLN-Zero (gates predicted by a zero-initialized layer)"): modern.AdaLNZeroBlock(
                 d, nhead, ff
             ),
             "LayerScale (x + diag(λ)·F(LN(x)), λ = 0.1)": modern.LayerScaleEncoderLayer(
@@ -227,12 +283,11 @@ def q_identity_at_init(rng, names=None):
                 else block(x)
             )
             same = bool(torch.equal(y, x))
-            options.append(
-                (name, same, f"Measured: max |y − x| = {float((y - x).abs().max()):.3g}.", name)
-            )
+            gap = float((y - x).abs().max())
+            options.append((name, same, tr("Measured: max |y − x| = {gap:.3g}.", gap=gap), name))
     rng.shuffle(options)
-    return _choice(
-        "Which of these blocks return their input exactly unchanged at initialization?",
+    return choice(
+        tr("Which of these blocks return their input exactly unchanged at initialization?"),
         options,
         dict(kind="identity_at_init"),
         many=True,

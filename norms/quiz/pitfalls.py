@@ -11,10 +11,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from norms import modules
+from norms.i18n import tr
 from norms.lab.pitfalls import param_groups
 from norms.lab.training import ResidualBlock, seeded
 
-from .builders import _choice, _numeric
+from .builders import choice, numeric
 
 
 def q_dropout_shift(rng, names=None):
@@ -27,34 +28,48 @@ def q_dropout_shift(rng, names=None):
         measured = float(F.dropout(x, p, training=True).var() / x.var())
     if abs(measured - value) > 0.03 * value:
         raise AssertionError(f"dropout variance ratio: measured {measured}, formula {value}")
-    question = (
-        f"A unit x has mean {mu:g} and variance {var:g}. It passes through `nn.Dropout(p={p:g})` "
+    question = tr(
+        "A unit x has mean {mu:g} and variance {var:g}. It passes through `nn.Dropout(p={p:g})` "
         "(inverted dropout: kept values are divided by 1 − p) and then a linear layer and "
         "BatchNorm. By what factor is the variance of the dropout output larger in training mode "
-        "than in evaluation mode?"
+        "than in evaluation mode?",
+        mu=mu,
+        var=var,
+        p=p,
     )
     wrong = [
-        (1.0, "That is what dropout keeps: the mean. The variance is not kept."),
+        (1.0, tr("That is what dropout keeps: the mean. The variance is not kept.")),
         (
             round(1 / (1 - p), 4),
-            "That is the factor for a unit with mean 0; here the mean is not 0.",
+            tr("That is the factor for a unit with mean 0; here the mean is not 0."),
         ),
-        (round(1 - p, 4), "That is the keep probability, and it goes the other way."),
+        (round(1 - p, 4), tr("That is the keep probability, and it goes the other way.")),
     ]
     wrong = [(v, fb) for v, fb in wrong if abs(v - value) > 1e-3]
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="dropout_shift", p=p, mu=mu, var=var, measured=measured),
-        correct_fb=f"Correct: in training E[y²] = E[x²]/(1 − p) = {var + mu * mu:g}/{1 - p:g} and "
-        f"the mean stays {mu:g}, so Var[y] = {value * var:.4g}, {value:.4g} times the {var:g} of "
-        f"evaluation mode (measured with torch: {measured:.3f}). BatchNorm's running variance "
-        "remembers the training value, so in evaluation it divides by too much: the variance "
-        "shift of Li et al. (2019).",
+        correct_fb=tr(
+            "Correct: in training E[y²] = E[x²]/(1 − p) = {second:g}/{keep:g} and the mean stays "
+            "{mu:g}, so Var[y] = {var_y:.4g}, {value:.4g} times the {var:g} of evaluation mode "
+            "(measured with torch: {measured:.3f}). BatchNorm's running variance remembers the "
+            "training value, so in evaluation it divides by too much: the variance shift of Li "
+            "et al. (2019).",
+            second=var + mu * mu,
+            keep=1 - p,
+            mu=mu,
+            var_y=value * var,
+            value=value,
+            var=var,
+            measured=measured,
+        ),
         wrong=wrong,
         tol=0.002,
-        default_fb="Not quite: compute E[y²] with y = x·m/(1 − p), m ~ "
-        "Bernoulli(1 − p), then subtract the squared mean.",
+        default_fb=tr(
+            "Not quite: compute E[y²] with y = x·m/(1 − p), m ~ "
+            "Bernoulli(1 − p), then subtract the squared mean."
+        ),
     )
 
 
@@ -75,35 +90,45 @@ def q_frozen_bn(rng, names=None):
     after = bn.state_dict()
     changed = {k: not torch.equal(before[k], after[k]) for k in before}
     changed["output"] = not torch.allclose(bn.eval()(probe), out_before)
-    texts = {
-        "running_mean": "`running_mean` changes",
-        "running_var": "`running_var` changes",
-        "num_batches_tracked": "`num_batches_tracked` changes",
-        "weight": "γ (`weight`) changes",
-        "output": "the evaluation-mode output for a fixed input changes",
-    }
-    why = {
-        "running_mean": (
-            "training mode updates the running statistics; requires_grad has nothing to do with "
-            "them"
-        ),
-        "running_var": (
-            "training mode updates the running statistics; requires_grad has nothing to do with "
-            "them"
-        ),
-        "num_batches_tracked": "every training-mode forward pass counts",
-        "weight": "γ gets no gradient and no optimizer step, and a forward pass never changes it",
-        "output": "the running statistics it normalizes with have moved",
-    }
     options = [
-        (texts[k], changed[k], ("Yes: " if changed[k] else "No: ") + why[k] + ".", k) for k in texts
+        (
+            text,
+            changed[k],
+            tr("Yes: {why}.", why=why) if changed[k] else tr("No: {why}.", why=why),
+            k,
+        )
+        for k, (text, why) in _frozen_bn_texts().items()
     ]
-    question = (
-        f"A pretrained `norms.BatchNorm1d({C})` is frozen with `requires_grad_(False)` on its "
+    question = tr(
+        "A pretrained `norms.BatchNorm1d({C})` is frozen with `requires_grad_(False)` on its "
         "parameters and `eval()`. Then the training script calls `model.train()` and runs one "
-        "forward pass on a batch of new data. What has changed?"
+        "forward pass on a batch of new data. What has changed?",
+        C=C,
     )
-    return _choice(question, options, dict(kind="frozen_bn", changed=changed), many=True)
+    return choice(question, options, dict(kind="frozen_bn", changed=changed), many=True)
+
+
+def _frozen_bn_texts() -> dict:
+    """{what: (statement, why it changes or not)} for :func:`q_frozen_bn`."""
+    running = tr(
+        "training mode updates the running statistics; requires_grad has nothing to do with them"
+    )
+    return {
+        "running_mean": (tr("`running_mean` changes"), running),
+        "running_var": (tr("`running_var` changes"), running),
+        "num_batches_tracked": (
+            tr("`num_batches_tracked` changes"),
+            tr("every training-mode forward pass counts"),
+        ),
+        "weight": (
+            tr("γ (`weight`) changes"),
+            tr("γ gets no gradient and no optimizer step, and a forward pass never changes it"),
+        ),
+        "output": (
+            tr("the evaluation-mode output for a fixed input changes"),
+            tr("the running statistics it normalizes with have moved"),
+        ),
+    }
 
 
 def _autocast_dtype(layer_name):
@@ -138,27 +163,39 @@ def q_autocast_dtype(rng, names=None):
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         ok = dtype == out
         if ok and dtype == torch.float32:
-            fb = (
+            fb = tr(
                 "Correct: CPU autocast lists this op among those it runs in float32: it casts the "
                 "bfloat16 input up and returns float32."
             )
         elif ok:
-            fb = (
-                f"Correct: this op is not on autocast's float32 list; it receives {h_dtype} and "
+            fb = tr(
+                "Correct: this op is not on autocast's float32 list; it receives {h_dtype} and "
                 "returns the input's dtype (inside, the statistics are still accumulated in "
-                "float32)."
+                "float32).",
+                h_dtype=h_dtype,
             )
         elif dtype == torch.float16:
-            fb = "No: CPU autocast here was asked for bfloat16; nothing produces float16."
+            fb = tr("No: CPU autocast here was asked for bfloat16; nothing produces float16.")
         else:
-            fb = f"No: run it: the output is {out}."
+            fb = tr("No: run it: the output is {out}.", out=out)
         options.append((str(dtype), ok, fb, str(dtype)))
-    question = (
+    question = tr(
         "Inside `torch.autocast('cpu', dtype=torch.bfloat16)`, a float32 batch goes through "
-        f"`nn.Linear(8, 8)` (which autocast runs in bfloat16) and then `{layer}`. What dtype does "
-        "the normalization return?"
+        "`nn.Linear(8, 8)` (which autocast runs in bfloat16) and then `{layer}`. What dtype does "
+        "the normalization return?",
+        layer=layer,
     )
-    return _choice(question, options, dict(kind="autocast_dtype", layer=layer, out=str(out)))
+    return choice(question, options, dict(kind="autocast_dtype", layer=layer, out=str(out)))
+
+
+def _padded_row(b: int, real: list, pad: int):
+    """``sequence 0: 3, 1 then 2 padding zeros``: one row of :func:`q_padded_mean`."""
+    values = ", ".join(str(v) for v in real)
+    if pad == 0:
+        return tr("sequence {b}: {values}", b=b, values=values)
+    if pad == 1:
+        return tr("sequence {b}: {values} then 1 padding zero", b=b, values=values)
+    return tr("sequence {b}: {values} then {pad} padding zeros", b=b, values=values, pad=pad)
 
 
 def q_padded_mean(rng, names=None):
@@ -175,46 +212,57 @@ def q_padded_mean(rng, names=None):
     value = round(float(bn.running_mean[0]), 6)
     real = [values[b][t] for b in range(B) for t in range(lengths[b])]
     masked = round(sum(real) / len(real), 6)
-    rows = "; ".join(
-        f"sequence {b}: "
-        + ", ".join(str(values[b][t]) for t in range(lengths[b]))
-        + (
-            f" then {T - lengths[b]} padding zero{'s' if T - lengths[b] > 1 else ''}"
-            if lengths[b] < T
-            else ""
-        )
-        for b in range(B)
+    rows = _padded_row(0, values[0][: lengths[0]], T - lengths[0])
+    for b in range(1, B):
+        row = _padded_row(b, values[b][: lengths[b]], T - lengths[b])
+        rows = tr("{rows}; {row}", rows=rows, row=row)
+    question = tr(
+        "A batch of {B} sequences of one feature, padded with zeros to length {T} ({rows}), is "
+        "reshaped to ({BT}, 1) and passed through `norms.BatchNorm1d(1)` in training mode. "
+        "What mean does it subtract?",
+        B=B,
+        T=T,
+        rows=rows,
+        BT=B * T,
     )
-    question = (
-        f"A batch of {B} sequences of one feature, padded with zeros to length {T} ({rows}), is "
-        f"reshaped to ({B * T}, 1) and passed through `norms.BatchNorm1d(1)` in training mode. "
-        "What mean does it subtract?"
-    )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="padded_mean", lengths=lengths, values=values),
-        correct_fb=f"Correct: the zeros count as tokens: {sum(real)}/{B * T} = {value:g}. The mean "
-        f"over the real tokens is {masked:g}; the padding drags the statistic towards 0, and by "
-        "how much depends on how much padding the batch happens to hold.",
+        correct_fb=tr(
+            "Correct: the zeros count as tokens: {total}/{BT} = {value:g}. The mean over the real "
+            "tokens is {masked:g}; the padding drags the statistic towards 0, and by how much "
+            "depends on how much padding the batch happens to hold.",
+            total=sum(real),
+            BT=B * T,
+            value=value,
+            masked=masked,
+        ),
         wrong=[
             (
                 masked,
-                "That is the mean over the real tokens, what a masked BatchNorm would use. The "
-                "plain layer sees the padding zeros as tokens.",
+                tr(
+                    "That is the mean over the real tokens, what a masked BatchNorm would use. "
+                    "The plain layer sees the padding zeros as tokens."
+                ),
             ),
             (
                 round(sum(real) / (B * T - 1), 6),
-                "That divides by B·T − 1; a mean divides by the number of rows, B·T.",
+                tr("That divides by B·T − 1; a mean divides by the number of rows, B·T."),
             ),
             (
                 round(sum(values[0][: lengths[0]]) / lengths[0], 6),
-                "That is the mean of sequence 0 alone; BatchNorm pools every row of the batch.",
+                tr("That is the mean of sequence 0 alone; BatchNorm pools every row of the batch."),
             ),
-            (0.0, "It does not subtract 0: a mean over values that are all ≥ 0, some > 0, is > 0."),
+            (
+                0.0,
+                tr(
+                    "It does not subtract 0: a mean over values that are all ≥ 0, some > 0, is > 0."
+                ),
+            ),
         ],
         tol=0.0005,
-        default_fb="Not quite: BatchNorm averages over every row it is given.",
+        default_fb=tr("Not quite: BatchNorm averages over every row it is given."),
     )
 
 
@@ -230,45 +278,59 @@ def q_btd_without_transpose(rng, names=None):
         outcome = "runs_wrong"
     except (RuntimeError, ValueError):
         outcome = "raises"
+    raises = outcome == "raises"
     options = [
         (
-            "It raises an error about the number of channels.",
-            outcome == "raises",
-            (
-                f"Yes: BatchNorm1d reads dim 1 as the channels; here that is T = {T} ≠ {D}."
-                if outcome == "raises"
-                else (
-                    f"No: T = {T} happens to equal D = {D}, so the shapes match and nothing "
-                    "complains."
-                )
+            tr("It raises an error about the number of channels."),
+            raises,
+            tr(
+                "Yes: BatchNorm1d reads dim 1 as the channels; here that is T = {T} ≠ {D}.",
+                T=T,
+                D=D,
+            )
+            if raises
+            else tr(
+                "No: T = {T} happens to equal D = {D}, so the shapes match and nothing complains.",
+                T=T,
+                D=D,
             ),
             "raises",
         ),
         (
-            "It runs, but normalizes each time step over the batch and the features: silently "
-            "wrong.",
-            outcome == "runs_wrong",
-            (
+            tr(
+                "It runs, but normalizes each time step over the batch and the features: "
+                "silently wrong."
+            ),
+            not raises,
+            tr(
                 "Yes: with T = D the layer takes dim 1 (time) as its channels; the fix is "
                 "`bn(x.transpose(1, 2)).transpose(1, 2)`."
-                if outcome == "runs_wrong"
-                else "No: it does not get that far: the number of channels does not match."
-            ),
+            )
+            if not raises
+            else tr("No: it does not get that far: the number of channels does not match."),
             "runs_wrong",
         ),
         (
-            "It runs and normalizes each feature over the batch and the time steps, as intended.",
+            tr(
+                "It runs and normalizes each feature over the batch and the time steps, as "
+                "intended."
+            ),
             False,
-            "No: BatchNorm1d expects (N, C, L) with the channels in dim 1; (B, T, D) has them "
-            "last.",
+            tr(
+                "No: BatchNorm1d expects (N, C, L) with the channels in dim 1; (B, T, D) has them "
+                "last."
+            ),
             "right",
         ),
     ]
-    question = (
-        f"A transformer-style tensor x of shape (B, T, D) = ({B}, {T}, {D}) goes straight into "
-        f"`norms.BatchNorm1d({D})` in training mode, without a transpose. What happens?"
+    question = tr(
+        "A transformer-style tensor x of shape (B, T, D) = ({B}, {T}, {D}) goes straight into "
+        "`norms.BatchNorm1d({D})` in training mode, without a transpose. What happens?",
+        B=B,
+        T=T,
+        D=D,
     )
-    return _choice(
+    return choice(
         question, options, dict(kind="btd_without_transpose", shape=(B, T, D), outcome=outcome)
     )
 
@@ -288,37 +350,47 @@ def q_momentum_none(rng, names=None):
     ema = 0.0
     for m in means:
         ema = 0.9 * ema + 0.1 * m
-    question = (
-        f"A fresh `norms.BatchNorm1d(1, momentum=None)` runs in training mode on {len(means)} "
-        f"batches whose means are {', '.join(str(m) for m in means)} (in that order). What is its "
-        "`running_mean` now?"
+    question = tr(
+        "A fresh `norms.BatchNorm1d(1, momentum=None)` runs in training mode on {k} "
+        "batches whose means are {means} (in that order). What is its "
+        "`running_mean` now?",
+        k=len(means),
+        means=", ".join(str(m) for m in means),
     )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="momentum_none", means=means),
-        correct_fb=f"Correct: momentum=None keeps a plain average of the batch statistics, "
-        f"{sum(means)}/{len(means)} = {value:g}, each batch weighted equally. That is what "
-        "recalibration after training needs.",
+        correct_fb=tr(
+            "Correct: momentum=None keeps a plain average of the batch statistics, "
+            "{total}/{k} = {value:g}, each batch weighted equally. That is what "
+            "recalibration after training needs.",
+            total=sum(means),
+            k=len(means),
+            value=value,
+        ),
         wrong=[
             (
                 round(ema, 6),
-                "That is the exponential average of the default momentum 0.1, starting from 0.",
+                tr("That is the exponential average of the default momentum 0.1, starting from 0."),
             ),
-            (float(means[-1]), "That is the last batch's mean, momentum = 1."),
+            (float(means[-1]), tr("That is the last batch's mean, momentum = 1.")),
             (
                 round(sum(means) / (len(means) + 1), 6),
-                "That counts the initial running_mean 0 as "
-                "one more batch; the average starts at the "
-                "first batch.",
+                tr(
+                    "That counts the initial running_mean 0 as one more batch; the average starts "
+                    "at the first batch."
+                ),
             ),
             (
                 float(means[0]),
-                "That is the first batch's mean only; momentum=None weighs every batch equally.",
+                tr(
+                    "That is the first batch's mean only; momentum=None weighs every batch equally."
+                ),
             ),
         ],
         tol=0.0005,
-        default_fb="Not quite: momentum=None means a cumulative (plain) average.",
+        default_fb=tr("Not quite: momentum=None means a cumulative (plain) average."),
     )
 
 
@@ -331,35 +403,45 @@ def q_decay_effective_lr(rng, names=None):
         w.grad = torch.zeros_like(w)  # the gradient is orthogonal to w; here only the decay acts
         opt.step()
     value = round((start / float(w.detach().norm())) ** 2, 4)  # η/‖W‖² grows by (‖W₀‖/‖W_k‖)²
-    question = (
+    question = tr(
         "The weights W of a linear layer feed a BatchNorm, so the loss ignores ‖W‖ and the "
-        f"effective learning rate is η/‖W‖². SGD with η = {lr:g} and weight decay λ = {wd:g} runs "
-        f"{k} steps; ignore the gradient's own (orthogonal) contribution to ‖W‖. By what factor "
-        "has the effective learning rate grown?"
+        "effective learning rate is η/‖W‖². SGD with η = {lr:g} and weight decay λ = {wd:g} runs "
+        "{k} steps; ignore the gradient's own (orthogonal) contribution to ‖W‖. By what factor "
+        "has the effective learning rate grown?",
+        lr=lr,
+        wd=wd,
+        k=k,
     )
     shrink = round(1 / (1 - lr * wd) ** k, 4)
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="decay_effective_lr", lr=lr, wd=wd, k=k),
-        correct_fb=f"Correct: each step multiplies W by 1 − ηλ = {1 - lr * wd:g}, so ‖W‖ shrinks "
-        f"by {1 / shrink:.4g} and η/‖W‖² grows by (1 − ηλ)⁻²ᵏ = {value:.4g}. On a "
-        "scale-invariant layer weight decay does not simplify the function; it raises the "
-        "effective learning rate (van Laarhoven, 2017).",
+        correct_fb=tr(
+            "Correct: each step multiplies W by 1 − ηλ = {step:g}, so ‖W‖ shrinks by "
+            "{shrink:.4g} and η/‖W‖² grows by (1 − ηλ)⁻²ᵏ = {value:.4g}. On a scale-invariant "
+            "layer weight decay does not simplify the function; it raises the effective learning "
+            "rate (van Laarhoven, 2017).",
+            step=1 - lr * wd,
+            shrink=1 / shrink,
+            value=value,
+        ),
         wrong=[
             (
                 shrink,
-                "That is how much ‖W‖ shrinks (inverted); the effective learning rate goes with "
-                "its square.",
+                tr(
+                    "That is how much ‖W‖ shrinks (inverted); the effective learning rate goes "
+                    "with its square."
+                ),
             ),
-            (1.0, "The function does not change, but the step size does."),
+            (1.0, tr("The function does not change, but the step size does.")),
             (
                 round((1 - lr * wd) ** (2 * k), 4),
-                "That is the inverse: ‖W‖ shrinks, so η/‖W‖² grows.",
+                tr("That is the inverse: ‖W‖ shrinks, so η/‖W‖² grows."),
             ),
         ],
         tol=value * 1e-3,
-        default_fb="Not quite: each step multiplies W by (1 − ηλ).",
+        default_fb=tr("Not quite: each step multiplies W by (1 − ηλ)."),
     )
 
 
@@ -378,13 +460,13 @@ def q_no_decay_group(rng, names=None):
     names = {id(p): n for n, p in model.named_parameters()}
     in_no_decay = {names[id(p)] for p in no_decay["params"]}
     labels = {
-        "0.weight": "the convolution's kernel (`0.weight`)",
-        "0.bias": "the convolution's bias (`0.bias`)",
-        "1.weight": "BatchNorm's γ (`1.weight`)",
-        "1.bias": "BatchNorm's β (`1.bias`)",
-        "4.weight": "the linear layer's weight (`4.weight`)",
-        "4.bias": "the linear layer's bias (`4.bias`)",
-        "5.weight": "LayerNorm's γ (`5.weight`)",
+        "0.weight": tr("the convolution's kernel (`0.weight`)"),
+        "0.bias": tr("the convolution's bias (`0.bias`)"),
+        "1.weight": tr("BatchNorm's γ (`1.weight`)"),
+        "1.bias": tr("BatchNorm's β (`1.bias`)"),
+        "4.weight": tr("the linear layer's weight (`4.weight`)"),
+        "4.bias": tr("the linear layer's bias (`4.bias`)"),
+        "5.weight": tr("LayerNorm's γ (`5.weight`)"),
     }
     options = []
     for name, text in labels.items():
@@ -396,9 +478,9 @@ def q_no_decay_group(rng, names=None):
                 text,
                 ok,
                 (
-                    "Yes: a vector (ndim 1): a bias, γ or β."
+                    tr("Yes: a vector (ndim 1): a bias, γ or β.")
                     if ok
-                    else "No: a matrix or kernel (ndim ≥ 2) keeps its weight decay."
+                    else tr("No: a matrix or kernel (ndim ≥ 2) keeps its weight decay.")
                 ),
                 name,
             )
@@ -409,8 +491,8 @@ def q_no_decay_group(rng, names=None):
         "                      nn.Flatten(), nn.Linear(8, 10), norms.LayerNorm(10))\n"
         "decay, no_decay = norms.lab.pitfalls.param_groups(model, weight_decay=0.01)"
     )
-    question = "Which parameters of this model end up in the group without weight decay?"
-    return _choice(
+    question = tr("Which parameters of this model end up in the group without weight decay?")
+    return choice(
         question, options, dict(kind="no_decay_group", conv_bias=conv_bias), code=code, many=True
     )
 
@@ -431,10 +513,10 @@ def q_zero_init_block(rng, names=None):
             "double": torch.relu(2 * x),
         }
     texts = {
-        "relu": "ReLU(x): the residual branch adds exactly 0",
-        "x": "x itself",
-        "zero": "0: the block is switched off",
-        "double": "ReLU(2x): both paths carry x",
+        "relu": tr("ReLU(x): the residual branch adds exactly 0"),
+        "x": tr("x itself"),
+        "zero": tr("0: the block is switched off"),
+        "double": tr("ReLU(2x): both paths carry x"),
     }
     options = []
     for key, want in cands.items():
@@ -443,22 +525,23 @@ def q_zero_init_block(rng, names=None):
             (
                 texts[key],
                 ok,
-                (
+                tr(
                     "Correct: γ = 0 in the branch's last BatchNorm makes the branch output "
                     "β = 0, so the block starts as ReLU(x + 0); with non-negative inputs, as "
                     "after a previous block, that is the identity (Goyal et al., 2017)."
                 )
                 if ok
-                else (
+                else tr(
                     "No: run the block: the branch's last norm outputs γ·x̂ + β with γ = 0 and "
                     "β = 0."
                 ),
                 key,
             )
         )
-    question = (
-        f"A residual block computes ReLU(x + BN₂(W₂ ReLU(BN₁(W₁ x)))) with width {width}, and the "
+    question = tr(
+        "A residual block computes ReLU(x + BN₂(W₂ ReLU(BN₁(W₁ x)))) with width {width}, and the "
         "γ of BN₂ is initialized to zero. What does the block compute at initialization (training "
-        "mode)?"
+        "mode)?",
+        width=width,
     )
-    return _choice(question, options, dict(kind="zero_init_block", width=width))
+    return choice(question, options, dict(kind="zero_init_block", width=width))

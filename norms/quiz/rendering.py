@@ -1,4 +1,10 @@
-"""Rendering through jupyterquiz, deterministic and without external loads."""
+"""Rendering through jupyterquiz, deterministic and without external loads, in every language.
+
+The question generators run once: their dicts hold :class:`norms.i18n.Text` values, and the
+output carries one jupyterquiz list per language built from the same dicts (only the reader's
+language when one was set, :func:`norms.i18n.explicit_language`). The script shows the
+language of :func:`norms.i18n.js_language` (the page's ``<html lang>``), and so do the
+feedback jupyterquiz writes itself ("Correct!", "Incorrect -- try again.") and the score."""
 
 from __future__ import annotations
 
@@ -9,6 +15,8 @@ import random
 import re
 import warnings
 from importlib.resources import files
+
+from norms.i18n import LANGUAGES, Text, explicit_language, js_language, tr
 
 from .topics import bank, questions_for
 
@@ -24,6 +32,70 @@ _EXTERNAL_SRC = re.compile(r"""\w+\.src\s*=\s*['"]https?://[^'"]*['"]\s*;""")
 
 def _clean(questions):
     return [{k: v for k, v in q.items() if not k.startswith("_")} for q in questions]
+
+
+def _in_language(value, language: str):
+    """``value`` (questions: dicts and lists holding :class:`~norms.i18n.Text`) with every text
+    in ``language``: what jupyterquiz takes."""
+    if isinstance(value, Text):
+        return value.in_language(language)
+    if isinstance(value, dict):
+        return {k: _in_language(v, language) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_in_language(v, language) for v in value]
+    return str(value) if isinstance(value, str) else value
+
+
+def _strings() -> dict:
+    """The texts the script shows itself, ``{language: {name: text}}``: score.js's (by name,
+    with ``{fields}`` it fills in) and jupyterquiz's feedback (by its English text)."""
+    keep = {k: "{" + k + "}" for k in ("right", "answered", "shown", "good", "seen", "wrong")}
+    keep["percent"] = "{percent}"
+    texts = {
+        "retry": tr("Retry the questions I got wrong"),
+        "reset": tr("Reset my tally"),
+        "new": tr("New questions"),
+        "score_one": tr(
+            "Your score: {right} right of {answered} answered ({shown} question).", **keep
+        ),
+        "score_many": tr(
+            "Your score: {right} right of {answered} answered ({shown} questions).", **keep
+        ),
+        "tally_none": tr(
+            "Across your visits (kept in this browser only): {good} right of {seen} questions "
+            "answered; {wrong} to retry.",
+            **keep,
+        ),
+        "tally_one": tr(
+            "Across your visits (kept in this browser only): {good} right of {seen} question "
+            "answered ({percent}%); {wrong} to retry.",
+            **keep,
+        ),
+        "tally_many": tr(
+            "Across your visits (kept in this browser only): {good} right of {seen} questions "
+            "answered ({percent}%); {wrong} to retry.",
+            **keep,
+        ),
+        "Correct!": tr("Correct!"),
+        "Correct": tr("Correct"),
+        "Incorrect -- try again.": tr("Incorrect -- try again."),
+        "Incorrect. Try again.": tr("Incorrect. Try again."),
+        "Type numeric answer here:": tr("Type numeric answer here:"),
+        "Type your answer here:": tr("Type your answer here:"),
+    }
+    return {lang: {k: v.in_language(lang) for k, v in texts.items()} for lang in LANGUAGES}
+
+
+# jupyterquiz's own texts (string literals in its script), shown through NormsQuiz.t
+_JQ_NAMES = (
+    "Correct!",
+    "Correct",
+    "Incorrect -- try again.",
+    "Incorrect. Try again.",
+    "Type numeric answer here:",
+    "Type your answer here:",
+)
+_JQ_TEXTS = re.compile('"(' + "|".join(re.escape(t) for t in _JQ_NAMES) + ')"')
 
 
 # jupyterquiz (2.9.6) looks up the question class by "type" but then styles and scores a question by
@@ -93,33 +165,52 @@ def _js_string(text: str) -> str:
     return literal.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _add_score(js: str, key: str, persist: bool) -> str:
-    """Let norms' score script (``score.js``) pick and show the questions, so it can score them."""
+def _translate_js(js: str) -> str:
+    """jupyterquiz's own texts through ``NormsQuiz.t``, so they follow the quiz's language."""
+    if set(_JQ_TEXTS.findall(js)) != set(_JQ_NAMES):
+        warnings.warn(
+            "norms.quiz: jupyterquiz changed its feedback texts; some may stay English",
+            stacklevel=3,
+        )
+    return _JQ_TEXTS.sub(r'NormsQuiz.t("\1")', js)
+
+
+def _add_score(js: str, key: str, persist: bool, banks: str | None) -> str:
+    """Let norms' score script (``score.js``) pick and show the questions, so it can score them,
+    in the language of :func:`norms.i18n.js_language`. ``banks``: a JavaScript expression for
+    ``{language: questions}`` when the output carries several languages (else jupyterquiz's
+    own list)."""
     if len(_SHOW_CALL.findall(js)) != 1:
         warnings.warn(
             "norms.quiz: jupyterquiz changed, cannot add the score; the quiz shows no score",
             stacklevel=2,
         )
         return js
-    call = (
-        r"NormsQuiz.show(\1, '\2', show_questions, "
-        + _js_string(key).replace("\\", "\\\\")
-        + (", true);" if persist else ", false);")
-    )
-    return _score_js() + "\n" + _SHOW_CALL.sub(call, js)
+
+    def call(m):
+        return (
+            f"NormsQuiz.show({banks or m[1]}, '{m[2]}', show_questions, {_js_string(key)}, "
+            f"{'true' if persist else 'false'}, {js_language()});"
+        )
+
+    strings = json.dumps(_strings(), ensure_ascii=False, sort_keys=True)
+    head = f"{_score_js()}\nwindow.NormsQuiz.strings = {strings};\n"
+    return head + _translate_js(_SHOW_CALL.sub(call, js))
 
 
 def render(questions: list, *, key: str | None = None, persist: bool = False, **options) -> dict:
     """Run ``jupyterquiz.display_quiz`` on ``questions`` and return what it displays, cleaned:
     ``{"html": ..., "javascript": ..., "div_id": ...}``. ``options`` are display_quiz's
     (``num``, ``shuffle_answers``, ``colors``, ...). The container id is derived from the
-    questions, the options and ``key`` (not random, and not from anything shown before), so
-    the output is the same on every run; to show the same questions twice on one page, give
-    each a different ``key``.
+    questions (in English), the options and ``key`` (not random, and not from anything shown
+    before), so the output is the same on every run; to show the same questions twice on one
+    page, give each a different ``key``.
 
-    The quiz shows the reader's score (``score.js``); with ``persist=True`` it also keeps a
-    tally across visits in the browser's localStorage (under ``key``), with a reset and a
-    retry of the questions answered wrongly."""
+    The texts of ``questions`` may be :class:`norms.i18n.Text`: the output then carries the
+    questions in every language (in the reader's only, when one was set) and the script shows
+    the page's. The quiz shows the reader's score (``score.js``); with ``persist=True`` it also
+    keeps a tally across visits in the browser's localStorage (under ``key``), with a reset and
+    a retry of the questions answered wrongly."""
     try:
         import jupyterquiz.dynamic.display as jq_display
     except ImportError as exc:  # an optional dependency: pip install "norms[quiz]"
@@ -127,15 +218,18 @@ def render(questions: list, *, key: str | None = None, persist: bool = False, **
             "norms.quiz needs jupyterquiz to display quizzes: pip install jupyterquiz"
         ) from exc
 
-    qs = _clean(questions)
-    payload = json.dumps([qs, sorted(options.items()), key], sort_keys=True, default=str)
+    clean = _clean(questions)
+    english = _in_language(clean, "en")
+    chosen = explicit_language()
+    shown = english if chosen is None else _in_language(clean, chosen)
+    payload = json.dumps([english, sorted(options.items()), key], sort_keys=True, default=str)
     digest = hashlib.sha256(payload.encode()).hexdigest()
     captured = []
     saved_display, saved_random = jq_display.display, jq_display.random
     jq_display.display = lambda *objs, **kw: captured.extend(objs)
     jq_display.random = random.Random(digest)  # display_quiz draws its div id from here
     try:
-        jq_display.display_quiz(qs, **options)
+        jq_display.display_quiz(shown, **options)
     finally:
         jq_display.display, jq_display.random = saved_display, saved_random
     html_out = "".join(o.data for o in captured if type(o).__name__ == "HTML")
@@ -144,8 +238,33 @@ def render(questions: list, *, key: str | None = None, persist: bool = False, **
     js_out = _patch_js("".join(o.data for o in captured if type(o).__name__ == "Javascript"))
     m = re.search(r'<div id="([A-Za-z0-9_]+)"', html_out)
     div_id = m.group(1) if m else None
-    js_out = _add_score(js_out, key or div_id or digest, persist)
+    banks = None
+    if chosen is None and div_id is not None:
+        js_out, banks = _add_languages(js_out, div_id, clean)
+    js_out = _add_score(js_out, key or div_id or digest, persist, banks)
     return {"html": _SCORE_STYLE + html_out, "javascript": js_out, "div_id": div_id}
+
+
+def _add_languages(js: str, div_id: str, clean: list) -> tuple[str, str | None]:
+    """Declare the questions in the other languages after jupyterquiz's (English) list;
+    returns the script and the expression ``{"en": ..., "zh": ...}`` (``None`` if jupyterquiz
+    changed and its list was not found)."""
+    declaration = f"var questions{div_id}=" + json.dumps(_in_language(clean, "en")) + ";\n"
+    if js.count(declaration) != 1:
+        warnings.warn(
+            "norms.quiz: jupyterquiz changed, cannot add the other languages; the quiz is "
+            "English only",
+            stacklevel=3,
+        )
+        return js, None
+    others = ""
+    banks = [f'"en": questions{div_id}']
+    for language in LANGUAGES[1:]:
+        name = f"questions{div_id}_{language}"
+        listed = json.dumps(_in_language(clean, language), ensure_ascii=False)
+        others += f"var {name}={listed};\n"
+        banks.append(f'"{language}": {name}')
+    return js.replace(declaration, declaration + others), "{" + ", ".join(banks) + "}"
 
 
 def display_questions(

@@ -10,9 +10,10 @@ import torch
 
 from norms import modules
 from norms.axes import describe
+from norms.i18n import Text, forms, tr
 
-from .builders import _choice, _factor, _num, _numeric, _shape
-from .cases import _ALL, _case, _ctor, _module, _what
+from .builders import choice, factor, num, numeric, shape_str
+from .cases import ALL_LAYERS, constructor, family_of, make_module, random_case
 
 
 def _differs_in_eval(m, shape, gen):
@@ -28,43 +29,46 @@ def _differs_in_eval(m, shape, gen):
 
 
 def q_train_eval(rng, names=None):
-    name = rng.choice(names or _ALL)
-    name, args, kwargs, shape = _case(rng, name)
+    name = rng.choice(names or ALL_LAYERS)
+    name, args, kwargs, shape = random_case(rng, name)
     if name.startswith("InstanceNorm"):
         kwargs = rng.choice([{}, {"track_running_stats": True}, {"affine": True}])
-    m = _module(name, args, kwargs)
+    m = make_module(name, args, kwargs)
     gen = torch.Generator().manual_seed(rng.randrange(2**31))
     differ = _differs_in_eval(m, shape, gen)
     has_w, has_b = getattr(m, "weight", None) is not None, getattr(m, "bias", None) is not None
     if has_w and has_b:
-        affine_fb = "No: γ and β are applied in both modes; only the statistics can differ."
+        affine_fb = tr("No: γ and β are applied in both modes; only the statistics can differ.")
     elif has_w:
-        affine_fb = (
-            f"No: {_what(name)} has γ but no β, and γ is applied in both modes; only the "
-            "statistics can differ."
+        affine_fb = tr(
+            "No: {family_of} has γ but no β, and γ is applied in both modes; only "
+            "the statistics can differ.",
+            family_of=family_of(name),
         )
     else:
-        affine_fb = (
-            f"No: `{_ctor(name, args, kwargs)}` has no γ or β at all (affine=False), so there is "
-            "nothing to switch off; only the statistics can differ."
+        affine_fb = tr(
+            "No: `{layer}` has no γ or β at all (affine=False), so there is nothing "
+            "to switch off; only the statistics can differ.",
+            layer=constructor(name, args, kwargs),
         )
     tracks = getattr(m, "running_mean", None) is not None
-    yes_running = (
-        "Yes: in eval mode it normalizes with the running mean and variance collected in training."
+    running_text = tr(
+        "in eval mode it normalizes with the running mean and variance collected in training."
     )
-    no_own = (
-        "No: it has no running statistics, so both modes normalize each input with its own "
-        "statistics."
+    yes_running = tr("Yes: {reason}", reason=running_text)
+    no_own = tr(
+        "No: it has no running statistics, so both modes normalize each input "
+        "with its own statistics."
     )
     options = [
         (
             yes_running,
             differ and tracks,
-            "Correct: " + yes_running[5:]
+            tr("Correct: {reason}", reason=running_text)
             if differ
-            else "No: this layer keeps no running statistics"
+            else tr("No: this layer keeps no running statistics")
             + (
-                "; InstanceNorm only does with track_running_stats=True."
+                tr("; InstanceNorm only does with track_running_stats=True.")
                 if name.startswith("Instance")
                 else "."
             ),
@@ -73,26 +77,33 @@ def q_train_eval(rng, names=None):
         (
             no_own,
             not differ,
-            "Correct: its statistics are computed per sample, from the input itself, in both modes."
+            tr(
+                "Correct: its statistics are computed per sample, from the input itself, "
+                "in both modes."
+            )
             if not differ
-            else "No: this layer keeps running statistics (it has running_mean/running_var "
-            "buffers) and uses them in eval mode.",
+            else tr(
+                "No: this layer keeps running statistics (it has "
+                "running_mean/running_var buffers) and uses them in eval mode."
+            ),
             "same",
         ),
-        ("Yes: eval mode switches off γ and β.", False, affine_fb, "affine"),
+        (tr("Yes: eval mode switches off γ and β."), False, affine_fb, "affine"),
         (
-            "No: `.eval()` only affects dropout.",
+            tr("No: `.eval()` only affects dropout."),
             False,
-            "No: `.eval()` sets `self.training = False` on every submodule; any layer may read it "
-            "(BatchNorm does).",
+            tr(
+                "No: `.eval()` sets `self.training = False` on every submodule; any "
+                "layer may read it (BatchNorm does)."
+            ),
             "dropout",
         ),
     ]
-    question = (
-        f"Does `{_ctor(name, args, kwargs)}` compute something different in `.train()` and "
-        "`.eval()` mode?"
+    question = tr(
+        "Does `{layer}` compute something different in `.train()` and `.eval()` mode?",
+        layer=constructor(name, args, kwargs),
     )
-    return _choice(
+    return choice(
         question, options, dict(kind="train_eval", norm=name, args=args, kwargs=kwargs, shape=shape)
     )
 
@@ -116,7 +127,7 @@ def _bn_step(rows, momentum):
     return m.running_mean.tolist(), m.running_var.tolist()
 
 
-def _distinct(values, gap) -> bool:
+def distinct(values, gap) -> bool:
     """No two of ``values`` within ``gap`` of each other (so no numeric distractor collapses onto
     another)."""
     return all(abs(a - b) > gap for i, a in enumerate(values) for b in values[i + 1 :])
@@ -142,56 +153,76 @@ def q_running_var(rng, names=None):
         wrong = [
             (
                 (1 - mom) * 1 + mom * vb,
-                "That uses the biased variance (÷n). BatchNorm normalizes with the biased "
-                "variance but stores the unbiased one (÷(n−1)) in running_var.",
+                tr(
+                    "That uses the biased variance (÷n). BatchNorm normalizes with the "
+                    "biased variance but stores the unbiased one (÷(n−1)) in running_var."
+                ),
             ),
             (
                 mom * 1 + (1 - mom) * vu,
-                "That is the TensorFlow/Keras convention (momentum weighs the old value). "
-                "In PyTorch new = (1 − momentum)·old + momentum·batch.",
+                tr(
+                    "That is the TensorFlow/Keras convention (momentum weighs the old "
+                    "value). In PyTorch new = (1 − momentum)·old + momentum·batch."
+                ),
             ),
             (
                 mom * 1 + (1 - mom) * vb,
-                "That mixes up both: Keras-style momentum and the biased variance.",
+                tr("That mixes up both: Keras-style momentum and the biased variance."),
             ),
             (
                 vu,
-                "That is the batch's unbiased variance alone; the running value only moves a "
-                "fraction momentum towards it.",
+                tr(
+                    "That is the batch's unbiased variance alone; the running value only "
+                    "moves a fraction momentum towards it."
+                ),
             ),
             (
                 vb,
-                "That is the batch's biased variance alone; the running value only moves a "
-                "fraction momentum towards it, and it uses the unbiased variance.",
+                tr(
+                    "That is the batch's biased variance alone; the running value only moves "
+                    "a fraction momentum towards it, and it uses the unbiased variance."
+                ),
             ),
             (
                 1.0,
-                "That is the starting value: a training step does move running_var towards the "
-                "batch's (unbiased) variance.",
+                tr(
+                    "That is the starting value: a training step does move running_var "
+                    "towards the batch's (unbiased) variance."
+                ),
             ),
         ]
         # a batch whose unbiased variance is (nearly) 1 would leave running_var where it started, so
         # "nothing changes" would be right by accident and the distractors would collapse onto the
         # key: draw again
-        if abs(vu - 1) >= 0.1 and _distinct([value] + [v for v, _ in wrong], 2.5 * _STEP_TOL):
+        if abs(vu - 1) >= 0.1 and distinct([value] + [v for v, _ in wrong], 2.5 * _STEP_TOL):
             break
-    question = (
-        f"A fresh `norms.BatchNorm1d(2, momentum={mom})` (so `running_var` starts as [1, 1]) does "
-        f"one training step on this batch of {n_rows} samples (one row per sample). What is "
-        "`running_var[0]` afterwards? (3 decimals)"
+    question = tr(
+        "A fresh `norms.BatchNorm1d(2, momentum={mom})` (so `running_var` starts "
+        "as [1, 1]) does one training step on this batch of {n_rows} samples "
+        "(one row per sample). What is `running_var[0]` afterwards? (3 decimals)",
+        mom=mom,
+        n_rows=n_rows,
     )
     code = "x = torch.tensor(" + json.dumps(rows) + ", dtype=torch.float32)"
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="running_var", rows=rows, momentum=mom),
-        correct_fb=f"Correct: the unbiased batch variance of channel 0 is {vu:.4g}, and "
-        f"(1 − {mom})·1 + {mom}·{vu:.4g} = {value:.4f}.",
+        correct_fb=tr(
+            "Correct: the unbiased batch variance of channel 0 is {vu:.4g}, and (1 − "
+            "{mom})·1 + {mom}·{vu:.4g} = {value:.4f}.",
+            vu=vu,
+            mom=mom,
+            value=value,
+        ),
         wrong=wrong,
         tol=_STEP_TOL,
         code=code,
-        default_fb="Not quite. Compute channel 0's variance over the batch with n − 1 in the "
-        "denominator, then running_var = (1 − momentum)·1 + momentum·variance.",
+        default_fb=tr(
+            "Not quite. Compute channel 0's variance over the batch with n − 1 in "
+            "the denominator, then running_var = (1 − momentum)·1 + "
+            "momentum·variance."
+        ),
     )
 
 
@@ -202,35 +233,48 @@ def q_running_mean(rng, names=None):
     rm, _ = _bn_step(rows, mom)
     value = round(rm[1], 6)
     mean = sum(r[1] for r in rows) / n_rows
-    question = (
-        f"A fresh `norms.BatchNorm1d(2, momentum={mom})` (so `running_mean` starts as [0, 0]) does "
-        "one training step on this batch (one row per sample). What is `running_mean[1]` "
-        "afterwards? (3 decimals)"
+    question = tr(
+        "A fresh `norms.BatchNorm1d(2, momentum={mom})` (so `running_mean` "
+        "starts as [0, 0]) does one training step on this batch (one row per "
+        "sample). What is `running_mean[1]` afterwards? (3 decimals)",
+        mom=mom,
     )
     code = "x = torch.tensor(" + json.dumps(rows) + ", dtype=torch.float32)"
     wrong = [
         (
             (1 - mom) * mean,
-            "That is the TensorFlow/Keras convention (momentum weighs the old value). In "
-            "PyTorch new = (1 − momentum)·old + momentum·batch.",
+            tr(
+                "That is the TensorFlow/Keras convention (momentum weighs the old "
+                "value). In PyTorch new = (1 − momentum)·old + momentum·batch."
+            ),
         ),
         (
             mean,
-            "That is the batch mean itself; the running mean only moves a fraction momentum "
-            "towards it.",
+            tr(
+                "That is the batch mean itself; the running mean only moves a fraction "
+                "momentum towards it."
+            ),
         ),
     ]
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="running_mean", rows=rows, momentum=mom),
-        correct_fb=f"Correct: channel 1's batch mean is {_num(mean, '.4g')} and "
-        f"(1 − {mom})·0 + {mom}·{_factor(mean, '.4g')} = {_num(value, '.4f')}.",
+        correct_fb=tr(
+            "Correct: channel 1's batch mean is {mean} and (1 − {mom})·0 + "
+            "{mom}·{mean2} = {value}.",
+            mean=num(mean, ".4g"),
+            mom=mom,
+            mean2=factor(mean, ".4g"),
+            value=num(value, ".4f"),
+        ),
         wrong=wrong,
         tol=_STEP_TOL,
         code=code,
-        default_fb="Not quite: take the mean of the second column, then "
-        "running_mean = (1 − momentum)·0 + momentum·mean.",
+        default_fb=tr(
+            "Not quite: take the mean of the second column, then running_mean = (1 − "
+            "momentum)·0 + momentum·mean."
+        ),
     )
 
 
@@ -250,29 +294,54 @@ _EPS_FORMULAS = {
 }
 _EPS_FEEDBACK = {
     True: {
-        "inside": "ε goes inside the square root, added to the variance: √(σ² + ε) ≥ √ε keeps the "
-        "denominator away from zero even when the values are (almost) constant.",
-        "outside": "Adding ε after the square root also avoids dividing by zero, but it is not "
-        "what torch.nn (and norms) compute: the outputs differ when the variance is small.",
-        "after": (
-            "Adding ε to the output would just shift it; it would not protect the division at all."
+        "inside": tr(
+            "ε goes inside the square root, added to the variance: √(σ² + ε) ≥ √ε "
+            "keeps the denominator away from zero even when the values are (almost) "
+            "constant."
         ),
-        "numerator": "ε in the numerator does not protect against a zero denominator.",
+        "outside": tr(
+            "Adding ε after the square root also avoids dividing by zero, but it is "
+            "not what torch.nn (and norms) compute: the outputs differ when the "
+            "variance is small."
+        ),
+        "after": (
+            tr(
+                "Adding ε to the output would just shift it; it would not protect the "
+                "division at all."
+            )
+        ),
+        "numerator": tr("ε in the numerator does not protect against a zero denominator."),
     },
     False: {
-        "inside": "ε goes inside the square root, added to the mean square: √(mean(x²) + ε) ≥ √ε "
-        "keeps the denominator away from zero even when all values are small.",
-        "outside": "Adding ε after the square root also avoids dividing by zero, but it is not "
-        "what torch.nn (and norms) compute: the outputs differ when the root mean square is "
-        "small.",
+        "inside": tr(
+            "ε goes inside the square root, added to the mean square: √(mean(x²) + "
+            "ε) ≥ √ε keeps the denominator away from zero even when all values are "
+            "small."
+        ),
+        "outside": tr(
+            "Adding ε after the square root also avoids dividing by zero, but it is "
+            "not what torch.nn (and norms) compute: the outputs differ when the root "
+            "mean square is small."
+        ),
         "after": (
-            "Adding ε to the output would just shift it; it would not protect the division at all."
+            tr(
+                "Adding ε to the output would just shift it; it would not protect the "
+                "division at all."
+            )
         ),
         "numerator": (
-            "ε in the numerator does not protect against a zero denominator (all values near 0)."
+            tr(
+                "ε in the numerator does not protect against a zero denominator (all "
+                "values near 0)."
+            )
         ),
     },
 }
+
+
+def _lower_first(text: Text) -> Text:
+    """``text`` starting with a lower-case letter (in every language), to follow "No: "."""
+    return Text({lang: form[:1].lower() + form[1:] for lang, form in forms(text).items()})
 
 
 def _eps_formula(x, dims, center, eps, where):
@@ -300,7 +369,7 @@ def q_eps(rng, names=None):
         args, shape = (1, 2), (2, 2, 3)
     else:
         args, shape = (2,), (2, 2, 4)
-    m = _module(name, args, {"eps": eps}).double()
+    m = make_module(name, args, {"eps": eps}).double()
     gen = torch.Generator().manual_seed(rng.randrange(2**31))
     x = (torch.randn(shape, generator=gen, dtype=torch.float64) * 0.05).requires_grad_(False)
     with torch.no_grad():
@@ -317,33 +386,43 @@ def q_eps(rng, names=None):
         (
             f,
             w in matches,
-            "Correct: " + fbs[w] if w in matches else "No: " + fbs[w][0].lower() + fbs[w][1:],
+            tr("Correct: {reason}", reason=fbs[w])
+            if w in matches
+            else tr("No: {reason}", reason=_lower_first(fbs[w])),
             w,
         )
         for w, f in _EPS_FORMULAS[r.has_mean]
     ]
     sym = (
-        "μ and σ² are the mean and (biased) variance"
+        tr("μ and σ² are the mean and (biased) variance")
         if r.has_mean
-        else "mean(x²) is the mean of the squares"
+        else tr("mean(x²) is the mean of the squares")
     )
     affine = getattr(m, "weight", None) is not None
-    ctor = _ctor(name, args, {"eps": eps})
+    ctor = constructor(name, args, {"eps": eps})
     # BatchNorm uses the batch's μ and σ² only in training mode (eval mode uses the running
     # statistics)
-    mode = " in training mode" if getattr(m, "running_mean", None) is not None else ""
-    over = "over the reduced dims, here the batch's" if mode else "over the reduced dims"
+    mode = tr(" in training mode") if getattr(m, "running_mean", None) is not None else ""
+    over = tr("over the reduced dims, here the batch's") if mode else tr("over the reduced dims")
     if affine:
-        question = (
-            f"Which formula does `{ctor}` compute{mode} before applying "
-            f"γ{' and β' if r.has_bias else ''}? ({sym} {over}.)"
+        question = tr(
+            "Which formula does `{ctor}` compute{mode} before applying {params}? ({sym} {over}.)",
+            ctor=ctor,
+            mode=mode,
+            params=tr("γ and β") if r.has_bias else "γ",
+            sym=sym,
+            over=over,
         )
     else:
-        question = (
-            f"What does `{ctor}` compute{mode}? It has no learnable scale or shift (affine=False), "
-            f"so the output is the formula itself. ({sym} {over}.)"
+        question = tr(
+            "What does `{ctor}` compute{mode}? It has no learnable scale or shift "
+            "(affine=False), so the output is the formula itself. ({sym} {over}.)",
+            ctor=ctor,
+            mode=mode,
+            sym=sym,
+            over=over,
         )
-    return _choice(
+    return choice(
         question,
         options,
         dict(kind="eps", norm=name, args=args, kwargs={"eps": eps}, shape=shape, affine=affine),
@@ -366,7 +445,7 @@ _BATCH_ONE_CASES = [
 def _batch_one_outcome(name, args, shape, mode, gen):
     """Run the layer on a batch of one; ``gen``: a local torch.Generator (torch's global one is
     left alone)."""
-    m = _module(name, args)
+    m = make_module(name, args)
     if mode == "eval":
         m.train()(torch.randn((4,) + shape[1:], generator=gen))
         m.eval()
@@ -387,60 +466,77 @@ def q_batch_one(rng, names=None):
     shape = mk(args[-1])
     gen = torch.Generator().manual_seed(rng.randrange(2**31))
     outcome, msg = _batch_one_outcome(name, args, shape, mode, gen)
-    per_stat = describe(_module(name, args), shape).elements_per_statistic
-    mode_txt = "in training mode" if mode == "train" else "in eval mode (after some training)"
+    per_stat = describe(make_module(name, args), shape).elements_per_statistic
+    mode_txt = (
+        tr("in training mode") if mode == "train" else tr("in eval mode (after some training)")
+    )
     raise_fb = {
-        True: f"Correct: it raises `{msg}`. With {per_stat} value per statistic the batch variance "
-        "is 0 and the mean equals the value, so the output would carry no information (and the "
-        "running variance would get a division by n − 1 = 0).",
-        False: "No: it does not raise. "
+        True: tr(
+            "Correct: it raises `{msg}`. With {per_stat} value per statistic the "
+            "batch variance is 0 and the mean equals the value, so the output would "
+            "carry no information (and the running variance would get a division by "
+            "n − 1 = 0).",
+            msg=msg,
+            per_stat=per_stat,
+        ),
+        False: tr("No: it does not raise. ")
         + (
-            "In eval mode BatchNorm uses the running statistics, so any batch size works."
+            tr("In eval mode BatchNorm uses the running statistics, so any batch size works.")
             if mode == "eval"
-            else f"Each statistic is computed from {per_stat} values, which is enough."
+            else tr(
+                "Each statistic is computed from {per_stat} values, which is enough.",
+                per_stat=per_stat,
+            )
         ),
     }
     works_fb = {
-        True: "Correct: "
-        + (
-            "in eval mode BatchNorm normalizes with its running statistics, so a single sample "
-            "is fine."
+        True: tr(
+            "Correct: {reason}",
+            reason=tr(
+                "in eval mode BatchNorm normalizes with its running statistics, so a "
+                "single sample is fine."
+            )
             if mode == "eval"
-            else f"each statistic still comes from {per_stat} values of this one sample."
+            else tr(
+                "each statistic still comes from {per_stat} values of this one sample.",
+                per_stat=per_stat,
+            ),
         ),
-        False: f"No: it raises `{msg}`.",
+        False: tr("No: it raises `{msg}`.", msg=msg),
     }
     options = [
-        ("It raises an error.", outcome == "raises", raise_fb[outcome == "raises"], "raises"),
+        (tr("It raises an error."), outcome == "raises", raise_fb[outcome == "raises"], "raises"),
         (
-            "It runs and returns a normalized output of the same shape.",
+            tr("It runs and returns a normalized output of the same shape."),
             outcome == "works",
             works_fb[outcome == "works"],
             "works",
         ),
         (
-            "It returns NaN everywhere (0/0).",
+            tr("It returns NaN everywhere (0/0)."),
             outcome == "nan",
-            "No: eps keeps the denominator away from zero, so there is no 0/0; "
+            tr("No: eps keeps the denominator away from zero, so there is no 0/0; ")
             + (
-                "and here it raises instead."
+                tr("and here it raises instead.")
                 if outcome == "raises"
-                else "and here the output is finite."
+                else tr("and here the output is finite.")
             ),
             "nan",
         ),
         (
-            "It returns the input unchanged.",
+            tr("It returns the input unchanged."),
             False,
-            "No: a normalization layer never skips normalizing because the batch is small.",
+            tr("No: a normalization layer never skips normalizing because the batch is small."),
             "identity",
         ),
     ]
-    question = (
-        f"What happens when `{_ctor(name, args)}` gets an input of shape {_shape(shape)} "
-        f"{mode_txt}?"
+    question = tr(
+        "What happens when `{layer}` gets an input of shape {shape} {mode_txt}?",
+        layer=constructor(name, args),
+        shape=shape_str(shape),
+        mode_txt=mode_txt,
     )
-    return _choice(
+    return choice(
         question, options, dict(kind="batch_one", norm=name, args=args, shape=shape, mode=mode)
     )
 
@@ -460,41 +556,58 @@ def q_keras_momentum(rng, names=None):
         m(x)
         ok = torch.allclose(m.running_mean, keras, atol=1e-12)
         is_default = math.isclose(k, _KERAS_DEFAULT_MOMENTUM)
-        keras_default = " (its default)" if is_default else ""
-        old_note = "; also Keras's default" if is_default else ""
+        keras_default = tr(" (its default)") if is_default else ""
+        old_note = tr("; also Keras's default") if is_default else ""
         if ok:
-            fb = (
-                "Correct: PyTorch's momentum is the weight of the new batch, "
-                f"new = (1 − m)·old + m·batch, so Keras's {k} (the weight of the old "
-                f"value{old_note}) becomes 1 − {k} = {1 - k:.3g}."
+            fb = tr(
+                "Correct: PyTorch's momentum is the weight of the new batch, new = (1 − "
+                "m)·old + m·batch, so Keras's {k} (the weight of the old "
+                "value{old_note}) becomes 1 − {k} = {value:.3g}.",
+                k=k,
+                old_note=old_note,
+                value=1 - k,
             )
         elif math.isclose(mom, k):
-            fb = (
-                "No: the numbers are the same but the conventions are opposite. In Keras momentum "
-                f"weighs the old value; in PyTorch it weighs the new batch, so momentum={mom:g} "
-                f"would move the running mean {mom:.3g} of the way to each batch mean instead of "
-                f"{1 - k:.3g}."
+            fb = tr(
+                "No: the numbers are the same but the conventions are opposite. In Keras "
+                "momentum weighs the old value; in PyTorch it weighs the new batch, so "
+                "momentum={mom:g} would move the running mean {mom:.3g} of the way to "
+                "each batch mean instead of {value:.3g}.",
+                mom=mom,
+                value=1 - k,
             )
         elif mom == 0.1:
-            fb = (
+            fb = tr(
                 "No: 0.1 is PyTorch's default momentum, not a translation of Keras's "
-                f"{k}{keras_default}, which corresponds to 1 − {k} = {1 - k:.3g}."
+                "{k}{keras_default}, which corresponds to 1 − {k} = {value:.3g}.",
+                k=k,
+                keras_default=keras_default,
+                value=1 - k,
             )
         else:
-            fb = (
-                f"No: with momentum {mom:g} the running mean would move {mom:.3g} of the way to "
-                f"the batch mean at each step; Keras's {k} moves it {1 - k:.3g} of the way."
+            fb = tr(
+                "No: with momentum {mom:g} the running mean would move {mom:.3g} of the "
+                "way to the batch mean at each step; Keras's {k} moves it {value:.3g} of "
+                "the way.",
+                mom=mom,
+                k=k,
+                value=1 - k,
             )
             if math.isclose(mom, 1 - _KERAS_DEFAULT_MOMENTUM):
-                fb += (
-                    f" ({mom:g} is the translation of Keras's default, {_KERAS_DEFAULT_MOMENTUM}.)"
+                fb += tr(
+                    " ({mom:g} is the translation of Keras's default, {keras_default_momentum}.)",
+                    mom=mom,
+                    keras_default_momentum=_KERAS_DEFAULT_MOMENTUM,
                 )
         options.append((f"momentum={mom:g}", ok, fb, mom))
-    question = (
-        f"Keras's `BatchNormalization(momentum={k})` updates `moving_mean = {k}·moving_mean + "
-        f"{1 - k:.3g}·batch_mean`. Which `norms.BatchNorm1d` momentum gives the same update?"
+    question = tr(
+        "Keras's `BatchNormalization(momentum={k})` updates `moving_mean = "
+        "{k}·moving_mean + {value:.3g}·batch_mean`. Which `norms.BatchNorm1d` "
+        "momentum gives the same update?",
+        k=k,
+        value=1 - k,
     )
-    return _choice(question, options, dict(kind="keras_momentum", keras=k))
+    return choice(question, options, dict(kind="keras_momentum", keras=k))
 
 
 def q_biased_unbiased(rng, names=None):
@@ -519,38 +632,56 @@ def q_biased_unbiased(rng, names=None):
             # the ratio each claim implies for this n, from the two variances of this batch
             implied = float(((vu if su else vb) / (vb if nb else vu)).mean())
             size = (
-                "the same variance"
+                tr("the same variance")
                 if math.isclose(implied, 1.0)
-                else f"{implied:.4g} times the variance it normalized with (n/(n−1) for n = {n})"
+                else tr(
+                    "{implied:.4g} times the variance it normalized with (n/(n−1) for n = {n})",
+                    implied=implied,
+                    n=n,
+                )
                 if implied > 1
-                else f"{implied:.4g} times the variance it normalized with ((n−1)/n for n = {n})"
+                else tr(
+                    "{implied:.4g} times the variance it normalized with ((n−1)/n for n = {n})",
+                    implied=implied,
+                    n=n,
+                )
             )
-            text = (
-                f"normalizes with the {'biased (÷n)' if nb else 'unbiased (÷(n−1))'} variance and "
-                f"stores the {'unbiased (÷(n−1))' if su else 'biased (÷n)'} one in running_var: "
-                f"{size}"
+            text = tr(
+                "Normalizes with the {normalized} variance and stores the {stored} one in "
+                "running_var: {size}.",
+                normalized=tr("biased (÷n)") if nb else tr("unbiased (÷(n−1))"),
+                stored=tr("unbiased (÷(n−1))") if su else tr("biased (÷n)"),
+                size=size,
             )
             if ok:
-                fb = (
-                    "Correct: the batch is normalized exactly (its own, biased variance makes the "
-                    "output have variance 1), while running_var estimates the population "
-                    f"variance, for which ÷(n−1) is unbiased. With n = {n} the variance that goes "
-                    f"into running_var is n/(n−1) = {ratio:.4g} times the one used for normalizing."
+                fb = tr(
+                    "Correct: the batch is normalized exactly (its own, biased variance "
+                    "makes the output have variance 1), while running_var estimates the "
+                    "population variance, for which ÷(n−1) is unbiased. With n = {n} the "
+                    "variance that goes into running_var is n/(n−1) = {ratio:.4g} times the "
+                    "one used for normalizing.",
+                    n=n,
+                    ratio=ratio,
                 )
             elif not nb:
-                fb = (
-                    "No: normalizing with ÷(n−1) would leave the batch with variance (n−1)/n = "
-                    f"{(n - 1) / n:.4g}, not 1; torch.nn and norms normalize with ÷n."
+                fb = tr(
+                    "No: normalizing with ÷(n−1) would leave the batch with variance (n−1)/n "
+                    "= {value:.4g}, not 1; torch.nn and norms normalize with ÷n.",
+                    value=(n - 1) / n,
                 )
             else:
-                fb = (
-                    "No: running_var gets the unbiased estimate (÷(n−1)); with small batches the "
-                    "biased one would systematically underestimate the variance seen at inference "
-                    f"(by (n−1)/n = {(n - 1) / n:.4g} here)."
+                fb = tr(
+                    "No: running_var gets the unbiased estimate (÷(n−1)); with small batches "
+                    "the biased one would systematically underestimate the variance seen at "
+                    "inference (by (n−1)/n = {value:.4g} here).",
+                    value=(n - 1) / n,
                 )
-            combos.append((text[0].upper() + text[1:] + ".", ok, fb, (nb, su)))
-    question = (
-        f"`norms.BatchNorm1d({C})` gets an input of shape (n, {C}) with n = {n}, in training mode: "
-        "each channel's mean and variance come from the n values in its column. The layer …"
+            combos.append((text, ok, fb, (nb, su)))
+    question = tr(
+        "`norms.BatchNorm1d({c})` gets an input of shape (n, {c}) with n = {n}, "
+        "in training mode: each channel's mean and variance come from the n "
+        "values in its column. The layer …",
+        c=C,
+        n=n,
     )
-    return _choice(question, combos, dict(kind="biased_unbiased", n=n, C=C, ratio=ratio))
+    return choice(question, combos, dict(kind="biased_unbiased", n=n, C=C, ratio=ratio))

@@ -5,11 +5,23 @@
  * answered wrongly. A question counts once, by its first answer: a single-answer or
  * numeric question is right if the first answer is; a select-all question is right
  * if every right option is picked before a wrong one.
+ *
+ * Its texts, and jupyterquiz's own ("Correct!", "Incorrect -- try again.", ...), are in
+ * NormsQuiz.strings (set by norms.quiz.rendering from its translated templates) and shown
+ * in the language the rendering passes to NormsQuiz.show (the page's <html lang>).
  */
 (function () {
   "use strict";
   if (window.NormsQuiz) return;
   var PREFIX = "norms-quiz:";
+
+  function say(name, fields) {  // a text of NormsQuiz.strings in the quiz's language
+    var table = window.NormsQuiz.strings || {}, lang = window.NormsQuiz.lang || "en";
+    var text = (table[lang] || {})[name];
+    if (text === undefined) text = (table.en || {})[name];
+    if (text === undefined) text = name;
+    return text.replace(/\{(\w+)\}/g, function (all, f) { return fields && f in fields ? String(fields[f]) : all; });
+  }
 
   function id(qa) {  // a question is its text and its code: two may share the text
     return hash(qa.question + "\u0000" + (qa.code || ""));
@@ -53,13 +65,13 @@
     if (persist) {
       this.tallyLine = el("div", "nq-tally", this.panel);
       var buttons = el("div", "nq-buttons", this.panel), self = this;
-      this.retryButton = el("button", "nq-retry", buttons, "Retry the questions I got wrong");
+      this.retryButton = el("button", "nq-retry", buttons, say("retry"));
       this.retryButton.type = "button";
       this.retryButton.addEventListener("click", function () { self.retry(); });
-      this.resetButton = el("button", "nq-reset", buttons, "Reset my tally");
+      this.resetButton = el("button", "nq-reset", buttons, say("reset"));
       this.resetButton.type = "button";
       this.resetButton.addEventListener("click", function () { self.reset(); });
-      this.newButton = el("button", "nq-new", buttons, "New questions");
+      this.newButton = el("button", "nq-new", buttons, say("new"));
       this.newButton.type = "button";
       this.newButton.addEventListener("click", function () { self.show(self.shuffle ? pick(self.bank, self.num) : self.bank); });
     }
@@ -112,16 +124,15 @@
   Quiz.prototype.render = function () {
     var answered = 0, right = 0;
     for (var i in this.results) { answered++; if (this.results[i]) right++; }
-    this.line.textContent = "Your score: " + right + " right of " + answered + " answered (" +
-      this.shown.length + " question" + (this.shown.length === 1 ? "" : "s") + ").";
+    this.line.textContent = say(this.shown.length === 1 ? "score_one" : "score_many",
+      { right: right, answered: answered, shown: this.shown.length });
     this.panel.dataset.right = right; this.panel.dataset.answered = answered;
     if (!this.persist) return;
     var last = load(this.key).last, seen = 0, good = 0;
     for (var h in last) { seen++; if (last[h]) good++; }
     var wrong = this.wrong().length;
-    this.tallyLine.textContent = "Across your visits (kept in this browser only): " + good + " right of " + seen +
-      (seen === 1 ? " question answered" : " questions answered") + (seen ? " (" + Math.round(100 * good / seen) + "%)" : "") + "; " + wrong +
-      " to retry.";
+    this.tallyLine.textContent = say(seen === 0 ? "tally_none" : seen === 1 ? "tally_one" : "tally_many",
+      { good: good, seen: seen, percent: seen ? Math.round(100 * good / seen) : 0, wrong: wrong });
     this.panel.dataset.seen = seen; this.panel.dataset.good = good; this.panel.dataset.wrong = wrong;
     this.retryButton.disabled = wrong === 0;
     this.resetButton.disabled = seen === 0;
@@ -136,12 +147,19 @@
   window.NormsQuiz = {
     // Replaces jupyterquiz's call show_questions(bank, container): picks the questions
     // itself, so it knows which one each rendered question is.
-    show: function (bank, containerId, showQuestions, key, persist) {
+    // bank: the questions, or {en: [...], zh: [...]} (one list per language); language: "en"
+    // or "zh", the language to show (questions, feedback, score).
+    show: function (bank, containerId, showQuestions, key, persist, language) {
       var c = document.getElementById(containerId);
       if (!c || c.dataset.normsQuiz) return;
+      window.NormsQuiz.lang = language || "en";
+      if (!Array.isArray(bank)) bank = bank[window.NormsQuiz.lang] || bank.en;
       c.dataset.normsQuiz = persist ? "persist" : "1";
       c.normsQuiz = new Quiz(c, bank, showQuestions, key, persist);
     },
+    t: say,
+    strings: {},
+    lang: "en",
     _hash: hash
   };
 })();

@@ -9,8 +9,9 @@ import math
 import torch
 
 from norms import modules
+from norms.i18n import tr
 
-from .builders import _num, _numeric
+from .builders import num, numeric
 
 
 def q_ghost_chunks(rng, names=None):
@@ -19,22 +20,29 @@ def q_ghost_chunks(rng, names=None):
     m = modules.GhostBatchNorm2d(2, virtual_batch_size=vbs)
     m(torch.randn(n, 2, 3, 3, generator=torch.Generator().manual_seed(0)))
     value = int(m.num_batches_tracked)
-    question = (
-        f"`GhostBatchNorm2d(C, virtual_batch_size={vbs})` in training mode gets one batch of "
-        f"{n} images. By how much does its `num_batches_tracked` grow?"
+    question = tr(
+        "`GhostBatchNorm2d(C, virtual_batch_size={vbs})` in training mode gets one batch of "
+        "{n} images. By how much does its `num_batches_tracked` grow?",
+        vbs=vbs,
+        n=n,
     )
-    return _numeric(
+    return numeric(
         question,
         float(value),
         dict(kind="ghost_chunks", n=n, vbs=vbs),
-        correct_fb=f"Correct: ⌈{n}/{vbs}⌉ = {value} chunks, each one BatchNorm2d call that "
-        "updates the running statistics once.",
+        correct_fb=tr(
+            "Correct: ⌈{n}/{vbs}⌉ = {value} chunks, each one BatchNorm2d call that "
+            "updates the running statistics once.",
+            n=n,
+            vbs=vbs,
+            value=value,
+        ),
         wrong=[
-            (1.0, "That counts the batch; every chunk updates the statistics on its own."),
-            (float(n // vbs), "That drops the last, smaller chunk; it is normalized too."),
-            (float(n), "That counts the images; the statistics are updated once per chunk."),
+            (1.0, tr("That counts the batch; every chunk updates the statistics on its own.")),
+            (float(n // vbs), tr("That drops the last, smaller chunk; it is normalized too.")),
+            (float(n), tr("That counts the images; the statistics are updated once per chunk.")),
         ],
-        default_fb="Not quite: split the batch into chunks of the virtual batch size.",
+        default_fb=tr("Not quite: split the batch into chunks of the virtual batch size."),
     )
 
 
@@ -53,24 +61,34 @@ def q_renorm_r(rng, names=None):
     value = round(float(y[1]), 6)  # = r (the batch mean is 0 = running mean, so d = 0)
     r = min(max(ratio, 1 / r_max), r_max)
     assert abs(value - r) < 1e-6
-    question = (
-        f"`BatchRenorm2d(C, r_max={r_max:g})` in training mode (ε negligible) has running mean 0 "
-        f"and running variance {running_var:g} in one channel. The batch's values there have mean "
-        f"0 and biased variance {batch_var:g}. What is the correction r?"
+    question = tr(
+        "`BatchRenorm2d(C, r_max={r_max:g})` in training mode (ε negligible) has running mean 0 "
+        "and running variance {running_var:g} in one channel. The batch's values there have mean "
+        "0 and biased variance {batch_var:g}. What is the correction r?",
+        r_max=r_max,
+        running_var=running_var,
+        batch_var=batch_var,
     )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="renorm_r", running_var=running_var, batch_var=batch_var, r_max=r_max),
-        correct_fb=f"Correct: σ_B/σ = {math.sqrt(batch_var):g}/{math.sqrt(running_var):g} = "
-        f"{ratio:g}, clipped to [1/{r_max:g}, {r_max:g}]: r = {r:g}.",
+        correct_fb=tr(
+            "Correct: σ_B/σ = {s_b:g}/{s:g} = {ratio:g}, clipped to [1/{r_max:g}, {r_max:g}]: "
+            "r = {r:g}.",
+            s_b=math.sqrt(batch_var),
+            s=math.sqrt(running_var),
+            ratio=ratio,
+            r_max=r_max,
+            r=r,
+        ),
         wrong=[
-            (ratio, "That forgets the clipping to [1/r_max, r_max]."),
-            (1 / ratio, "That is σ/σ_B, upside down."),
-            (ratio**2, "That compares variances, not standard deviations."),
+            (ratio, tr("That forgets the clipping to [1/r_max, r_max].")),
+            (1 / ratio, tr("That is σ/σ_B, upside down.")),
+            (ratio**2, tr("That compares variances, not standard deviations.")),
         ],
         tol=1e-3,
-        default_fb="Not quite: r = σ_B/σ, clipped to [1/r_max, r_max].",
+        default_fb=tr("Not quite: r = σ_B/σ, clipped to [1/r_max, r_max]."),
     )
 
 
@@ -86,27 +104,41 @@ def q_frn_value(rng, names=None):
     with torch.no_grad():
         value = round(float(m(x).flatten()[1]), 4)
     nu = math.sqrt((a * a + b * b) / 2)
-    question = (
-        f"One channel of one sample has the 2 × 2 pixels {a:g}, −{a:g}, {b:g}, −{b:g}. "
-        f"`FilterResponseNorm2d` with γ = 1, β = 0, τ = {_num(tau)} and negligible ε: what does it "
-        f"output for the pixel −{a:g}?"
+    question = tr(
+        "One channel of one sample has the 2 × 2 pixels {a:g}, −{a:g}, {b:g}, −{b:g}. "
+        "`FilterResponseNorm2d` with γ = 1, β = 0, τ = {tau} and negligible ε: what does it "
+        "output for the pixel −{a:g}?",
+        a=a,
+        b=b,
+        tau=num(tau),
     )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="frn_value", a=a, b=b, tau=tau),
-        correct_fb=f"Correct: ν = √(mean of squares) = {nu:.4g}, so −{a:g}/ν = "
-        f"{_num(-a / nu, '.4g')}, and the TLU keeps the larger of that and τ = {_num(tau)}: "
-        f"{_num(value)}.",
+        correct_fb=tr(
+            "Correct: ν = √(mean of squares) = {nu:.4g}, so −{a:g}/ν = {scaled}, and the TLU "
+            "keeps the larger of that and τ = {tau}: {value}.",
+            nu=nu,
+            a=a,
+            scaled=num(-a / nu, ".4g"),
+            tau=num(tau),
+            value=num(value),
+        ),
         wrong=[
-            (round(-a / nu, 4), "That forgets the TLU: max(·, τ)."),
-            (max(round(-a / nu, 4), 0.0), "That is the ReLU; the TLU's threshold is τ, not 0."),
-            (-a, "That is the input itself: FRN first divides by ν, the root mean square."),
-            (tau, "That is τ; compare it with the normalized value and keep the larger."),
+            (round(-a / nu, 4), tr("That forgets the TLU: max(·, τ).")),
+            (
+                max(round(-a / nu, 4), 0.0),
+                tr("That is the ReLU; the TLU's threshold is τ, not 0."),
+            ),
+            (-a, tr("That is the input itself: FRN first divides by ν, the root mean square.")),
+            (tau, tr("That is τ; compare it with the normalized value and keep the larger.")),
         ],
         tol=1e-3,
-        default_fb="Not quite: divide by the root mean square of the pixels (no mean "
-        "subtracted), then take the maximum with τ.",
+        default_fb=tr(
+            "Not quite: divide by the root mean square of the pixels (no mean "
+            "subtracted), then take the maximum with τ."
+        ),
     )
 
 
@@ -118,21 +150,28 @@ def q_weight_norm_g(rng, names=None):
         lin.weight.copy_(torch.tensor([[float(a), float(b)]], dtype=torch.float64))
     modules.weight_norm(lin)
     value = float(lin.parametrizations.weight.original0.detach().item())
-    question = (
-        f"`norms.weight_norm` (dim=0) is applied to a Linear layer whose one row of weights is "
-        f"[{a}, {b}]. What is the length g it stores (`original0`)?"
+    question = tr(
+        "`norms.weight_norm` (dim=0) is applied to a Linear layer whose one row of weights is "
+        "[{a}, {b}]. What is the length g it stores (`original0`)?",
+        a=a,
+        b=b,
     )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="weight_norm_g", w=(a, b)),
-        correct_fb=f"Correct: g = ‖w‖ = √({a}² + {b}²) = {value:g}, and v = w, so g·v/‖v‖ = w.",
+        correct_fb=tr(
+            "Correct: g = ‖w‖ = √({a}² + {b}²) = {value:g}, and v = w, so g·v/‖v‖ = w.",
+            a=a,
+            b=b,
+            value=value,
+        ),
         wrong=[
-            (1.0, "g starts at the row's length, so that the weight is unchanged."),
-            (float(a + b), "That is the sum; the length is the Euclidean norm."),
+            (1.0, tr("g starts at the row's length, so that the weight is unchanged.")),
+            (float(a + b), tr("That is the sum; the length is the Euclidean norm.")),
         ],
         tol=1e-3,
-        default_fb="Not quite: g is the Euclidean norm of the row.",
+        default_fb=tr("Not quite: g is the Euclidean norm of the row."),
     )
 
 
@@ -148,23 +187,30 @@ def q_spectral_sigma(rng, names=None):
     for _ in range(20):
         w_sn = lin.weight
     value = round(float(w_sn.detach()[1, 1]), 4)
-    question = (
-        f"`norms.spectral_norm` is applied to a Linear layer with weight [[{s1:g}, 0], "
-        f"[0, {s2:g}]], and the power iteration has converged. What is the entry [1, 1] "
-        f"of the weight the layer uses?"
+    question = tr(
+        "`norms.spectral_norm` is applied to a Linear layer with weight [[{s1:g}, 0], "
+        "[0, {s2:g}]], and the power iteration has converged. What is the entry [1, 1] "
+        "of the weight the layer uses?",
+        s1=s1,
+        s2=s2,
     )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="spectral_sigma", s=(s1, s2)),
-        correct_fb=f"Correct: σ(W) = {s1:g} (the largest singular value), so the entry is "
-        f"{s2:g}/{s1:g} = {s2 / s1:.4g}.",
+        correct_fb=tr(
+            "Correct: σ(W) = {s1:g} (the largest singular value), so the entry is "
+            "{s2:g}/{s1:g} = {entry:.4g}.",
+            s1=s1,
+            s2=s2,
+            entry=s2 / s1,
+        ),
         wrong=[
-            (round(s2 / math.hypot(s1, s2), 4), "That divides by the Frobenius norm."),
-            (1.0, "Only the largest singular value becomes 1."),
+            (round(s2 / math.hypot(s1, s2), 4), tr("That divides by the Frobenius norm.")),
+            (1.0, tr("Only the largest singular value becomes 1.")),
         ],
         tol=1e-3,
-        default_fb="Not quite: divide every entry by the largest singular value.",
+        default_fb=tr("Not quite: divide every entry by the largest singular value."),
     )
 
 
@@ -176,24 +222,42 @@ def q_agc_factor(rng, names=None):
     p.grad = torch.tensor([[0.0, g_norm]], dtype=torch.float64)
     modules.adaptive_clip_grad_(p, clip_factor=clip)
     value = round(float(p.grad.norm()), 6)
-    question = (
-        f"A unit (one row) of a weight matrix has norm {w_norm:g} and its gradient norm "
-        f"{g_norm:g}. What is the gradient's norm after `adaptive_clip_grad_(p, "
-        f"clip_factor={clip:g})`?"
+    question = tr(
+        "A unit (one row) of a weight matrix has norm {w_norm:g} and its gradient norm "
+        "{g_norm:g}. What is the gradient's norm after `adaptive_clip_grad_(p, "
+        "clip_factor={clip:g})`?",
+        w_norm=w_norm,
+        g_norm=g_norm,
+        clip=clip,
     )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="agc_factor", w_norm=w_norm, g_norm=g_norm, clip=clip),
-        correct_fb=f"Correct: the cap is {clip:g}·{w_norm:g} = {clip * w_norm:g}; the gradient "
-        f"{'is scaled down to it' if g_norm >= clip * w_norm else 'is below it and stays'}.",
+        correct_fb=(
+            tr(
+                "Correct: the cap is {clip:g}·{w_norm:g} = {cap:g}; the gradient is scaled down "
+                "to it.",
+                clip=clip,
+                w_norm=w_norm,
+                cap=clip * w_norm,
+            )
+            if g_norm >= clip * w_norm
+            else tr(
+                "Correct: the cap is {clip:g}·{w_norm:g} = {cap:g}; the gradient is below it and "
+                "stays.",
+                clip=clip,
+                w_norm=w_norm,
+                cap=clip * w_norm,
+            )
+        ),
         wrong=[
-            (clip * w_norm, "That is the cap itself; a gradient below it is left alone."),
-            (clip * g_norm, "The cap scales the weight's norm, not the gradient's."),
-            (g_norm, "Compare ‖g‖ with clip_factor·‖w‖ first."),
-            (clip, "That is the clip factor alone; the cap is clip_factor · ‖w‖."),
-            (w_norm, "That is ‖w‖ itself; the cap is clip_factor · ‖w‖."),
+            (clip * w_norm, tr("That is the cap itself; a gradient below it is left alone.")),
+            (clip * g_norm, tr("The cap scales the weight's norm, not the gradient's.")),
+            (g_norm, tr("Compare ‖g‖ with clip_factor·‖w‖ first.")),
+            (clip, tr("That is the clip factor alone; the cap is clip_factor · ‖w‖.")),
+            (w_norm, tr("That is ‖w‖ itself; the cap is clip_factor · ‖w‖.")),
         ],
         tol=1e-4,
-        default_fb="Not quite: the largest allowed ‖g‖ is clip_factor · max(‖w‖, 1e-3).",
+        default_fb=tr("Not quite: the largest allowed ‖g‖ is clip_factor · max(‖w‖, 1e-3)."),
     )

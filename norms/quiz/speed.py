@@ -15,8 +15,9 @@ import torch
 from norms import functional
 from norms.fast import bench
 from norms.fast.passes import full_size_ops
+from norms.i18n import tr
 
-from .builders import _choice, _numeric, _shape
+from .builders import choice, numeric, shape_str
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -34,35 +35,41 @@ def q_perfect_bytes(rng, names=None):
     mb = bench.perfect_bytes(case, direction, itemsize) / 1e6
     n_mb = math.prod(case.shape) * itemsize / 1e6  # one full-size tensor
     what = (
-        "a forward pass (read x, write y)"
+        tr("a forward pass (read x, write y)")
         if direction == "fwd"
-        else (
+        else tr(
             "a forward and a backward pass (forward: read x, write y; backward: read x and dy, "
             "write dx)"
         )
     )
     wrong = [
-        (n_mb, "That is one tensor: a kernel must at least read x and write y."),
+        (n_mb, tr("That is one tensor: a kernel must at least read x and write y.")),
         (
             mb * 4 / itemsize if itemsize != 4 else mb / 2,
-            "Mind the bytes per element of this dtype.",
+            tr("Mind the bytes per element of this dtype."),
         ),
         (
             2 * n_mb if direction == "fwd+bwd" else 3 * n_mb,
-            "Count the tensors again: every input read once, every output written once.",
+            tr("Count the tensors again: every input read once, every output written once."),
         ),
     ]
-    return _numeric(
-        f"A `{case.op}` on a {dtype} input of shape {_shape(case.shape)}. How many megabytes (10⁶ "
-        f"bytes) must a perfect kernel move for {what}? Parameters and statistics are small; give "
-        "one decimal.",
+    return numeric(
+        tr(
+            "A `{op}` on a {dtype} input of shape {shape}. How many megabytes (10⁶ bytes) must a "
+            "perfect kernel move for {what}? Parameters and statistics are small; give one "
+            "decimal.",
+            op=case.op,
+            dtype=dtype,
+            shape=shape_str(case.shape),
+            what=what,
+        ),
         round(mb, 1),
         dict(kind="perfect_bytes", op=case.op, shape=case.shape, direction=direction, dtype=dtype),
-        correct_fb=(
-            f"Correct: {round(mb, 1)} MB, every full-size tensor once (plus the parameters)."
+        correct_fb=tr(
+            "Correct: {mb} MB, every full-size tensor once (plus the parameters).", mb=round(mb, 1)
         ),
         wrong=wrong,
-        default_fb="Count the full-size tensors read and written, times the bytes per element.",
+        default_fb=tr("Count the full-size tensors read and written, times the bytes per element."),
         tol=0.1 + 0.002 * mb,
     )
 
@@ -76,20 +83,30 @@ def q_intensity(rng, names=None):
     intensity = bench.flops(case, "fwd") / bench.perfect_bytes(case, "fwd", itemsize)
     per_element = bench.FLOPS_PER_ELEMENT["rms" if op == "RMSNorm" else "centred"]["fwd"]
     wrong = [
-        (per_element, "That is flops per element; divide by the bytes moved per element."),
-        (per_element / itemsize, "A kernel reads x and writes y: two tensors per element."),
-        (per_element / (4 * itemsize), "Only x and y are full-size: two tensors, not four."),
+        (per_element, tr("That is flops per element; divide by the bytes moved per element.")),
+        (per_element / itemsize, tr("A kernel reads x and writes y: two tensors per element.")),
+        (per_element / (4 * itemsize), tr("Only x and y are full-size: two tensors, not four.")),
     ]
-    return _numeric(
-        f"A `{op}` forward pass does about {per_element} floating-point operations per element "
-        f"(count them in the chapter). On {dtype} input, how many operations per byte moved "
-        "(arithmetic intensity) does a perfect kernel perform? Two decimals.",
+    return numeric(
+        tr(
+            "A `{op}` forward pass does about {per_element} floating-point operations per element "
+            "(count them in the chapter). On {dtype} input, how many operations per byte moved "
+            "(arithmetic intensity) does a perfect kernel perform? Two decimals.",
+            op=op,
+            per_element=per_element,
+            dtype=dtype,
+        ),
         round(intensity, 2),
         dict(kind="intensity", op=op, dtype=dtype, value=intensity),
-        correct_fb=f"Correct: {per_element} flops per {2 * itemsize} bytes, about {intensity:.2f} "
-        "flop/byte: far below the tens of flops per byte a CPU or GPU needs to be compute-bound.",
+        correct_fb=tr(
+            "Correct: {per_element} flops per {nbytes} bytes, about {intensity:.2f} flop/byte: "
+            "far below the tens of flops per byte a CPU or GPU needs to be compute-bound.",
+            per_element=per_element,
+            nbytes=2 * itemsize,
+            intensity=intensity,
+        ),
         wrong=wrong,
-        default_fb="Divide the flops per element by the bytes per element read and written.",
+        default_fb=tr("Divide the flops per element by the bytes per element read and written."),
         tol=0.02,
     )
 
@@ -116,20 +133,24 @@ def q_passes(rng, names=None):
             str(k),
             k == n,
             (
-                f"Correct: {', '.join(ops)}: each reads or writes a full-size tensor."
+                tr("Correct: {ops}: each reads or writes a full-size tensor.", ops=", ".join(ops))
                 if k == n
-                else (
-                    f"No: recording the ATen ops gives {n}: {', '.join(ops)}. A fused kernel needs "
-                    "2 (statistics, then output)."
+                else tr(
+                    "No: recording the ATen ops gives {n}: {ops}. A fused kernel needs "
+                    "2 (statistics, then output).",
+                    n=n,
+                    ops=", ".join(ops),
                 )
             ),
             k,
         )
         for k in sorted({1, 2, n - 2, n - 1, n, n + 1} - {0})
     ]
-    return _choice(
-        "How many ATen ops that read or write a full-size tensor (passes over memory) does this "
-        "forward pass run in `norms` as written, ignoring views?",
+    return choice(
+        tr(
+            "How many ATen ops that read or write a full-size tensor (passes over memory) does "
+            "this forward pass run in `norms` as written, ignoring views?"
+        ),
         options,
         dict(kind="passes", fn=name, ops=ops),
         code=code,
@@ -144,22 +165,34 @@ def q_backward_sweeps(rng, names=None):
     n_mb = math.prod(case.shape) * itemsize / 1e6  # one full-size tensor
     value = 5 * n_mb  # x and dy read twice, dx written once
     wrong = [
-        (3 * n_mb, "That is one sweep (read x and dy, write dx): here x and dy are read twice."),
-        (4 * n_mb, "Both sweeps read x and dy, and the second also writes dx."),
-        (6 * n_mb, "dx is written once, by the second sweep only."),
+        (
+            3 * n_mb,
+            tr("That is one sweep (read x and dy, write dx): here x and dy are read twice."),
+        ),
+        (4 * n_mb, tr("Both sweeps read x and dy, and the second also writes dx.")),
+        (6 * n_mb, tr("dx is written once, by the second sweep only.")),
     ]
-    return _numeric(
-        f"A LayerNorm backward pass on a {dtype} input x of shape {_shape(case.shape)} makes two "
-        "sweeps over memory: the first reads x and dy to sum dγ and dβ down the columns; the "
-        "second reads x and dy again and writes dx. How many megabytes (10⁶ bytes) of full-size "
-        "tensors does it move? Leave out the parameters and the statistics; one decimal.",
+    return numeric(
+        tr(
+            "A LayerNorm backward pass on a {dtype} input x of shape {shape} makes two "
+            "sweeps over memory: the first reads x and dy to sum dγ and dβ down the columns; the "
+            "second reads x and dy again and writes dx. How many megabytes (10⁶ bytes) of "
+            "full-size tensors does it move? Leave out the parameters and the statistics; one "
+            "decimal.",
+            dtype=dtype,
+            shape=shape_str(case.shape),
+        ),
         round(value, 1),
         dict(kind="backward_sweeps", shape=case.shape, dtype=dtype),
-        correct_fb=f"Correct: {round(value, 1)} MB, five full-size tensors. One sweep moves three "
-        f"({round(3 * n_mb, 1)} MB): the kernel of norms.fast.cpu_kernels keeps a partial row of "
-        "dγ and dβ per thread so the column sums need no sweep of their own.",
+        correct_fb=tr(
+            "Correct: {mb} MB, five full-size tensors. One sweep moves three ({one} MB): the "
+            "kernel of norms.fast.cpu_kernels keeps a partial row of dγ and dβ per thread so the "
+            "column sums need no sweep of their own.",
+            mb=round(value, 1),
+            one=round(3 * n_mb, 1),
+        ),
         wrong=wrong,
-        default_fb="Count the full-size tensors each loop nest reads or writes, then add.",
+        default_fb=tr("Count the full-size tensors each loop nest reads or writes, then add."),
         tol=0.1 + 0.002 * value,
     )
 
@@ -183,22 +216,30 @@ def q_variance_formula(rng, names=None):
     truth, got = _variances(mean, std, seed)
     ok = {k: abs(v - truth) <= 0.01 * truth for k, v in got.items()}
     labels = {
-        "naive": "E[x²] − E[x]² (one pass, two sums)",
-        "two_pass": "the mean first, then the mean of (x − mean)² (two passes)",
-        "welford": "Welford's running update (one pass), as in torch.var_mean",
+        "naive": tr("E[x²] − E[x]² (one pass, two sums)"),
+        "two_pass": tr("the mean first, then the mean of (x − mean)² (two passes)"),
+        "welford": tr("Welford's running update (one pass), as in torch.var_mean"),
     }
     options = [
         (
             labels[k],
             ok[k],
-            f"{'Yes' if ok[k] else 'No'}: it gives {got[k]:.4g} against the true {truth:.4g}.",
+            tr("Yes: it gives {got:.4g} against the true {truth:.4g}.", got=got[k], truth=truth)
+            if ok[k]
+            else tr(
+                "No: it gives {got:.4g} against the true {truth:.4g}.", got=got[k], truth=truth
+            ),
             k,
         )
         for k in ("naive", "two_pass", "welford")
     ]
-    return _choice(
-        f"4096 float32 numbers have mean {mean:g} and standard deviation {std:g}. Which ways of "
-        "computing their variance in float32 land within 1% of the exact value?",
+    return choice(
+        tr(
+            "4096 float32 numbers have mean {mean:g} and standard deviation {std:g}. Which ways of "
+            "computing their variance in float32 land within 1% of the exact value?",
+            mean=mean,
+            std=std,
+        ),
         options,
         dict(kind="variance_formula", mean=mean, std=std, seed=seed, ok=ok),
         many=True,

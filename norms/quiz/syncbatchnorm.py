@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import torch
 
+from ..i18n import tr
 from ..modules.syncbatchnorm import combine_stats
-from .builders import _choice, _num, _numeric
+from .builders import choice, num, numeric
 
 
 def q_sync_numbers(rng, names=None):
@@ -22,36 +23,44 @@ def q_sync_numbers(rng, names=None):
     # backward: an all-gather of the header and (sum dy, sum dy x̂) per channel
     value = 2 * c
     what = (
-        "the statistics of the forward all-gather"
+        tr("the statistics of the forward all-gather")
         if where == "forward"
-        else "the gradient sums of the backward all-gather"
+        else tr("the gradient sums of the backward all-gather")
     )
-    question = (
-        f"`norms.SyncBatchNorm({c})` trains on {p} processes. How many floating-point numbers does "
-        f"one process contribute to {what} in one step (besides the 15-number header)?"
+    question = tr(
+        "`norms.SyncBatchNorm({c})` trains on {p} processes. How many floating-point numbers does "
+        "one process contribute to {what} in one step (besides the 15-number header)?",
+        c=c,
+        p=p,
+        what=what,
     )
     explain = (
-        "its mean and its centred sum of squares, per channel (the counts travel in the header)"
+        tr("its mean and its centred sum of squares, per channel (the counts travel in the header)")
         if where == "forward"
-        else "the two per-channel sums Σdy and Σdy·x̂ (its local dβ and dγ)"
+        else tr("the two per-channel sums Σdy and Σdy·x̂ (its local dβ and dγ)")
     )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="sync_numbers", channels=c, processes=p, where=where),
-        correct_fb=(
-            f"Correct: 2 × {c}: {explain}. It does not grow with the batch or the image size."
+        correct_fb=tr(
+            "Correct: 2 × {c}: {explain}. It does not grow with the batch or the image size.",
+            c=c,
+            explain=explain,
         ),
         wrong=[
-            (c, "No: one number per channel is not enough: " + explain + "."),
+            (c, tr("No: one number per channel is not enough: {explain}.", explain=explain)),
             (
                 2 * c * p,
-                "No: that is what each process receives in the forward all-gather (2C from each "
-                f"of the {p} processes); it sends only its own 2C.",
+                tr(
+                    "No: that is what each process receives in the forward all-gather (2C from "
+                    "each of the {p} processes); it sends only its own 2C.",
+                    p=p,
+                ),
             ),
-            (3 * c, "No: the count is one number per process, not per channel."),
+            (3 * c, tr("No: the count is one number per process, not per channel.")),
         ],
-        default_fb=f"No: count the per-channel statistics: {explain}.",
+        default_fb=tr("No: count the per-channel statistics: {explain}.", explain=explain),
     )
 
 
@@ -68,35 +77,51 @@ def q_chan_variance(rng, names=None):
     value = round(float(m2[0] / n), 4)
     pooled = round((na * va + nb * vb) / (na + nb), 4)
     plain = round((va + vb) / 2, 4)
-    question = (
-        f"Process A holds {na} values of one channel with mean {_num(ma)} and (biased) variance "
-        f"{_num(va)}; process B holds {nb} values with mean {_num(mb)} and variance {_num(vb)}. "
-        "What is the biased variance of all the values together? (Up to 2 decimals.)"
+    question = tr(
+        "Process A holds {na} values of one channel with mean {ma} and (biased) variance "
+        "{va}; process B holds {nb} values with mean {mb} and variance {vb}. "
+        "What is the biased variance of all the values together? (Up to 2 decimals.)",
+        na=na,
+        ma=num(ma),
+        va=num(va),
+        nb=nb,
+        mb=num(mb),
+        vb=num(vb),
     )
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="chan_variance", counts=(na, nb), means=(ma, mb), variances=(va, vb)),
-        correct_fb="Correct: Chan et al.: M2 = M2_A + M2_B + δ² n_A n_B / n with "
-        f"δ = {_num(mb - ma)}, so the variance is {_num(value)}.",
+        correct_fb=tr(
+            "Correct: Chan et al.: M2 = M2_A + M2_B + δ² n_A n_B / n with "
+            "δ = {delta}, so the variance is {value}.",
+            delta=num(mb - ma),
+            value=num(value),
+        ),
         wrong=[
             (
                 pooled,
-                "No: that is the count-weighted mean of the two variances. It misses the spread "
-                "between the two means, δ² n_A n_B / n.",
+                tr(
+                    "No: that is the count-weighted mean of the two variances. It misses the "
+                    "spread between the two means, δ² n_A n_B / n."
+                ),
             ),
             (
                 round(pooled + (mb - ma) ** 2, 4),
-                "No: the squared difference of the means enters weighted, "
-                "as δ² n_A n_B / n², not as δ².",
+                tr(
+                    "No: the squared difference of the means enters weighted, "
+                    "as δ² n_A n_B / n², not as δ²."
+                ),
             ),
             (
                 plain,
-                "No: that is the plain average of the two variances: it ignores the counts and the "
-                "difference of the means.",
+                tr(
+                    "No: that is the plain average of the two variances: it ignores the counts "
+                    "and the difference of the means."
+                ),
             ),
         ],
-        default_fb=(
+        default_fb=tr(
             "No: add the two centred sums of squares and δ² n_A n_B / n, then divide by "
             "n = n_A + n_B."
         ),
@@ -115,73 +140,90 @@ def q_running_count(rng, names=None):
     wrong = [
         (
             round(local / (local - 1), 4) if local > 1 else 1.0,
-            "No: that corrects with the first process's own count; SyncBatchNorm uses the global "
-            "one.",
+            tr(
+                "No: that corrects with the first process's own count; SyncBatchNorm uses the "
+                "global one."
+            ),
         )
     ]
-    return _numeric(
-        f"`SyncBatchNorm` in training, inputs of shape {shape}, on {len(sizes)} processes holding "
-        f"{', '.join(map(str, sizes))} samples. The running variance is updated with the biased "
-        "global variance times what factor? (Up to 3 decimals.)",
+    return numeric(
+        tr(
+            "`SyncBatchNorm` in training, inputs of shape {shape}, on {k} processes holding "
+            "{sizes} samples. The running variance is updated with the biased "
+            "global variance times what factor? (Up to 3 decimals.)",
+            shape=shape,
+            k=len(sizes),
+            sizes=", ".join(map(str, sizes)),
+        ),
         value,
         dict(kind="running_count", sizes=sizes, pixels=pixels),
-        correct_fb=f"Correct: n/(n−1) with the global count n = {n} values per channel.",
+        correct_fb=tr("Correct: n/(n−1) with the global count n = {n} values per channel.", n=n),
         wrong=wrong
         + [
-            (1.0, "No: the running variance is the unbiased estimate, as in BatchNorm."),
+            (1.0, tr("No: the running variance is the unbiased estimate, as in BatchNorm.")),
             (
                 round((n - 1) / n, 4),
-                "No: upside down. The unbiased variance is larger than the "
-                "biased one: multiply by n/(n−1).",
+                tr(
+                    "No: upside down. The unbiased variance is larger than the "
+                    "biased one: multiply by n/(n−1)."
+                ),
             ),
         ],
-        default_fb=f"No: n/(n−1) with n = {n}, the values per channel in the global batch.",
+        default_fb=tr("No: n/(n−1) with n = {n}, the values per channel in the global batch.", n=n),
         tol=0.0005,
     )
 
 
-_LOCAL_OR_GLOBAL = [
-    (
-        "the mean and variance used to normalize in training",
-        False,
-        "it is global: the statistics of the union of every slice.",
-    ),
-    (
-        "the gradient of the loss for the input x",
-        False,
-        "it is global: BatchNorm's gradient over the whole batch, from the all-reduced Σdy and "
-        "Σdy·x̂.",
-    ),
-    (
-        "the running mean after a training step",
-        False,
-        "it is global, and the same on every process.",
-    ),
-    (
-        "the gradients of γ and β returned by backward",
-        True,
-        "each process returns its own part; DistributedDataParallel sums (averages) them.",
-    ),
-]
+def _local_or_global() -> list:
+    """(quantity, local?, why) for :func:`q_local_or_global`."""
+    return [
+        (
+            tr("the mean and variance used to normalize in training"),
+            False,
+            tr("No: it is global: the statistics of the union of every slice."),
+        ),
+        (
+            tr("the gradient of the loss for the input x"),
+            False,
+            tr(
+                "No: it is global: BatchNorm's gradient over the whole batch, from the "
+                "all-reduced Σdy and Σdy·x̂."
+            ),
+        ),
+        (
+            tr("the running mean after a training step"),
+            False,
+            tr("No: it is global, and the same on every process."),
+        ),
+        (
+            tr("the gradients of γ and β returned by backward"),
+            True,
+            tr(
+                "Correct: each process returns its own part; DistributedDataParallel sums "
+                "(averages) them."
+            ),
+        ),
+    ]
 
 
 def q_local_or_global(rng, names=None):
     """Which quantity is per-process (its sum over processes is the global one)?"""
-    options = [
-        (text, local, ("Correct: " if local else "No: ") + fb)
-        for text, local, fb in _LOCAL_OR_GLOBAL
-    ]
+    options = _local_or_global()
     options.append(
         (
-            "the output y in eval mode",
+            tr("the output y in eval mode"),
             False,
-            "No: in eval mode every process normalizes with its (identical) running statistics.",
+            tr(
+                "No: in eval mode every process normalizes with its (identical) running statistics."
+            ),
         )
     )
     rng.shuffle(options)
-    return _choice(
-        "In `norms.SyncBatchNorm` on several processes, which of these is each process's local "
-        "part, whose sum over the processes is the value for the whole batch?",
+    return choice(
+        tr(
+            "In `norms.SyncBatchNorm` on several processes, which of these is each process's "
+            "local part, whose sum over the processes is the value for the whole batch?"
+        ),
         options,
         dict(kind="local_or_global"),
     )
@@ -191,32 +233,38 @@ def q_eval_communication(rng, names=None):
     """What an eval-mode forward communicates."""
     options = [
         (
-            "nothing: it normalizes with the running statistics",
+            tr("nothing: it normalizes with the running statistics"),
             True,
-            "Correct: the running statistics are already the same on every process, so eval needs "
-            "no collective.",
+            tr(
+                "Correct: the running statistics are already the same on every process, so eval "
+                "needs no collective."
+            ),
         ),
         (
-            "the means and variances of every slice, as in training",
+            tr("the means and variances of every slice, as in training"),
             False,
-            "No: that is training mode. Eval mode uses the running statistics.",
+            tr("No: that is training mode. Eval mode uses the running statistics."),
         ),
         (
-            "the two per-channel gradient sums",
+            tr("the two per-channel gradient sums"),
             False,
-            "No: those are communicated in the backward pass of a training step.",
+            tr("No: those are communicated in the backward pass of a training step."),
         ),
         (
-            "the running statistics, to keep them equal",
+            tr("the running statistics, to keep them equal"),
             False,
-            "No: they are updated with the same global statistics everywhere, so they are already "
-            "equal.",
+            tr(
+                "No: they are updated with the same global statistics everywhere, so they are "
+                "already equal."
+            ),
         ),
     ]
     rng.shuffle(options)
-    return _choice(
-        "What does one forward pass of `norms.SyncBatchNorm` in eval mode (`model.eval()`) "
-        "communicate between the processes?",
+    return choice(
+        tr(
+            "What does one forward pass of `norms.SyncBatchNorm` in eval mode (`model.eval()`) "
+            "communicate between the processes?"
+        ),
         options,
         dict(kind="eval_communication"),
     )

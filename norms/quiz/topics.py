@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from typing import Callable
 
+from .builders import english
 from .chapters import q_bn_fold, q_group_members, q_instance_contrast, q_ln_accepts, q_rms_value
 from .computed import (
     q_batch_independent,
@@ -16,7 +17,7 @@ from .computed import (
     q_state_dict,
     q_which_layer,
 )
-from .concepts import _concept
+from .concepts import concept
 from .dyt import (
     q_dyt_converted,
     q_dyt_depends,
@@ -112,10 +113,10 @@ TOPICS: dict[str, list[Callable]] = {
         _for(q_biased_unbiased, None),
         _for(q_state_dict, _BN),
         _for(q_bn_fold, None),
-        _concept("running_stats_why"),
-        _concept("small_batches"),
-        _concept("affine"),
-        _concept("eps_purpose"),
+        concept("running_stats_why"),
+        concept("small_batches"),
+        concept("affine"),
+        concept("eps_purpose"),
     ],
     "layernorm": [
         _for(q_num_statistics, ["LayerNorm"]),
@@ -125,7 +126,7 @@ TOPICS: dict[str, list[Callable]] = {
         _for(q_eps, ["LayerNorm"]),
         _for(q_batch_one, ["LayerNorm"]),
         _for(q_ln_accepts, None),
-        _concept("layernorm_transformers"),
+        concept("layernorm_transformers"),
         _for(q_state_dict, ["LayerNorm"]),
     ],
     "rmsnorm": [
@@ -146,7 +147,7 @@ TOPICS: dict[str, list[Callable]] = {
         _for(q_eps, ["GroupNorm"]),
         _for(q_batch_one, ["GroupNorm"]),
         _for(q_group_members, None),
-        _concept("small_batches"),
+        concept("small_batches"),
     ],
     "instancenorm": [
         _for(q_num_statistics, _IN),
@@ -166,8 +167,8 @@ TOPICS: dict[str, list[Callable]] = {
         _for(q_grad_scale, None),
         _for(q_weight_norm_growth, None),
         _for(q_bias_before_norm, None),
-        _concept("covariate_shift"),
-        _concept("what_helps"),
+        concept("covariate_shift"),
+        concept("what_helps"),
     ],
     "comparison": [
         _for(q_which_layer, None),
@@ -297,7 +298,7 @@ def _generate(gens, n, rng, tries_per_question=20):
         gen = order.pop()
         attempts += 1
         q = gen(rng)
-        key = (q["question"], q.get("code"))
+        key = (english(q["question"]), q.get("code"))  # the same in every language
         if key in seen:
             continue
         seen.add(key)

@@ -10,9 +10,10 @@ import torch
 
 from norms import modules
 from norms.axes import describe
+from norms.i18n import tr
 
-from .builders import _choice, _numeric, _shape
-from .cases import _ctor, _module
+from .builders import choice, numeric, shape_str
+from .cases import constructor, make_module
 
 
 def q_values_per_statistic(rng, names=None):
@@ -23,32 +24,42 @@ def q_values_per_statistic(rng, names=None):
     layer = rng.choice(["BatchNorm2d", "GroupNorm", "LayerNorm"])
     args = {"BatchNorm2d": (C,), "GroupNorm": (4, C), "LayerNorm": ((C, side, side),)}[layer]
     shape = (B, C, side, side)
-    value = describe(_module(layer, args), shape).elements_per_statistic
+    value = describe(make_module(layer, args), shape).elements_per_statistic
     per = {
-        "BatchNorm2d": "one channel, over the batch and the pixels: B·H·W",
-        "GroupNorm": "one sample and one group of C/G channels: (C/G)·H·W",
-        "LayerNorm": "one sample, over all of C·H·W",
+        "BatchNorm2d": tr("one channel, over the batch and the pixels: B·H·W"),
+        "GroupNorm": tr("one sample and one group of C/G channels: (C/G)·H·W"),
+        "LayerNorm": tr("one sample, over all of C·H·W"),
     }[layer]
     wrong = [
-        (B * side * side, "That is B·H·W, what BatchNorm averages: all samples of one channel."),
-        (C * side * side // 4, "That is (C/G)·H·W, one group of GroupNorm for one sample."),
-        (C * side * side, "That is C·H·W, everything LayerNorm sees in one sample."),
-        (B, "That counts only the samples; the pixels of a feature map are pooled too."),
-        (B * C * side * side, "That is the whole tensor."),
+        (
+            B * side * side,
+            tr("That is B·H·W, what BatchNorm averages: all samples of one channel."),
+        ),
+        (C * side * side // 4, tr("That is (C/G)·H·W, one group of GroupNorm for one sample.")),
+        (C * side * side, tr("That is C·H·W, everything LayerNorm sees in one sample.")),
+        (B, tr("That counts only the samples; the pixels of a feature map are pooled too.")),
+        (B * C * side * side, tr("That is the whole tensor.")),
     ]
     wrong = [(v, fb) for v, fb in wrong if v != value]
-    question = (
-        f"A convolutional block's output has shape {_shape(shape)} (batch B = {B}, C = {C} "
-        f"channels of {side} × {side} pixels) and goes through `{_ctor(layer, args)}` in training "
-        "mode. How many values does each mean it computes average over?"
+    question = tr(
+        "A convolutional block's output has shape {shape} (batch B = {B}, C = {C} "
+        "channels of {side} × {side} pixels) and goes through `{layer}` in training "
+        "mode. How many values does each mean it computes average over?",
+        shape=shape_str(shape),
+        B=B,
+        C=C,
+        side=side,
+        layer=constructor(layer, args),
     )
-    return _numeric(
+    return numeric(
         question,
         float(value),
         dict(kind="values_per_statistic", layer=layer, shape=shape),
-        correct_fb=f"Correct: each statistic covers {per} = {value} values.",
+        correct_fb=tr(
+            "Correct: each statistic covers {per} = {value} values.", per=per, value=value
+        ),
         wrong=wrong,
-        default_fb="Not quite: list the axes the layer reduces over and multiply their sizes.",
+        default_fb=tr("Not quite: list the axes the layer reduces over and multiply their sizes."),
     )
 
 
@@ -57,32 +68,46 @@ def q_linear_scaling(rng, names=None):
     lr0 = rng.choice([0.1, 0.2, 0.05])
     b = rng.choice([2, 4, 8, 16])
     value = round(lr0 * b / b0, 8)
-    question = (
-        f"A network trains well with SGD at learning rate {lr0:g} and batches of {b0}. You must "
-        f"shrink the batch to {b} (memory). Under the linear scaling rule that Goyal et al. (2017) "
-        "and Wu & He (2018) use, which learning rate do you start from?"
+    question = tr(
+        "A network trains well with SGD at learning rate {lr0:g} and batches of {b0}. You must "
+        "shrink the batch to {b} (memory). Under the linear scaling rule that Goyal et al. (2017) "
+        "and Wu & He (2018) use, which learning rate do you start from?",
+        lr0=lr0,
+        b0=b0,
+        b=b,
     )
     wrong = [
         (
             lr0,
-            "That keeps the learning rate: each step now averages far fewer samples, so it is a "
-            "much larger step per sample seen.",
+            tr(
+                "That keeps the learning rate: each step now averages far fewer samples, so it is "
+                "a much larger step per sample seen."
+            ),
         ),
-        (round(lr0 * math.sqrt(b / b0), 8), "That is the square-root rule, a different heuristic."),
+        (
+            round(lr0 * math.sqrt(b / b0), 8),
+            tr("That is the square-root rule, a different heuristic."),
+        ),
         (
             round(lr0 * b0 / b, 8),
-            "That scales the wrong way: a smaller batch gets a smaller learning rate.",
+            tr("That scales the wrong way: a smaller batch gets a smaller learning rate."),
         ),
     ]
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="linear_scaling", b0=b0, lr0=lr0, b=b),
-        correct_fb=f"Correct: η = {lr0:g} · {b}/{b0} = {value:g}, so the same number of samples "
-        "moves the weights about as far.",
+        correct_fb=tr(
+            "Correct: η = {lr0:g} · {b}/{b0} = {value:g}, so the same number of samples "
+            "moves the weights about as far.",
+            lr0=lr0,
+            b=b,
+            b0=b0,
+            value=value,
+        ),
         wrong=wrong,
         tol=value * 1e-3,
-        default_fb="Not quite: scale the learning rate in proportion to the batch size.",
+        default_fb=tr("Not quite: scale the learning rate in proportion to the batch size."),
     )
 
 
@@ -94,37 +119,49 @@ def q_update_ratio(rng, names=None):
     grad = torch.tensor([[float(g1), float(g2)]], dtype=torch.float64)
     W_new = W - lr * grad  # one plain SGD step
     value = round(float((W_new - W).norm() / W.norm()), 8)
-    question = (
-        f"A weight matrix W = [[{a}, {b}]] gets the gradient [[{g1}, {g2}]] and takes one plain "
-        f"SGD step with learning rate {lr:g}. What is the update-to-weight ratio ‖ΔW‖/‖W‖ of that "
-        "step?"
+    question = tr(
+        "A weight matrix W = [[{a}, {b}]] gets the gradient [[{g1}, {g2}]] and takes one plain "
+        "SGD step with learning rate {lr:g}. What is the update-to-weight ratio ‖ΔW‖/‖W‖ of that "
+        "step?",
+        a=a,
+        b=b,
+        g1=g1,
+        g2=g2,
+        lr=lr,
     )
     norm_w = math.hypot(a, b)
     wrong = [
-        (round(math.hypot(g1, g2) / norm_w, 8), "That forgets the learning rate: ΔW = −η·g."),
-        (round(lr * math.hypot(g1, g2), 8), "That is ‖ΔW‖ itself; divide by ‖W‖."),
+        (round(math.hypot(g1, g2) / norm_w, 8), tr("That forgets the learning rate: ΔW = −η·g.")),
+        (round(lr * math.hypot(g1, g2), 8), tr("That is ‖ΔW‖ itself; divide by ‖W‖.")),
         (
             round(float(W_new.norm() / W.norm()), 8),
-            "That is ‖W + ΔW‖/‖W‖, how the length of W changes; "
-            "the update ratio measures the change itself.",
+            tr(
+                "That is ‖W + ΔW‖/‖W‖, how the length of W changes; "
+                "the update ratio measures the change itself."
+            ),
         ),
     ]
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="update_ratio", W=(a, b), g=(g1, g2), lr=lr),
-        correct_fb=f"Correct: ‖ΔW‖ = {lr:g}·{math.hypot(g1, g2):g} and ‖W‖ = {norm_w:g}, so the "
-        f"ratio is {value:g}.",
+        correct_fb=tr(
+            "Correct: ‖ΔW‖ = {lr:g}·{g:g} and ‖W‖ = {norm_w:g}, so the ratio is {value:g}.",
+            lr=lr,
+            g=math.hypot(g1, g2),
+            norm_w=norm_w,
+            value=value,
+        ),
         wrong=wrong,
         tol=value * 1e-3,
-        default_fb="Not quite: ΔW = −η·g; divide its norm by ‖W‖.",
+        default_fb=tr("Not quite: ΔW = −η·g; divide its norm by ‖W‖."),
     )
 
 
 def _depends_on_batch(name, args, shape, gen, training):
     """Does sample 0's output change when the other samples change (trained running stats; in
     `training`)?"""
-    layer = _module(name, args)
+    layer = make_module(name, args)
     with torch.no_grad():
         for _ in range(3):  # collect some running statistics
             layer.train()(torch.randn(shape, generator=gen) * 2 + 1)
@@ -145,33 +182,36 @@ def q_prediction_depends_on_batch(rng, names=None):
     for n, a in layers:
         dep = _depends_on_batch(n, a, shape, gen, mode == "train")
         if dep:
-            fb = (
+            fb = tr(
                 "Yes: in training mode BatchNorm normalizes with the statistics of the current "
                 "batch."
             )
         elif n.startswith("BatchNorm"):
-            fb = "No: in evaluation mode BatchNorm uses its running statistics, fixed numbers."
+            fb = tr("No: in evaluation mode BatchNorm uses its running statistics, fixed numbers.")
         else:
-            fb = "No: its statistics come from the sample itself, in both modes."
-        options.append((f"`{_ctor(n, a)}`", dep, fb, (n, a)))
+            fb = tr("No: its statistics come from the sample itself, in both modes.")
+        options.append((f"`{constructor(n, a)}`", dep, fb, (n, a)))
     none = not any(o[1] for o in options)
     options.append(
         (
-            "None of them",
+            tr("None of them"),
             none,
-            "Yes: in evaluation mode every one of these layers treats each image on its own."
+            tr("Yes: in evaluation mode every one of these layers treats each image on its own.")
             if none
-            else "No: in training mode BatchNorm mixes the images of a batch.",
+            else tr("No: in training mode BatchNorm mixes the images of a batch."),
             "none",
         )
     )
-    where = "`model.train()` (as during training)" if mode == "train" else "`model.eval()`"
-    question = (
-        f"After training, a test image is classified in a batch of {N} test images, with the model "
-        f"in {where}; inputs to the norm have shape {_shape(shape)}. With which layers does the "
-        "prediction for that image change when the other images of its batch change?"
+    where = tr("`model.train()` (as during training)") if mode == "train" else "`model.eval()`"
+    question = tr(
+        "After training, a test image is classified in a batch of {N} test images, with the model "
+        "in {where}; inputs to the norm have shape {shape}. With which layers does the "
+        "prediction for that image change when the other images of its batch change?",
+        N=N,
+        where=where,
+        shape=shape_str(shape),
     )
-    return _choice(
+    return choice(
         question,
         options,
         dict(kind="prediction_depends_on_batch", mode=mode, shape=shape),
@@ -192,28 +232,38 @@ def q_small_batch_choice(rng, names=None):
     ]
     options = []
     for n, a in layers:
-        m_small = describe(_module(n, a), (small, C, side, side)).elements_per_statistic
-        m_big = describe(_module(n, a), (big, C, side, side)).elements_per_statistic
+        m_small = describe(make_module(n, a), (small, C, side, side)).elements_per_statistic
+        m_big = describe(make_module(n, a), (big, C, side, side)).elements_per_statistic
         same = m_small == m_big
         options.append(
             (
-                f"`{_ctor(n, a)}`",
+                f"`{constructor(n, a)}`",
                 same,
                 (
-                    f"Yes: each statistic averages {m_small} values at either batch size."
+                    tr("Yes: each statistic averages {m} values at either batch size.", m=m_small)
                     if same
-                    else f"No: its statistics average {m_big} values at batch {big} but only "
-                    f"{m_small} at batch {small}."
+                    else tr(
+                        "No: its statistics average {m_big} values at batch {big} but only "
+                        "{m_small} at batch {small}.",
+                        m_big=m_big,
+                        big=big,
+                        m_small=m_small,
+                        small=small,
+                    )
                 ),
                 (n, a),
             )
         )
-    question = (
-        f"You shrink the batch of a CNN from {big} to {small} images; a block's output has "
-        f"{C} channels of {side} × {side} pixels. Which layers compute each statistic from as many "
-        "values as before?"
+    question = tr(
+        "You shrink the batch of a CNN from {big} to {small} images; a block's output has "
+        "{C} channels of {side} × {side} pixels. Which layers compute each statistic from as many "
+        "values as before?",
+        big=big,
+        small=small,
+        C=C,
+        side=side,
     )
-    return _choice(
+    return choice(
         question, options, dict(kind="small_batch_choice", C=C, side=side, small=small), many=True
     )
 
@@ -240,32 +290,43 @@ def q_running_after_small_batches(rng, names=None):
         raise AssertionError(f"measured {ratio} for n = {n}, expected about {expected}")
     options = [
         (
-            f"about {expected:.2g}: training divided by the biased variance, whose mean is "
-            "(n − 1)/n of the true one",
+            tr(
+                "about {expected:.2g}: training divided by the biased variance, whose mean is "
+                "(n − 1)/n of the true one",
+                expected=expected,
+            ),
             True,
-            f"Correct: with n = {n} values per statistic the biased batch variance averages "
-            f"(n − 1)/n = {expected:.3g} of σ² (measured: {ratio:.3f}), while the running variance "
-            "stores the unbiased estimate, about σ². Evaluation mode therefore divides by a "
-            "larger variance than training did, on top of the noise.",
+            tr(
+                "Correct: with n = {n} values per statistic the biased batch variance averages "
+                "(n − 1)/n = {expected:.3g} of σ² (measured: {ratio:.3f}), while the running "
+                "variance stores the unbiased estimate, about σ². Evaluation mode therefore "
+                "divides by a larger variance than training did, on top of the noise.",
+                n=n,
+                expected=expected,
+                ratio=ratio,
+            ),
             "biased",
         ),
         (
-            "about 1: the running variance equals what training used",
+            tr("about 1: the running variance equals what training used"),
             False,
-            "No: the running variance is unbiased, training used the biased variance of each "
-            "batch.",
+            tr(
+                "No: the running variance is unbiased, training used the biased variance of each "
+                "batch."
+            ),
             "one",
         ),
         (
-            f"about {n / (n - 1):.2g}: training used the larger variance",
+            tr("about {inverse:.2g}: training used the larger variance", inverse=n / (n - 1)),
             False,
-            "No: that is the wrong way round; the biased variance is the smaller one.",
+            tr("No: that is the wrong way round; the biased variance is the smaller one."),
             "inverse",
         ),
     ]
-    question = (
-        f"BatchNorm trains on batches that give each statistic only n = {n} values of a unit with "
+    question = tr(
+        "BatchNorm trains on batches that give each statistic only n = {n} values of a unit with "
         "variance σ² = 1. On average, what is (variance used to normalize in training) / (running "
-        "variance used in evaluation)?"
+        "variance used in evaluation)?",
+        n=n,
     )
-    return _choice(question, options, dict(kind="running_after_small_batches", n=n, ratio=ratio))
+    return choice(question, options, dict(kind="running_after_small_batches", n=n, ratio=ratio))

@@ -9,8 +9,9 @@ import torch
 
 from norms import modules
 from norms.axes import describe
+from norms.i18n import tr
 
-from .builders import _choice, _numeric, _shape
+from .builders import choice, numeric, shape_str
 
 
 def q_ln_stats_btd(rng, names=None):
@@ -18,31 +19,51 @@ def q_ln_stats_btd(rng, names=None):
     B, T, D = rng.choice([2, 4, 8]), rng.choice([5, 16, 128]), rng.choice([64, 256, 512])
     spec = describe(modules.LayerNorm(D), (B, T, D))
     key = spec.num_statistics
-    return _numeric(
-        f"A transformer layer's LayerNorm(d_model={D}) gets activations of shape (B, T, D) = "
-        f"{_shape((B, T, D))}. How many means (one per statistic) does it compute?",
+    return numeric(
+        tr(
+            "A transformer layer's LayerNorm(d_model={D}) gets activations of shape (B, T, D) = "
+            "{shape}. How many means (one per statistic) does it compute?",
+            D=D,
+            shape=shape_str((B, T, D)),
+        ),
         key,
         dict(kind="ln_stats_btd", shape=(B, T, D), answer=key),
-        correct_fb=(
-            f"Correct: one mean and one variance per token, over its {D} features: B·T = {key}."
+        correct_fb=tr(
+            "Correct: one mean and one variance per token, over its {D} features: B·T = {key}.",
+            D=D,
+            key=key,
         ),
         wrong=[
             (
                 D,
-                "That is the number of features each statistic averages over; there is one "
-                f"statistic per token, B·T = {key}.",
+                tr(
+                    "That is the number of features each statistic averages over; there is one "
+                    "statistic per token, B·T = {key}.",
+                    key=key,
+                ),
             ),
             (
                 B,
-                "That would be one statistic per sequence; LayerNorm(d_model) normalizes each "
-                "token.",
+                tr(
+                    "That would be one statistic per sequence; LayerNorm(d_model) normalizes each "
+                    "token."
+                ),
             ),
-            (B * T * D, "That is the number of elements, not of statistics."),
-            (T, f"Each sequence has {T} tokens, and there are {B} sequences: B·T = {key}."),
+            (B * T * D, tr("That is the number of elements, not of statistics.")),
+            (
+                T,
+                tr(
+                    "Each sequence has {T} tokens, and there are {B} sequences: B·T = {key}.",
+                    T=T,
+                    B=B,
+                    key=key,
+                ),
+            ),
         ],
-        default_fb=(
+        default_fb=tr(
             "LayerNorm(d_model) reduces over the last dim only: one statistic per token, "
-            f"B·T = {key}."
+            "B·T = {key}.",
+            key=key,
         ),
     )
 
@@ -60,42 +81,53 @@ def q_gamma_shape(rng, names=None):
     key = tuple(layer.norm1.weight.shape)
     options = [
         (
-            _shape(key),
+            shape_str(key),
             True,
-            f"Correct: one γ per feature of a token, shared by every token and sequence: "
-            f"norm1.weight has shape {_shape(key)}.",
+            tr(
+                "Correct: one γ per feature of a token, shared by every token and sequence: "
+                "norm1.weight has shape {shape}.",
+                shape=shape_str(key),
+            ),
             "d_model",
         ),
         (
-            _shape((ff,)),
+            shape_str((ff,)),
             False,
-            "The MLP's hidden width is not normalized: the norm sits on the d_model-wide "
-            "residual stream.",
+            tr(
+                "The MLP's hidden width is not normalized: the norm sits on the d_model-wide "
+                "residual stream."
+            ),
             "ff",
         ),
         (
-            _shape((T, d)),
+            shape_str((T, d)),
             False,
-            "γ does not depend on the sequence length; every position shares it.",
+            tr("γ does not depend on the sequence length; every position shares it."),
             "T,d",
         ),
         (
-            _shape((B, T, d)),
+            shape_str((B, T, d)),
             False,
-            "That is the activation's shape; γ has the shape of one token.",
+            tr("That is the activation's shape; γ has the shape of one token."),
             "B,T,d",
         ),
         (
-            _shape((nhead,)),
+            shape_str((nhead,)),
             False,
-            "The norm does not know about heads; it scales each of the d_model features.",
+            tr("The norm does not know about heads; it scales each of the d_model features."),
             "nhead",
         ),
     ]
-    return _choice(
-        f"In `TransformerEncoderLayer(d_model={d}, nhead={nhead}, dim_feedforward={ff}, "
-        f"batch_first=True)` fed with input of shape {_shape((B, T, d))}, what is the shape of "
-        "norm1's γ (`norm1.weight`)?",
+    return choice(
+        tr(
+            "In `TransformerEncoderLayer(d_model={d}, nhead={nhead}, dim_feedforward={ff}, "
+            "batch_first=True)` fed with input of shape {shape}, what is the shape of "
+            "norm1's γ (`norm1.weight`)?",
+            d=d,
+            nhead=nhead,
+            ff=ff,
+            shape=shape_str((B, T, d)),
+        ),
         options,
         dict(kind="gamma_shape", answer=key, d=d, ff=ff),
     )
@@ -125,38 +157,46 @@ def q_prenorm_position(rng, names=None):
     assert on_path == {False: True, True: False}, on_path
     options = [
         (
-            "At the input of each sublayer, inside the residual branch: x + Attn(LN(x)); the "
-            "residual path itself is never normalized.",
+            tr(
+                "At the input of each sublayer, inside the residual branch: x + Attn(LN(x)); the "
+                "residual path itself is never normalized."
+            ),
             True,
-            "Correct: with norm_first=True a layer whose sublayers output zero returns its input "
-            "unchanged (measured), so the identity path from the first layer to the last has no "
-            "norm on it.",
+            tr(
+                "Correct: with norm_first=True a layer whose sublayers output zero returns its "
+                "input unchanged (measured), so the identity path from the first layer to the "
+                "last has no norm on it."
+            ),
             "branch",
         ),
         (
-            "After each residual addition: LN(x + Attn(x)).",
+            tr("After each residual addition: LN(x + Attn(x))."),
             False,
-            "That is post-LN (norm_first=False), the 2017 transformer: the output goes through a "
-            "norm even when the sublayers output zero.",
+            tr(
+                "That is post-LN (norm_first=False), the 2017 transformer: the output goes "
+                "through a norm even when the sublayers output zero."
+            ),
             "after",
         ),
         (
-            "Only once, after the last layer.",
+            tr("Only once, after the last layer."),
             False,
-            "That final norm is an extra of pre-LN stacks; each pre-LN layer also has its own "
-            "norms, one per sublayer.",
+            tr(
+                "That final norm is an extra of pre-LN stacks; each pre-LN layer also has its "
+                "own norms, one per sublayer."
+            ),
             "final",
         ),
         (
-            "Between the two linear layers of the MLP.",
+            tr("Between the two linear layers of the MLP."),
             False,
-            "The MLP has no norm inside it in either variant.",
+            tr("The MLP has no norm inside it in either variant."),
             "mlp",
         ),
     ]
     rng.shuffle(options)
-    return _choice(
-        "Where does a pre-LN transformer layer (`norm_first=True`) apply its LayerNorms?",
+    return choice(
+        tr("Where does a pre-LN transformer layer (`norm_first=True`) apply its LayerNorms?"),
         options,
         dict(kind="prenorm_position", on_path=on_path),
     )
@@ -188,37 +228,49 @@ def q_final_norm(rng, names=None):
     raw, normed = residual_growth(depth)
     options = [
         (
-            "The residual stream is a sum of every layer's output and is never normalized inside "
-            f"a pre-LN stack; its per-token std grows with depth ({raw:.1f} here). The final norm "
-            f"brings it back to {normed:.2f} before the output head.",
+            tr(
+                "The residual stream is a sum of every layer's output and is never normalized "
+                "inside a pre-LN stack; its per-token std grows with depth ({raw:.1f} here). The "
+                "final norm brings it back to {normed:.2f} before the output head.",
+                raw=raw,
+                normed=normed,
+            ),
             True,
-            "Correct: without it the head would see activations whose scale depends on the depth.",
+            tr(
+                "Correct: without it the head would see activations whose scale depends on the "
+                "depth."
+            ),
             "scale",
         ),
         (
-            "It replaces the norms inside the layers, which pre-LN removes.",
+            tr("It replaces the norms inside the layers, which pre-LN removes."),
             False,
-            "Pre-LN keeps a norm in front of every sublayer; the final norm is added on top.",
+            tr("Pre-LN keeps a norm in front of every sublayer; the final norm is added on top."),
             "replaces",
         ),
         (
-            "It is needed by post-LN stacks too, for the same reason.",
+            tr("It is needed by post-LN stacks too, for the same reason."),
             False,
-            "A post-LN stack already ends with a norm: the last layer's LayerNorm 2.",
+            tr("A post-LN stack already ends with a norm: the last layer's LayerNorm 2."),
             "post",
         ),
         (
-            "It makes the stack's output independent of the batch.",
+            tr("It makes the stack's output independent of the batch."),
             False,
-            "Every LayerNorm is already per token; batch independence is not what the final norm "
-            "adds.",
+            tr(
+                "Every LayerNorm is already per token; batch independence is not what the final "
+                "norm adds."
+            ),
             "batch",
         ),
     ]
     rng.shuffle(options)
-    return _choice(
-        f"A pre-LN stack of {depth} layers (d_model = 32) ends with a final LayerNorm before the "
-        "output head. What is it for?",
+    return choice(
+        tr(
+            "A pre-LN stack of {depth} layers (d_model = 32) ends with a final LayerNorm before "
+            "the output head. What is it for?",
+            depth=depth,
+        ),
         options,
         dict(kind="final_norm", depth=depth, raw=raw),
     )
@@ -235,23 +287,29 @@ def q_rms_saves(rng, names=None):
         return sum(p.numel() for m in mods for p in m.parameters())
 
     key = count(modules.LayerNorm) - count(modules.RMSNorm)
-    return _numeric(
-        f"A pre-norm decoder has {depth} layers of width d_model = {d}, two norms per layer and a "
-        "final norm. How many parameters does it save by using RMSNorm instead of LayerNorm in "
-        "all of them?",
+    return numeric(
+        tr(
+            "A pre-norm decoder has {depth} layers of width d_model = {d}, two norms per layer "
+            "and a final norm. How many parameters does it save by using RMSNorm instead of "
+            "LayerNorm in all of them?",
+            depth=depth,
+            d=d,
+        ),
         key,
         dict(kind="rms_saves", depth=depth, d=d, answer=key),
-        correct_fb=(
-            f"Correct: RMSNorm has no β, so each of the 2·{depth} + 1 norms saves d_model = {d} "
-            "numbers."
+        correct_fb=tr(
+            "Correct: RMSNorm has no β, so each of the 2·{depth} + 1 norms saves d_model = {d} "
+            "numbers.",
+            depth=depth,
+            d=d,
         ),
         wrong=[
-            (2 * depth * d, "Do not forget the final norm: 2·L + 1 norms."),
-            (2 * key, "RMSNorm keeps γ; it drops β only, d_model numbers per norm."),
+            (2 * depth * d, tr("Do not forget the final norm: 2·L + 1 norms.")),
+            (2 * key, tr("RMSNorm keeps γ; it drops β only, d_model numbers per norm.")),
             (
                 (depth + 1) * d,
-                "Each layer has two norms, one before attention and one before the MLP.",
+                tr("Each layer has two norms, one before attention and one before the MLP."),
             ),
         ],
-        default_fb=f"RMSNorm drops β: (2·{depth} + 1)·{d} = {key}.",
+        default_fb=tr("RMSNorm drops β: (2·{depth} + 1)·{d} = {key}.", depth=depth, d=d, key=key),
     )

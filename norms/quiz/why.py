@@ -7,9 +7,10 @@ import math
 import torch
 
 from norms import modules
+from norms.i18n import tr
 
-from .builders import _choice, _numeric
-from .cases import _module
+from .builders import choice, numeric
+from .cases import make_module
 
 
 def _relu_rate(c, gen, width=256, batch=256, depth=17):
@@ -32,17 +33,21 @@ def q_relu_depth(rng, names=None):
     cands = [
         (
             math.sqrt(c * c / 2),
-            "Var[zₗ] = n σ² E[h²] and ReLU keeps half of a symmetric z, so E[h²] = Var[z]/2: "
-            "the variance changes by nσ²/2 = c²/2 per layer and the std by its square root.",
+            tr(
+                "Var[zₗ] = n σ² E[h²] and ReLU keeps half of a symmetric z, so E[h²] = Var[z]/2: "
+                "the variance changes by nσ²/2 = c²/2 per layer and the std by its square root."
+            ),
         ),
-        (c, "that forgets that ReLU sets half of z to zero, which halves E[h²]."),
+        (c, tr("that forgets that ReLU sets half of z to zero, which halves E[h²].")),
         (
             c * c / 2,
-            "that is the factor for the variance, nσ²/2 = c²/2; the std changes by its square "
-            "root.",
+            tr(
+                "that is the factor for the variance, nσ²/2 = c²/2; the std changes by its square "
+                "root."
+            ),
         ),
-        (1.0, "the std stays constant only when nσ² = 2, i.e. c = √2 (He initialization)."),
-        (c * c, "that is nσ², the variance factor of a linear layer without the ReLU."),
+        (1.0, tr("the std stays constant only when nσ² = 2, i.e. c = √2 (He initialization).")),
+        (c * c, tr("that is nσ², the variance factor of a linear layer without the ReLU.")),
     ]
     best = min(cands, key=lambda t: abs(t[0] - rate))[0]
     if (
@@ -53,18 +58,24 @@ def q_relu_depth(rng, names=None):
     for value, why in cands:
         ok = value == best
         fb = (
-            f"Correct: {why} Measured on a {256}-wide network: {rate:.3f} per layer."
+            tr(
+                "Correct: {why} Measured on a {width}-wide network: {rate:.3f} per layer.",
+                why=why,
+                width=256,
+                rate=rate,
+            )
             if ok
-            else f"No: {why} The measured factor is {rate:.3f}."
+            else tr("No: {why} The measured factor is {rate:.3f}.", why=why, rate=rate)
         )
         options.append((f"{value:.3g}", ok, fb, value))
     options.sort(key=lambda o: o[3])
-    question = (
+    question = tr(
         "A plain MLP without normalization computes zₗ = Wₗ hₗ₋₁ and hₗ = ReLU(zₗ) (no "
-        f"bias), width n = 256, every weight drawn from N(0, σ²) with σ = c/√n and c = {c:g}. By "
-        "what factor does the std of the pre-activations z change from one layer to the next?"
+        "bias), width n = 256, every weight drawn from N(0, σ²) with σ = c/√n and c = {c:g}. By "
+        "what factor does the std of the pre-activations z change from one layer to the next?",
+        c=c,
     )
-    return _choice(question, options, dict(kind="relu_depth", c=c, rate=rate))
+    return choice(question, options, dict(kind="relu_depth", c=c, rate=rate))
 
 
 def _saturation(seed, N, C, s, mu):
@@ -83,36 +94,49 @@ def q_saturation(rng, names=None):
     before, after = _saturation(seed, N, C, s, mu)
 
     def text(b, a):
-        return f"about {b:.0%} without normalization, {a:.1%} after it"
+        return tr("about {b:.0%} without normalization, {a:.1%} after it", b=b, a=a)
 
-    share = f"most of z ({before:.1%})" if before > 0.5 else f"{before:.1%} of z"
+    share = (
+        tr("most of z ({before:.1%})", before=before)
+        if before > 0.5
+        else tr("{before:.1%} of z", before=before)
+    )
     options = [
         (
             text(before, after),
             True,
-            f"Correct: with mean {mu:g} and std {s:g}, {share} lies beyond ±artanh(0.99) ≈ ±2.65, "
-            "where tanh is flat. BatchNorm rescales every unit to mean 0 and std 1, and a "
-            "standard normal has only about 0.8% of its mass beyond ±2.65.",
+            tr(
+                "Correct: with mean {mu:g} and std {s:g}, {share} lies beyond ±artanh(0.99) ≈ "
+                "±2.65, where tanh is flat. BatchNorm rescales every unit to mean 0 and std 1, "
+                "and a standard normal has only about 0.8% of its mass beyond ±2.65.",
+                mu=mu,
+                s=s,
+                share=share,
+            ),
             (before, after),
         ),
         (
             text(before, before),
             False,
-            "No: the normalized z has std 1, so far fewer values reach the flat parts of tanh.",
+            tr("No: the normalized z has std 1, so far fewer values reach the flat parts of tanh."),
             (before, before),
         ),
         (
             text(after, before),
             False,
-            "No: that is the wrong way round: the large std saturates, the normalized one hardly "
-            "does.",
+            tr(
+                "No: that is the wrong way round: the large std saturates, the normalized one "
+                "hardly does."
+            ),
             (after, before),
         ),
         (
             text(before, 0.0),
             False,
-            "No: normalization does not remove saturation entirely: a standard normal still has "
-            "about 0.8% of its mass beyond artanh(0.99) ≈ 2.65.",
+            tr(
+                "No: normalization does not remove saturation entirely: a standard normal still "
+                "has about 0.8% of its mass beyond artanh(0.99) ≈ 2.65."
+            ),
             (before, 0.0),
         ),
     ]
@@ -122,12 +146,15 @@ def q_saturation(rng, names=None):
         f"generator=torch.Generator().manual_seed({seed})) * {s:g}{shift}\n"
         f"z_bn = norms.BatchNorm1d({C})(z)   # training mode"
     )
-    question = (
-        f"The pre-activations z of a tanh layer have mean {mu:g} and std {s:g} (below). What "
+    question = tr(
+        "The pre-activations z of a tanh layer have mean {mu:g} and std {s:g} (below). What "
         "fraction of them is saturated, |tanh z| > 0.99, without normalization and after "
-        f"`norms.BatchNorm1d({C})`?"
+        "`norms.BatchNorm1d({C})`?",
+        mu=mu,
+        s=s,
+        C=C,
     )
-    return _choice(
+    return choice(
         question, options, dict(kind="saturation", seed=seed, N=N, C=C, s=s, mu=mu), code=code
     )
 
@@ -140,8 +167,8 @@ _NO_EPS = 1e-30
 def _linear_then(norm_name, width):
     """(description, callable z -> output) for a layer after a linear map; eps = 0, float64."""
     if norm_name == "none":
-        return "no normalization (just ReLU)", torch.relu
-    m = _module(norm_name, (width,), {"eps": _NO_EPS}).double().train()
+        return tr("no normalization (just ReLU)"), torch.relu
+    m = make_module(norm_name, (width,), {"eps": _NO_EPS}).double().train()
     return f"`norms.{norm_name}({width})`", m
 
 
@@ -163,26 +190,30 @@ def q_scale_invariance(rng, names=None):
     ]
     why = {
         ("BatchNorm1d", "all"): (
-            "scaling W scales every unit's mean and std by a, which cancels.",
+            tr("scaling W scales every unit's mean and std by a, which cancels."),
             "",
         ),
         ("LayerNorm", "all"): (
-            "scaling W scales every sample's mean and std over the units by a, which cancels.",
+            tr("scaling W scales every sample's mean and std over the units by a, which cancels."),
             "",
         ),
         ("BatchNorm1d", "rows"): (
-            "BatchNorm normalizes each output unit on its own (over the batch), so each "
-            "row of W may have its own factor.",
+            tr(
+                "BatchNorm normalizes each output unit on its own (over the batch), so each "
+                "row of W may have its own factor."
+            ),
             "",
         ),
         ("LayerNorm", "rows"): (
             "",
-            "LayerNorm normalizes each sample over the units, so only a factor common to "
-            "all rows cancels; different factors change the pattern across units.",
+            tr(
+                "LayerNorm normalizes each sample over the units, so only a factor common to "
+                "all rows cancels; different factors change the pattern across units."
+            ),
         ),
         ("none", "all"): (
             "",
-            "without a normalization nothing removes the scale: ReLU(a·z) = a·ReLU(z).",
+            tr("without a normalization nothing removes the scale: ReLU(a·z) = a·ReLU(z)."),
         ),
     }
     options = []
@@ -192,25 +223,29 @@ def q_scale_invariance(rng, names=None):
             scaled = W * a if how == "all" else W * rows
             same = torch.allclose(f(x @ W.T), f(x @ scaled.T), atol=1e-9)
             text = (
-                f"{desc}: multiplying all of W by a = {a:g}"
+                tr("{desc}: multiplying all of W by a = {a:g}", desc=desc, a=a)
                 if how == "all"
-                else (
-                    f"{desc}: multiplying each row of W (one output unit each) by its own positive "
-                    "factor"
+                else tr(
+                    "{desc}: multiplying each row of W (one output unit each) by its own positive "
+                    "factor",
+                    desc=desc,
                 )
             )
             yes, no = why[(norm_name, how)]
             fb = (
-                ("Yes: " + (yes or "the output does not change."))
+                tr("Yes: {why}", why=yes or tr("the output does not change."))
                 if same
-                else ("No: " + (no or "it changes."))
+                else tr("No: {why}", why=no or tr("it changes."))
             )
-            options.append((text + " leaves the output unchanged.", same, fb, (norm_name, how)))
-    question = (
-        f"A linear layer z = W x (no bias, W of shape ({width}, {n_in})) is followed by the layer "
-        "named below, in training mode on a batch of inputs. Ignore ε. Which statements hold?"
+            statement = tr("{statement} leaves the output unchanged.", statement=text)
+            options.append((statement, same, fb, (norm_name, how)))
+    question = tr(
+        "A linear layer z = W x (no bias, W of shape ({width}, {n_in})) is followed by the layer "
+        "named below, in training mode on a batch of inputs. Ignore ε. Which statements hold?",
+        width=width,
+        n_in=n_in,
     )
-    return _choice(
+    return choice(
         question, options, dict(kind="scale_invariance", a=a, width=width, n_in=n_in), many=True
     )
 
@@ -230,40 +265,56 @@ def q_grad_scale(rng, names=None):
     x = torch.randn(N, n_in, generator=gen, dtype=torch.float64)
     W = torch.randn(width, n_in, generator=gen, dtype=torch.float64)
     target = torch.randn(N, width, generator=gen, dtype=torch.float64)
-    norm = _module(norm_name, (width,), {"eps": _NO_EPS}).double().train()
+    norm = make_module(norm_name, (width,), {"eps": _NO_EPS}).double().train()
     g1, ga = _grad_at(norm, x, W, target), _grad_at(norm, x, W * a, target)
     factor = float(ga.norm() / g1.norm())
     if not torch.allclose(ga, g1 * factor, atol=1e-9):
         raise AssertionError("the gradient at a·W is not a multiple of the one at W")
     value = round(factor, 6)
-    question = (
-        f"The weights W of a linear layer feed `norms.{norm_name}({width})` (training mode, ignore "
-        f"ε), and a loss L is computed downstream. W is replaced by a·W with a = {a:g}. By what "
-        "factor does the gradient ∂L/∂W change (evaluated at a·W instead of W)?"
+    question = tr(
+        "The weights W of a linear layer feed `norms.{norm_name}({width})` (training mode, ignore "
+        "ε), and a loss L is computed downstream. W is replaced by a·W with a = {a:g}. By what "
+        "factor does the gradient ∂L/∂W change (evaluated at a·W instead of W)?",
+        norm_name=norm_name,
+        width=width,
+        a=a,
     )
     wrong = [
         (
             a,
-            "That is how z itself scales. The loss does not change with a, so the gradient cannot "
-            "grow with it.",
+            tr(
+                "That is how z itself scales. The loss does not change with a, so the gradient "
+                "cannot grow with it."
+            ),
         ),
-        (1.0, "The loss is the same, but its gradient is not: it is taken at a different point."),
+        (
+            1.0,
+            tr("The loss is the same, but its gradient is not: it is taken at a different point."),
+        ),
         (
             a * a,
-            "The gradient shrinks as W grows; a² is the factor of the learning rate that "
-            "compensates.",
+            tr(
+                "The gradient shrinks as W grows; a² is the factor of the learning rate that "
+                "compensates."
+            ),
         ),
-        (1 / (a * a), "That is how the effective learning rate η/‖W‖² changes, not the gradient."),
+        (
+            1 / (a * a),
+            tr("That is how the effective learning rate η/‖W‖² changes, not the gradient."),
+        ),
     ]
-    return _numeric(
+    return numeric(
         question,
         value,
         dict(kind="grad_scale", norm=norm_name, a=a),
-        correct_fb="Correct: L(a·W) = L(W) for every a > 0; differentiating gives "
-        f"a·∇L(a·W) = ∇L(W), so the gradient at a·W is 1/a = {value:g} times the one at W.",
+        correct_fb=tr(
+            "Correct: L(a·W) = L(W) for every a > 0; differentiating gives "
+            "a·∇L(a·W) = ∇L(W), so the gradient at a·W is 1/a = {value:g} times the one at W.",
+            value=value,
+        ),
         wrong=wrong,
         tol=0.0005,
-        default_fb="Not quite. Differentiate L(a·W) = L(W) with respect to W.",
+        default_fb=tr("Not quite. Differentiate L(a·W) = L(W) with respect to W."),
     )
 
 
@@ -282,37 +333,54 @@ def q_bias_before_norm(rng, names=None):
             "ln_common": torch.allclose(ln(x @ W.T + common), ln(x @ W.T), atol=1e-9),
         }
     texts = {
-        "bn": f"`norms.BatchNorm1d({width})`, with a bias that differs between units",
-        "ln": f"`norms.LayerNorm({width})`, with a bias that differs between units",
-        "ln_common": f"`norms.LayerNorm({width})`, with the same bias for every unit",
+        "bn": tr(
+            "`norms.BatchNorm1d({width})`, with a bias that differs between units", width=width
+        ),
+        "ln": tr("`norms.LayerNorm({width})`, with a bias that differs between units", width=width),
+        "ln_common": tr(
+            "`norms.LayerNorm({width})`, with the same bias for every unit", width=width
+        ),
     }
     fbs = {
         "bn": (
-            "BatchNorm subtracts each unit's batch mean; the bias adds the same number to every "
-            "sample of a unit, so it moves that mean by exactly the bias and cancels (its "
-            "gradient is zero too).",
-            "it changes the output.",
+            tr(
+                "BatchNorm subtracts each unit's batch mean; the bias adds the same number to "
+                "every sample of a unit, so it moves that mean by exactly the bias and cancels "
+                "(its gradient is zero too)."
+            ),
+            tr("it changes the output."),
         ),
         "ln": (
-            "it cancels.",
-            "LayerNorm subtracts each sample's mean over the units; a bias that differs between "
-            "units changes the pattern across units and does not cancel.",
+            tr("it cancels."),
+            tr(
+                "LayerNorm subtracts each sample's mean over the units; a bias that differs "
+                "between units changes the pattern across units and does not cancel."
+            ),
         ),
         "ln_common": (
-            "LayerNorm subtracts each sample's mean over the units, so a shift common to all units "
-            "cancels; only the part of a bias that varies between units survives.",
-            "it changes the output.",
+            tr(
+                "LayerNorm subtracts each sample's mean over the units, so a shift common to all "
+                "units cancels; only the part of a bias that varies between units survives."
+            ),
+            tr("it changes the output."),
         ),
     }
     options = [
-        (texts[k], same, ("Yes: " + fbs[k][0]) if same else ("No: " + fbs[k][1]), k)
+        (
+            texts[k],
+            same,
+            tr("Yes: {why}", why=fbs[k][0]) if same else tr("No: {why}", why=fbs[k][1]),
+            k,
+        )
         for k, same in cases.items()
     ]
-    question = (
-        f"`nn.Linear({n_in}, {width})` with a non-zero bias feeds a normalization layer (training "
-        "mode). In which cases is the bias dead weight: removing it leaves the output unchanged?"
+    question = tr(
+        "`nn.Linear({n_in}, {width})` with a non-zero bias feeds a normalization layer (training "
+        "mode). In which cases is the bias dead weight: removing it leaves the output unchanged?",
+        n_in=n_in,
+        width=width,
     )
-    return _choice(
+    return choice(
         question, options, dict(kind="bias_before_norm", n_in=n_in, width=width), many=True
     )
 
@@ -323,7 +391,7 @@ def q_weight_norm_growth(rng, names=None):
     lr, steps = rng.choice([0.1, 0.5, 1.0]), 5
     gen = torch.Generator().manual_seed(rng.randrange(2**31))
     W = torch.randn(width, n_in, generator=gen, dtype=torch.float64)
-    norm = _module(norm_name, (width,), {"eps": _NO_EPS}).double().train()
+    norm = make_module(norm_name, (width,), {"eps": _NO_EPS}).double().train()
     sq, predicted = [float(W.pow(2).sum())], []
     for _ in range(steps):
         x = torch.randn(N, n_in, generator=gen, dtype=torch.float64)
@@ -347,43 +415,50 @@ def q_weight_norm_growth(rng, names=None):
     )
     options = [
         (
-            "It grows at every step: ‖Wₜ₊₁‖² = ‖Wₜ‖² + η²‖gₜ‖².",
+            tr("It grows at every step: ‖Wₜ₊₁‖² = ‖Wₜ‖² + η²‖gₜ‖²."),
             outcome == "grows",
-            "Correct: the loss does not depend on ‖W‖, so the gradient is orthogonal to W, and by "
-            "Pythagoras each step can only add length. The effective learning rate η/‖W‖² "
-            "therefore decays by itself (weight decay counteracts it)."
+            tr(
+                "Correct: the loss does not depend on ‖W‖, so the gradient is orthogonal to W, "
+                "and by Pythagoras each step can only add length. The effective learning rate "
+                "η/‖W‖² therefore decays by itself (weight decay counteracts it)."
+            )
             if outcome == "grows"
-            else "No: here the norm does not grow at every step.",
+            else tr("No: here the norm does not grow at every step."),
             "grows",
         ),
         (
-            "It shrinks at every step, like with weight decay.",
+            tr("It shrinks at every step, like with weight decay."),
             outcome == "shrinks",
-            "No: without weight decay nothing pulls W towards 0; the step is orthogonal to W."
+            tr("No: without weight decay nothing pulls W towards 0; the step is orthogonal to W.")
             if outcome != "shrinks"
-            else "Correct.",
+            else tr("Correct."),
             "shrinks",
         ),
         (
-            "It stays constant, because the layer is scale-invariant.",
+            tr("It stays constant, because the layer is scale-invariant."),
             outcome == "same",
-            "No: scale invariance makes the gradient orthogonal to W, and a step orthogonal to W "
-            "lengthens it."
+            tr(
+                "No: scale invariance makes the gradient orthogonal to W, and a step orthogonal "
+                "to W lengthens it."
+            )
             if outcome != "same"
-            else "Correct.",
+            else tr("Correct."),
             "same",
         ),
         (
-            "It grows or shrinks depending on the sign of the gradient.",
+            tr("It grows or shrinks depending on the sign of the gradient."),
             outcome == "depends",
-            "No: the gradient has no component along W, so the sign does not matter."
+            tr("No: the gradient has no component along W, so the sign does not matter.")
             if outcome != "depends"
-            else "Correct.",
+            else tr("Correct."),
             "depends",
         ),
     ]
-    question = (
-        f"The weights W of a linear layer feed `norms.{norm_name}({width})` (training mode, ignore "
-        f"ε). Plain SGD, W ← W − η g with η = {lr:g}, no weight decay. What happens to ‖W‖?"
+    question = tr(
+        "The weights W of a linear layer feed `norms.{norm_name}({width})` (training mode, ignore "
+        "ε). Plain SGD, W ← W − η g with η = {lr:g}, no weight decay. What happens to ‖W‖?",
+        norm_name=norm_name,
+        width=width,
+        lr=lr,
     )
-    return _choice(question, options, dict(kind="weight_norm_growth", norm=norm_name, lr=lr))
+    return choice(question, options, dict(kind="weight_norm_growth", norm=norm_name, lr=lr))

@@ -31,8 +31,6 @@ ARTICLE_TEXT = """() => {
   const out = [];
   for (const el of document.querySelectorAll('.bd-article p, .bd-article li, .bd-article h1, .bd-article h2, .bd-article h3, .bd-article td, .bd-article th, .bd-article figcaption')) {
     if (el.closest('.cell_output, .output, pre, .jupyterquiz, .quiz, .explorer, .bibliography, .citation')) continue;
-    // sphinx-exercise's exercise titles are not among the messages gettext extracts (issue 36, open)
-    if (el.matches('.exercise > .admonition-title, .solution > .admonition-title')) continue;
     const copy = el.cloneNode(true);
     copy.querySelectorAll('code, mjx-container, .math, pre, a.reference.internal .std-doc').forEach(n => n.remove());
     out.push(copy.textContent.replace(/\\s+/g, ' ').trim());
@@ -59,6 +57,21 @@ def test_every_page_links_to_its_twin_and_back(open_page, path):  # noqa: F811
         run for text in chinese.evaluate(ARTICLE_TEXT) for run in i18n.english_left(text)
     ]
     assert english_runs == [], f"{ZH}{path}: English left: {english_runs[:3]}"
+
+
+PRINTED = "() => [...document.querySelectorAll('.cell_output .output.stream pre')].map(p => p.textContent)"  # noqa: E501
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in ENGLISH if p.removesuffix(".html") not in i18n.OWN_OUTPUTS]
+)
+def test_printed_sentences_are_chinese_on_chinese_pages(open_page, path):  # noqa: F811
+    """What a chapter printed (its stored outputs) shows in Chinese: no printed line with an
+    English sentence left (tools/sphinx_local/printed_lines.py and the output catalogs)."""
+    page = open_page(ZH + path, WIDE)
+    lines = [line for text in page.evaluate(PRINTED) for line in text.splitlines()]
+    english = [line for line in lines if i18n.is_sentence(line)]
+    assert english == [], f"{ZH}{path}: printed lines left in English: {english[:3]}"
 
 
 def test_the_theme_speaks_chinese_on_chinese_pages(open_page):  # noqa: F811

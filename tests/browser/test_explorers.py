@@ -21,6 +21,7 @@ from norms.explore.state import (
     running_stats_info,
     stat_html,
 )
+from norms.i18n import Text
 from norms.lab import simulations
 
 from .conftest import SITE
@@ -59,6 +60,7 @@ class Ex:
             "{ if (el.explorer) { clearInterval(t); done(); } }, 50); })"
         )
         self.payload = self.root.evaluate("el => el.explorer.payload")
+        self.lang = self.root.evaluate("el => el.explorer.lang")  # the page's language
         self.kind = self.payload["kind"]
         self.specs = {c["name"]: c for c in self.payload["controls"]}
 
@@ -98,8 +100,15 @@ class Ex:
         return self.root.locator(".ne-figure").inner_html()
 
 
-def same_error(shown: str, exc: Exception) -> bool:
-    return plain(shown) == plain(error_html(exc))
+def said(text, lang: str) -> str:
+    """What norms says (a norms.i18n.Text, or a plain str) in the page's language."""
+    return text.in_language(lang) if isinstance(text, Text) else str(text)
+
+
+def same_error(shown: str, exc: Exception, lang: str = "en") -> bool:
+    """The page shows the kernel's message (in the page's language where norms has one)."""
+    message = said(exc.args[0], lang) if exc.args else str(exc)
+    return plain(shown) == plain(error_html(type(exc)(message)))
 
 
 def check_reduction(ex: Ex, norm, shape, groups=2, last_dims=1, layout="auto", highlight=0) -> None:
@@ -119,13 +128,13 @@ def check_reduction(ex: Ex, norm, shape, groups=2, last_dims=1, layout="auto", h
             module, shape, layout=layout
         )  # the kernel's own checks of what it can draw
     except ValueError as exc:
-        assert same_error(ex.error(), exc), (norm, shape, groups, ex.error(), str(exc))
+        assert same_error(ex.error(), exc, ex.lang), (norm, shape, groups, ex.error(), str(exc))
         assert ex.cells() == []
         return
     want = reduction.statistic_index.view(-1).tolist()
     assert ex.state()["ids"] == want, (norm, shape, groups, last_dims)
     assert ex.cells() == want, "the figure's cells are not the statistics of norms.axes"
-    assert ex.info() == stat_html(reduction, tuple(reduction.reduced_dims))
+    assert ex.info() == said(stat_html(reduction, tuple(reduction.reduced_dims)), ex.lang)
     shown = min(highlight, reduction.num_statistics - 1)
     lit = ex.root.locator(f".ne-figure rect[data-stat][fill='{plots.HIGHLIGHT_COLOR}']").count()
     assert lit == int((reduction.statistic_index == shown).sum()), "the highlighted statistic"
@@ -167,7 +176,7 @@ def exercise_reduction(ex: Ex) -> None:
         from norms.explore.state import parse_shape
 
         parse_shape("4, six")
-    assert same_error(ex.error(), exc.value)
+    assert same_error(ex.error(), exc.value, ex.lang)
 
 
 def exercise_running_stats(ex: Ex) -> None:
@@ -198,7 +207,7 @@ def exercise_running_stats(ex: Ex) -> None:
             state["running_var"], trace.running_var[-1], rtol=1e-5, atol=1e-6
         )
         assert state["max_gap"] == pytest.approx(trace.max_gap, abs=2e-4)
-        want = running_stats_info(trace)
+        want = said(running_stats_info(trace), ex.lang)
         # the same text, up to a last digit where float rounding lands on the other side
         assert (
             len(ex.info()) == len(want)
@@ -213,7 +222,7 @@ def exercise_running_stats(ex: Ex) -> None:
     ex.set("batch_size", 1)  # BatchNorm rejects one value per channel in training
     with pytest.raises(ValueError) as exc:
         simulations.simulate_running_stats(0.1, 1, 1, 0)
-    assert same_error(ex.error(), exc.value)
+    assert same_error(ex.error(), exc.value, ex.lang)
 
 
 def exercise_batch_size(ex: Ex) -> None:
@@ -232,13 +241,13 @@ def exercise_batch_size(ex: Ex) -> None:
         noise = simulations.simulate_batch_noise(
             sizes, case["trials"], case["channels"], case["groups"], seed=case["seed"]
         )
-        assert ex.info() == batch_size_info(noise, case["batch_size"])
+        assert ex.info() == said(batch_size_info(noise, case["batch_size"]), ex.lang)
         figures.add(ex.figure())
     assert len(figures) == len(cases), "every change must redraw the figure"
     ex.set("groups", 3)  # 8 channels do not split into 3 groups: the kernel's message
     with pytest.raises(ValueError) as exc:
         simulations.simulate_batch_noise(sizes, 50, 8, 3)
-    assert same_error(ex.error(), exc.value)
+    assert same_error(ex.error(), exc.value, ex.lang)
 
 
 EXERCISE = {
@@ -300,5 +309,10 @@ def test_screenshots(browser, base_url, site, path):
             assert overflow <= 1, (
                 f"{path}: explorer {i} overflows its box by {overflow}px at {width}px"
             )
-            box.screenshot(path=str(SHOTS / f"{Path(path).stem}-{i}-{width}.png"))
+            box.screenshot(
+                path=str(
+                    SHOTS
+                    / f"{Path(path).with_suffix('').as_posix().replace('/', '-')}-{i}-{width}.png"
+                )
+            )
         context.close()

@@ -29,6 +29,14 @@ into the output; no third-party code, nothing loaded from another host):
   (figure as PNG, numbers, error; :func:`states_payload`), so a new explorer works
   on the site with no JavaScript of its own.
 
+**Languages.** Every word an explorer shows (control labels, legends, titles, the
+sentences with the numbers, notes, messages) is made by :func:`norms.i18n.tr` from a
+template of the catalogs and ships in the payload as ``{"en": ..., "zh": ...}`` (only the
+reader's language when one was set with :func:`norms.set_language`); the script shows the
+language :func:`norms.i18n.js_language` gives the container: the page's ``<html lang>``, or
+the language of the Chinese notebook. The script's own text is maths and names only.
+An exception's message is shown as Python gives it (torch's words stay torch's).
+
 The same :class:`norms.explore.widgets.Explorer` object is shown in Jupyter and Colab as
 the ipywidgets view (a live kernel) and on the website as its ``text/html``
 counterpart: :meth:`~norms.explore.widgets.Explorer._repr_mimebundle_` puts both in the

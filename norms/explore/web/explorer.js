@@ -8,6 +8,10 @@
  * Kinds: "reduction" (statistic ids computed from the rule table that norms.axes
  * exports, checked against norms.axes.statistic_index by tests/test_web.py),
  * "states" (every state precomputed by norms: figure data, info HTML, error HTML).
+ *
+ * Every word it shows comes from the payload (norms' tr() templates, in the catalogs):
+ * {"en": ..., "zh": ...} (or one language, when the reader set one in Python); it shows the
+ * language norms.i18n.js_language() gave the container (data-lang), else the page's <html lang>.
  */
 (function () {
   "use strict";
@@ -35,26 +39,36 @@
   function pyRepr(s) {  // Python's repr of a str, for the shapes a reader types
     return s.indexOf("'") >= 0 && s.indexOf('"') < 0 ? '"' + s + '"' : "'" + s.replace(/\\/g, "\\\\").replace(/'/g, "\\'") + "'";
   }
+  // A payload's text in one language: {"en": ..., "zh": ...}, or a plain string (the same in both).
+  function pick(x, lang) {
+    if (x === null || typeof x !== "object") return x;
+    return x[lang] !== undefined ? x[lang] : x.en;
+  }
+  function languageOf(root) {
+    if (root.dataset.lang) return root.dataset.lang;
+    var l = (document.documentElement.lang || "").toLowerCase();
+    return l.indexOf("zh") === 0 ? "zh" : "en";
+  }
   function prod(a) { return a.reduce(function (x, y) { return x * y; }, 1); }
 
   /* ------------------------------------------------------------------ *
    * Reduction: which elements share a statistic                         *
    * ------------------------------------------------------------------ */
 
-  // norms.explore.state.parse_shape, same messages.
-  function parseShape(text) {
+  // norms.explore.state.parse_shape, same messages (w: its templates, payload.text, one language).
+  function parseShape(text, w) {
     if (!/^[\s,()\[\]x×*0-9]*$/.test(text))
-      throw ["ValueError", "could not read a shape from " + pyRepr(text) + ": type sizes separated by commas, e.g. 4, 6, 2, 2"];
+      throw ["ValueError", fill2(w.shape_unreadable, { text: pyRepr(text) })];
     var words = text.match(/\d+/g) || [];
-    words.forEach(function (w) {  // as norms.explore.state.parse_shape (MAX_SIZE, MAX_RANK)
-      if (w.replace(/^0+/, "").length > 7 || parseInt(w, 10) > 1000000)
-        throw ["ValueError", "every size must be at most 1000000, got " +
-          (w.length <= 12 ? w : w.slice(0, 6) + "\u2026 (" + w.length + " digits)")];
+    words.forEach(function (d) {  // as norms.explore.state.parse_shape (MAX_SIZE, MAX_RANK)
+      if (d.replace(/^0+/, "").length > 7 || parseInt(d, 10) > 1000000)
+        throw ["ValueError", fill2(w.shape_too_large, { got: d.length <= 12 ? d :
+          fill2(w.shape_long_number, { head: d.slice(0, 6), digits: d.length }) })];
     });
-    if (words.length > 8) throw ["ValueError", "a shape has at most 8 dims, got " + words.length];
+    if (words.length > 8) throw ["ValueError", fill2(w.shape_too_many_dims, { got: words.length })];
     var sizes = words.map(function (s) { return parseInt(s, 10); });
-    if (!sizes.length) throw ["ValueError", "type a shape, e.g. 4, 6, 2, 2"];
-    if (sizes.indexOf(0) >= 0) throw ["ValueError", "every size must be at least 1, got " + pyTuple(sizes)];
+    if (!sizes.length) throw ["ValueError", w.shape_empty];
+    if (sizes.indexOf(0) >= 0) throw ["ValueError", fill2(w.shape_zero, { got: pyTuple(sizes) })];
     return sizes;
   }
 
@@ -105,13 +119,11 @@
     };
   }
 
-  // norms.explore.state.stat_html
-  function statHtml(s) {
-    var what = s.has_mean ? "means (and as many variances)" : "RMS values (no mean)";
-    var params = s.param_shape === null ? "none" : pyTuple(s.param_shape);
-    return "<b>" + s.count + "</b> " + what + ", each over <b>" + s.per + "</b> elements · reduced dims <b>" +
-      pyTuple(s.reduced) + "</b> · γ/β shape <b>" + params + "</b> · eval differs from train: " +
-      (s.eval_differ ? "yes (running statistics)" : "no");
+  // norms.explore.state.stat_html: w holds its template and words (payload.text, one language)
+  function statHtml(s, w) {
+    return fill2(w.stat, { count: s.count, what: s.has_mean ? w.means : w.rms, per: s.per,
+      dims: pyTuple(s.reduced), params: s.param_shape === null ? w.none : pyTuple(s.param_shape),
+      eval_note: s.eval_differ ? w.yes : w.no });
   }
 
   // norms.plots.reductions._image_view / _sequence_view / _check_size: the ids folded to (a, b, c).
@@ -174,7 +186,7 @@
     return tint;
   }
 
-  function drawReduction(box, d, st, view, highlight, title) {
+  function drawReduction(box, d, st, view, highlight, title, words) {
     var g = view.grid, a = g[0], b = g[1], c = g[2];
     // the panels wrap onto rows to fit the column (a phone's too), the legend onto two lines
     var room = Math.max(300, Math.min(640, (box.clientWidth || 640) - 4));
@@ -204,23 +216,21 @@
     }
     var ly = height - (twoLines ? 24 : 8);
     sv("rect", { x: 4, y: ly - 11, width: 13, height: 13, fill: d.highlight_color, stroke: d.highlight_edge }, svg);
-    sv("text", { x: 22, y: ly, class: "ne-label" }, svg, "statistic " + highlight + " (highlighted)");
-    sv("text", { x: twoLines ? 4 : 200, y: twoLines ? ly + 18 : ly, class: "ne-label" }, svg,
-      "same colour block = elements sharing one statistic");
+    sv("text", { x: 22, y: ly, class: "ne-label" }, svg, fill2(words.highlighted, { index: highlight }));
+    sv("text", { x: twoLines ? 4 : 200, y: twoLines ? ly + 18 : ly, class: "ne-label" }, svg, words.legend);
   }
 
   function renderReduction(ex) {
-    var d = ex.payload.data, v = ex.values();
+    var d = ex.payload.data, v = ex.values(), w = ex.text;
     var shape, rule, st, view;
     ex.setDisabled("groups", v.norm !== "GroupNorm");
     ex.setDisabled("last_dims", v.norm !== "LayerNorm" && v.norm !== "RMSNorm");
     try {
-      shape = parseShape(v.shape);
+      shape = parseShape(v.shape, w);
       var g = d.grid;
       if (shape.length > g.max_rank || shape[0] > g.max_first || (shape.length > 1 && shape[1] > g.max_second) ||
           shape.slice(2).some(function (s) { return s > g.max_other; }))
-        return ex.outside("the input shape " + pyTuple(shape) + " is outside the sizes this page can show (" +
-          d.grid.words + ").");
+        return ex.outside(fill2(w.outside, { shape: pyTuple(shape) }));
       rule = reductionRule(d, v.norm, shape, +v.groups, +v.last_dims);
       st = statisticIndex(rule, shape, +v.groups);
       view = foldView(d, v.norm, shape, v.layout);
@@ -230,8 +240,8 @@
     }
     ex.setRange("highlight", 0, st.count - 1);
     var highlight = Math.min(+ex.values().highlight, st.count - 1);
-    var title = moduleTitle(v.norm, shape, +v.groups, +v.last_dims) + " on " + pyTuple(shape);
-    ex.show(statHtml(st), function (box) { drawReduction(box, d, st, view, highlight, title); },
+    var title = fill2(w.title, { module: moduleTitle(v.norm, shape, +v.groups, +v.last_dims), shape: pyTuple(shape) });
+    ex.show(statHtml(st, w), function (box) { drawReduction(box, d, st, view, highlight, title, w); },
       { shape: shape, ids: st.ids, highlight: highlight });
   }
 
@@ -321,18 +331,28 @@
 
   var clipCount = 0;
 
+  // A title's lines, at most `most` narrow characters each (about 7 units a character, a CJK
+  // one counting two): broken between words, and between CJK characters (no spaces there).
+  var CJK = /[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]/;
+  function textWidth(t) { var n = 0; for (var i = 0; i < t.length; i++) n += CJK.test(t.charAt(i)) ? 2 : 1; return n; }
+  function wrapTitle(title, most) {
+    if (CJK.test(title)) most = Math.floor(most * 0.85);  // Latin letters are wider in a CJK font
+    var lines = [], piece = /(\s*)([\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]|[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]+)/g, m;
+    while ((m = piece.exec(title)) !== null) {
+      var last = lines.length ? lines[lines.length - 1] : null, next = (m[1] ? " " : "") + m[2];
+      if (last !== null && textWidth(last + next) <= most) lines[lines.length - 1] = last + next;
+      else lines.push(m[2]);
+    }
+    return lines;
+  }
+
   function drawChart(box, chart) {
     // panels side by side, or stacked where the column is narrow (a phone: one column)
     var n = chart.panels.length, w = 270;
     var cols = Math.max(1, Math.min(n, Math.floor((box.clientWidth || 700) / 240)));
     var legendRows = Math.max.apply(null, chart.panels.map(function (p) { return legendRowsOf(p, w); }));
     var h = 200 + 15 * legendRows;
-    // the title wraps between words where it is wider than the drawing (about 7 units a character)
-    var lines = [], most = Math.floor(cols * w / 8);
-    (chart.title ? chart.title.split(" ") : []).forEach(function (word) {
-      if (lines.length && (lines[lines.length - 1] + " " + word).length <= most) lines[lines.length - 1] += " " + word;
-      else lines.push(word);
-    });
+    var lines = wrapTitle(chart.title || "", Math.floor(cols * w / 8));
     var top = lines.length ? 8 + 16 * lines.length : 0;
     var rows = Math.ceil(n / cols), width = cols * w, height = top + rows * h;
     var svg = sv("svg", { viewBox: "0 0 " + width + " " + height, width: "100%", role: "img", class: "norms-chart",
@@ -386,32 +406,32 @@
   function column(rows, f) { return rows.map(function (r) { return r[f]; }); }
 
   function renderRunningStats(ex) {
-    var d = ex.payload.data, v = ex.values();
+    var d = ex.payload.data, v = ex.values(), w = ex.text;
     ex.setDisabled("momentum", v.cumulative);
     var key = v.batch_size + "|" + v.seed;
     if (d.errors[key]) return ex.failHtml(d.errors[key]);
     var run = d.runs[key];
-    if (!run || !run.fresh[String(v.steps)]) return ex.outside("this choice is outside the grid of this page.");
+    if (!run || !run.fresh[String(v.steps)]) return ex.outside(w.outside);
     var momentum = v.cumulative ? null : v.momentum, r = runningStats(d, run, momentum, v.steps, v.batch_size);
-    var info = fill2(d.info, { steps: v.steps, running_mean: fmtList(r.rm), true_mean: fmtList(d.true_mean),
+    var info = fill2(w.info, { steps: v.steps, running_mean: fmtList(r.rm), true_mean: fmtList(d.true_mean),
       running_var: fmtList(r.rv), true_var: fmtList(d.true_var), max_gap: r.gap.toFixed(3) });
     var panels = [["running_mean", r.means, d.true_mean], ["running_var", r.vars, d.true_var]].map(function (p, i) {
       var series = [];
       for (var f = 0; f < d.features; f++) {
-        series.push({ type: "line", y: column(p[1], f), color: d.colors[f], label: i === 0 ? "feature " + f : null });
+        series.push({ type: "line", y: column(p[1], f), color: d.colors[f], label: i === 0 ? fill2(w.feature, { index: f }) : null });
         series.push({ type: "hline", y: [p[2][f]], color: d.colors[f], dash: "4 3" });
       }
-      if (i === 0) series.push({ type: "hline", y: [p[2][0]], color: d.colors[0], dash: "4 3", label: "true value" });
-      return { title: p[0], xlabel: "training step", series: series };
+      if (i === 0) series.push({ type: "hline", y: [p[2][0]], color: d.colors[0], dash: "4 3", label: w.true_value });
+      return { title: p[0], xlabel: w.step, series: series };
     });
     var all = [].concat.apply([], r.train.concat(r.evalOut));
     var lo = Math.min.apply(null, all), hi = Math.max.apply(null, all), sc = [];
     for (var f = 0; f < d.features; f++) sc.push({ type: "scatter", x: r.train[f], y: r.evalOut[f], color: d.colors[f] });
     sc.push({ type: "line", x: [lo, hi], y: [lo, hi], color: "#808080", dash: "2 3" });
-    panels.push({ title: "max |eval − train| = " + r.gap.toFixed(3), xlabel: "train-mode output",
-      ylabel: "eval-mode output", series: sc });
-    var title = "BatchNorm1d, " + (momentum === null ? "momentum=None (cumulative)" : "momentum=" + momentum) +
-      ", batch size " + v.batch_size;
+    panels.push({ title: "max |eval − train| = " + r.gap.toFixed(3), xlabel: w.train_output,
+      ylabel: w.eval_output, series: sc });
+    var title = fill2(w.title, { momentum: momentum === null ? w.cumulative : "momentum=" + momentum,
+      batch_size: v.batch_size });
     ex.show(info, function (box) { drawChart(box, { title: title, panels: panels }); },
       { running_mean: r.rm, running_var: r.rv, max_gap: r.gap, steps: v.steps });
   }
@@ -423,15 +443,15 @@
   }
 
   function renderBatchSize(ex) {
-    var d = ex.payload.data, v = ex.values();
+    var d = ex.payload.data, v = ex.values(), w = ex.text;
     var sim = d.sims[v.channels + "|" + v.trials + "|" + v.seed];
-    if (!sim) return ex.outside("this choice is outside the grid of this page.");
+    if (!sim) return ex.outside(w.outside);
     if (d.errors["C" + v.channels + "|G" + v.groups]) return ex.failHtml(d.errors["C" + v.channels + "|G" + v.groups]);
     var gn = sim.groups[String(v.groups)], i = d.sizes.indexOf(v.batch_size);
     var spreads = sim.spread[String(v.batch_size)];
     var gnSpread = "0.000";  // GroupNorm's output for sample 0 is the same in every batch
     if (gn.spread) gnSpread = gn.spread[i];
-    var info = fill2(d.info, { batch_size: v.batch_size, trials: v.trials, BatchNorm2d: spreads.BatchNorm2d,
+    var info = fill2(w.info, { batch_size: v.batch_size, trials: v.trials, BatchNorm2d: spreads.BatchNorm2d,
       LayerNorm: spreads.LayerNorm, GroupNorm: gnSpread, BatchNorm2d_label: sim.labels.BatchNorm2d,
       LayerNorm_label: sim.labels.LayerNorm, GroupNorm_label: gn.label });
     var keys = ["BatchNorm2d", "LayerNorm", "GroupNorm"], labels = [sim.labels.BatchNorm2d, sim.labels.LayerNorm, gn.label];
@@ -446,23 +466,22 @@
       strips.push({ type: "scatter", x: vals.map(function () { return j + jitter(); }), y: vals, color: d.colors[keys[j]], r: 1.8 });
     });
     var panels = [
-      { title: "how much sample 0's output moves", xlabel: "batch size", ylabel: "std across batches", xscale: "log2",
-        xticks: d.sizes, series: curve },
-      { title: "batch size " + v.batch_size + ": " + v.trials + " random batches", ylabel: "output y[0, 0, 0, 0]",
+      { title: w.moves, xlabel: w.batch_size, ylabel: w.std, xscale: "log2", xticks: d.sizes, series: curve },
+      { title: fill2(w.batches, { batch_size: v.batch_size, trials: v.trials }), ylabel: w.output,
         xlim: [-0.6, 2.6], xticks: [0, 1, 2], xticklabels: ["BatchNorm", "LayerNorm", "GroupNorm"], series: strips }
     ];
     ex.show(info, function (box) {
-      drawChart(box, { title: "Sample 0 is fixed; only the other samples in its batch change", panels: panels });
+      drawChart(box, { title: w.title, panels: panels });
     }, { spreads: [spreads.BatchNorm2d, spreads.LayerNorm, gnSpread] });
   }
 
   // Any explorer: every state precomputed by norms (norms.explore.web.states_payload).
   function renderStates(ex) {
     var d = ex.payload.data, idx = d.order.map(function (name) { return ex.index(name); }), st = d.states[idx.join("|")];
-    if (!st) return ex.outside("this combination is outside the grid this page precomputed.");
+    if (!st) return ex.outside(ex.text.outside);
     if (st.error) return ex.failHtml(st.error);
-    ex.show(st.info, function (box) {
-      el("img", { src: "data:image/png;base64," + st.png, alt: "figure", class: "ne-png" }, box);
+    ex.show(pick(st.info, ex.lang), function (box) {
+      el("img", { src: "data:image/png;base64," + st.png, alt: ex.text.figure, class: "ne-png" }, box);
     }, { key: idx.join("|") });
   }
 
@@ -473,22 +492,25 @@
   function Explorer(root, payload) {
     this.root = root;
     this.payload = payload;
+    this.lang = languageOf(root);
+    this.text = {};
+    for (var key in payload.text || {}) this.text[key] = pick(payload.text[key], this.lang);
     this.controls = {};
     var self = this, bar = el("div", { class: "ne-controls" }, root);
     this.payload.controls.forEach(function (c) { self.controls[c.name] = self.makeControl(bar, c); });
     this.infoEl = el("div", { class: "ne-info", "aria-live": "polite" }, root);
     this.errorEl = el("div", { class: "ne-error" }, root);
     this.figEl = el("div", { class: "ne-figure" }, root);
-    if (this.payload.note) el("div", { class: "ne-note" }, root).innerHTML = this.payload.note;
+    if (this.payload.note) el("div", { class: "ne-note" }, root).innerHTML = pick(this.payload.note, this.lang);
     this.render();
   }
 
   Explorer.prototype.makeControl = function (bar, c) {
     var self = this, wrap = el("label", { class: "ne-control" }, bar), input, out;
-    el("span", { class: "ne-name" }, wrap, c.label);
+    el("span", { class: "ne-name" }, wrap, pick(c.label, self.lang));
     if (c.type === "select") {
       input = el("select", { name: c.name }, wrap);
-      c.options.forEach(function (o, i) { el("option", { value: i }, input, c.labels ? c.labels[i] : String(o)); });
+      c.options.forEach(function (o, i) { el("option", { value: i }, input, c.labels ? pick(c.labels[i], self.lang) : String(o)); });
       input.value = String(c.options.indexOf(c.value));
     } else if (c.type === "slider") {  // a range over the grid's values
       input = el("input", { type: "range", name: c.name, min: 0, max: c.options.length - 1, step: 1 }, wrap);
@@ -557,7 +579,9 @@
   };
   Explorer.prototype.outside = function (why) {
     this.clear();
-    this.errorEl.innerHTML = '<span class="ne-outside">' + escapeHtml(why) + " " + this.payload.colab + "</span>";
+    var sep = CJK.test(why.charAt(why.length - 1)) ? "" : " ";  // no space after a full-width stop
+    this.errorEl.innerHTML = '<span class="ne-outside">' + escapeHtml(why) + sep + pick(this.payload.colab, this.lang) +
+      "</span>";
     this.root.dataset.state = JSON.stringify({ outside: true });
   };
   Explorer.prototype.render = function () {
@@ -587,7 +611,9 @@
       var data = root.querySelector("script[type='application/json']");
       var src = data.getAttribute("data-src");
       if (!src) { root.explorer = new Explorer(root, JSON.parse(data.textContent)); return; }
-      var status = el("div", { class: "ne-info" }, root, "Loading the explorer\u2026");
+      var lang = languageOf(root), words = JSON.parse(root.getAttribute("data-status") || "{}");
+      var say = function (key, fallback) { return words[key] ? pick(words[key], lang) : fallback; };
+      var status = el("div", { class: "ne-info" }, root, say("loading", "Loading the explorer\u2026"));
       var load = function () {
         fetch(src).then(function (r) {
           if (!r.ok) throw new Error(r.status + " " + r.statusText);
@@ -595,7 +621,9 @@
         }).then(function (payload) {
           root.removeChild(status);
           root.explorer = new Explorer(root, payload);
-        }, function (err) { status.textContent = "The explorer could not load its data (" + err.message + ")."; });
+        }, function (err) {
+          status.textContent = fill2(say("failed", "The explorer could not load its data ({error})."), { error: err.message });
+        });
       };
       if (!("IntersectionObserver" in window)) { load(); return; }
       var seen = new IntersectionObserver(function (entries) {
@@ -608,7 +636,7 @@
     },
     // for tests (node): the partition without a page
     _parseShape: parseShape, _rule: reductionRule, _index: statisticIndex, _statHtml: statHtml, _fold: foldView, _title: moduleTitle,
-    _runningStats: runningStats
+    _runningStats: runningStats, _wrapTitle: wrapTitle
   };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", window.NormsExplorer.mountAll);
   else window.NormsExplorer.mountAll();

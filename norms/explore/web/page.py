@@ -1,15 +1,48 @@
-"""An explorer's payload as self-contained HTML: the data, the script, a container."""
+"""An explorer's payload as self-contained HTML: the data, the script, a container.
+
+Every text the explorer shows is in the payload in both languages (``{"en": ..., "zh": ...}``,
+:func:`bilingual`), or in the reader's language only when one was set
+(:func:`norms.i18n.set_language`); the script shows the one of
+:func:`norms.i18n.js_language` (the page's ``<html lang>``)."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import html as _html
 import json
 from importlib.resources import files
 
-__all__ = ["html", "script", "COLAB"]
+from norms.i18n import Text, explicit_language, forms, js_language, tr
 
-COLAB = "Open the notebook in Colab (the rocket icon at the top of the page) to try any value."
+__all__ = ["html", "script", "bilingual", "colab", "status"]
+
+
+def colab() -> Text:
+    """What an explorer says where its page cannot show a choice."""
+    return tr(
+        "Open the notebook in Colab (the rocket icon at the top of the page) to try any value."
+    )
+
+
+def bilingual(text):
+    """A text for the payload: ``{"en": ..., "zh": ...}`` for a :class:`norms.i18n.Text`, only
+    the chosen language's when the reader set one; a plain ``str`` as it is (the same in
+    every language)."""
+    if not isinstance(text, Text):
+        return text
+    chosen = explicit_language()
+    return text.in_language(chosen) if chosen else forms(text)
+
+
+def status() -> dict:
+    """What the explorer says before its data is there (the page fetches a large payload
+    when it comes near the screen)."""
+    return {
+        "loading": bilingual(tr("Loading the explorer…")),
+        "failed": bilingual(tr("The explorer could not load its data ({error}).", error="{error}")),
+    }
+
 
 _STYLE = """<style>
 .norms-explorer{border:1px solid #d0d7de;border-radius:6px;padding:.6em .8em;margin:1em 0;font-size:.9em}
@@ -56,8 +89,10 @@ def html(payload: dict) -> str:
     """
     data = _safe_json(payload)
     uid = "norms-explorer-" + hashlib.sha256(data.encode()).hexdigest()[:12]
+    words = _html.escape(json.dumps(status(), ensure_ascii=True, separators=(",", ":")))
     return (
-        f'{_STYLE}<div class="norms-explorer" id="{uid}" data-kind="{payload["kind"]}">'
-        f'<script type="application/json">{data}</script></div>'
+        f'{_STYLE}<div class="norms-explorer" id="{uid}" data-kind="{payload["kind"]}" '
+        f'data-status="{words}"><script type="application/json">{data}</script></div>'
+        f'<script>document.getElementById("{uid}").dataset.lang={js_language()};</script>'
         f"<script>{script()}</script>"
     )

@@ -17,19 +17,25 @@ import numpy as np
 import torch
 
 from norms.axes import NORMS, describe
+from norms.i18n import join, tr
 from norms.lab import simulations
 from norms.plots import batch_noise, reductions, running_stats
 from norms.plots.style import HIGHLIGHT_COLOR, png_bytes
 
 from ..state import (
-    BATCH_SIZE_INFO,
     ERROR_COLOR,
-    RUNNING_STATS_INFO,
     batch_size_spreads,
+    batch_size_text,
     build_module,
     error_html,
+    layout_options,
+    placeholders,
+    running_stats_text,
+    shape_messages,
+    stat_text,
+    stat_words,
 )
-from .page import COLAB, html
+from .page import bilingual, colab, html
 
 __all__ = [
     "REDUCTION_GRID",
@@ -139,17 +145,41 @@ def _hex(rgba) -> str:
 
 
 def _control(name, label, kind, value, **extra) -> dict:
-    return {"name": name, "label": label, "type": kind, "value": value, **extra}
+    return {"name": name, "label": bilingual(label), "type": kind, "value": value, **extra}
 
 
-def _common(kind: str, controls: list, data: dict, note: str) -> dict:
+def _common(kind: str, controls: list, data: dict, note, text: dict) -> dict:
+    """The payload: ``text`` holds the words the script draws (legends, titles, messages),
+    each in both languages (:func:`norms.explore.web.page.bilingual`)."""
     return {
         "kind": kind,
         "controls": controls,
         "data": data,
-        "note": note,
-        "colab": COLAB,
+        "note": bilingual(note),
+        "colab": bilingual(colab()),
         "error_color": ERROR_COLOR,
+        "text": {key: bilingual(value) for key, value in text.items()},
+    }
+
+
+def _listed(values, sep=", ") -> str:
+    return sep.join(map(str, values))
+
+
+def _reduction_text(words) -> dict:
+    """The words the reduction explorer's script draws and fills in."""
+    return {
+        "stat": stat_text(**placeholders("count", "what", "per", "dims", "params", "eval_note")),
+        **stat_words(),
+        "outside": tr(
+            "the input shape {shape} is outside the sizes this page can show ({words}).",
+            shape="{shape}",
+            words=words,
+        ),
+        "title": tr("{module} on {shape}", **placeholders("module", "shape")),
+        "highlighted": tr("statistic {index} (highlighted)", index="{index}"),
+        "legend": tr("same colour block = elements sharing one statistic"),
+        **{f"shape_{key}": message for key, message in shape_messages().items()},
     }
 
 
@@ -159,35 +189,47 @@ def reduction_payload(
     """The reduction explorer's page data, starting from the given control values."""
     g = REDUCTION_GRID
     controls = [
-        _control("norm", "norm", "select", norm, options=list(NORMS)),
-        _control("shape", "input shape", "text", shape_text),
-        _control("layout", "layout", "select", layout, options=["auto", "image", "sequence"]),
+        _control("norm", tr("norm"), "select", norm, options=list(NORMS)),
+        _control("shape", tr("input shape"), "text", shape_text),
+        _control(
+            "layout",
+            tr("layout"),
+            "select",
+            layout,
+            options=[value for _, value in layout_options()],
+            labels=[bilingual(label) for label, _ in layout_options()],
+        ),
         _control(
             "groups",
-            "groups (GN)",
+            tr("groups (GN)"),
             "int",
             min(max(int(groups), 1), g["max_groups"]),
             min=1,
             max=g["max_groups"],
         ),
         _control(
-            "last_dims", "last dims (LN, RMS)", "int", min(max(int(last_dims), 1), 5), min=1, max=5
+            "last_dims",
+            tr("last dims (LN, RMS)"),
+            "int",
+            min(max(int(last_dims), 1), 5),
+            min=1,
+            max=5,
         ),
         _control(
             "highlight",
-            "highlight statistic",
+            tr("highlight statistic"),
             "int",
             int(highlight),
             min=0,
             max=max(int(highlight), 1),
         ),
     ]
+    words = tr(
+        "at most {rank} dims, each of size at most {size}", rank=g["max_rank"], size=g["max_other"]
+    )
     data = {
         **reduction_tables(),
-        "grid": {
-            **g,
-            "words": f"at most {g['max_rank']} dims, each of size at most {g['max_other']}",
-        },
+        "grid": {**g, "words": bilingual(words)},
         "tints": [_hex(reductions.tint(c)) for c in reductions.TINT_BASES],
         "highlight_color": HIGHLIGHT_COLOR,
         "highlight_edge": _hex(reductions.HIGHLIGHT_EDGE),
@@ -203,11 +245,14 @@ def reduction_payload(
             "sequence_rank": reductions.SEQUENCE_RANK_MESSAGE,
         },
     }
-    note = (
-        f"This explorer runs in your browser for shapes of {data['grid']['words']} and "
-        f"groups up to {g['max_groups']}. {COLAB}"
+    note = tr(
+        "This explorer runs in your browser for shapes of {words} and groups up to {groups}. "
+        "{colab}",
+        words=words,
+        groups=g["max_groups"],
+        colab=colab(),
     )
-    return _common("reduction", controls, data, note)
+    return _common("reduction", controls, data, note, _reduction_text(words))
 
 
 def _f32(values) -> list[float]:
@@ -220,6 +265,84 @@ def _f32(values) -> list[float]:
 
 def _with(values: Sequence, value) -> list:
     return sorted({*values, value})
+
+
+def _statistics_run(batch_size: int, seed: int, steps: Sequence[int]) -> dict:
+    """One (batch size, seed) of the grid: the batch means and unbiased variances BatchNorm1d
+    folds into its running statistics at each step, and the fresh batch after each step
+    count of ``steps``."""
+    batches = simulations.running_stats_batches(batch_size, seed)
+    means, variances, fresh = [], [], {}
+    with torch.no_grad():
+        for step in range(max(steps) + 1):
+            batch = next(batches)  # (b, F)
+            if step in steps:
+                fresh[str(step)] = _f32(batch)
+            if step == max(steps):
+                break
+            # norms.functional.batch_norm's statistics for a (N, C) input
+            mean = batch.mean((0,), keepdim=True)  # (1, F)
+            xc = batch - mean
+            var = (xc * xc).mean((0,), keepdim=True).view(-1) * (batch_size / (batch_size - 1))
+            means.append(mean.view(-1))
+            variances.append(var)
+    return {
+        "mean": _f32(torch.stack(means)),
+        "var": _f32(torch.stack(variances)),
+        "fresh": fresh,
+    }
+
+
+def _statistics_runs(grid: dict) -> tuple[dict, dict]:
+    """Every (batch size, seed) of ``grid``: its run, or the kernel's error message."""
+    runs, errors = {}, {}
+    for b, s in itertools.product(grid["batch_size"], grid["seed"]):
+        try:  # the kernel's own check (BatchNorm rejects one value per channel)
+            simulations.simulate_running_stats(0.1, b, 1, s)
+        except ValueError as exc:
+            errors[f"{b}|{s}"] = error_html(exc)
+            continue
+        runs[f"{b}|{s}"] = _statistics_run(b, s, grid["steps"])
+    return runs, errors
+
+
+def _running_stats_controls(momentum, cumulative, batch_size, steps, seed, grid) -> list:
+    momenta = [round(0.01 * i, 2) for i in range(1, 101)]
+    return [
+        _control(
+            "momentum",
+            tr("momentum"),
+            "slider",
+            float(momentum),
+            options=_with(momenta, float(momentum)),
+        ),
+        _control("cumulative", tr("momentum=None (cumulative)"), "checkbox", bool(cumulative)),
+        _control("batch_size", tr("batch size"), "slider", batch_size, options=grid["batch_size"]),
+        _control("steps", tr("steps"), "slider", steps, options=grid["steps"]),
+        _control("seed", tr("seed"), "select", seed, options=grid["seed"]),
+    ]
+
+
+def _running_stats_text() -> dict:
+    """The words the running-statistics explorer's script draws and fills in."""
+    return {
+        "info": running_stats_text(
+            **placeholders(
+                "steps", "running_mean", "true_mean", "running_var", "true_var", "max_gap"
+            )
+        ),
+        "outside": tr("this choice is outside the grid of this page."),
+        "feature": tr("feature {index}", index="{index}"),
+        "true_value": tr("true value"),
+        "step": tr("training step"),
+        "train_output": tr("train-mode output"),
+        "eval_output": tr("eval-mode output"),
+        "cumulative": tr("momentum=None (cumulative)"),
+        "title": tr(
+            "BatchNorm1d, {momentum}, batch size {batch_size}",
+            **placeholders("momentum", "batch_size"),
+        ),
+    }
 
 
 def running_stats_payload(
@@ -239,49 +362,9 @@ def running_stats_payload(
         k: _with(v, {"batch_size": batch_size, "steps": steps, "seed": seed}[k])
         for k, v in RUNNING_STATS_GRID.items()
     }
-    max_steps = max(grid["steps"])
     mean_t, std_t = simulations.running_stats_distribution()
-    runs, errors = {}, {}
-    for b, s in itertools.product(grid["batch_size"], grid["seed"]):
-        try:  # the kernel's own check (BatchNorm rejects one value per channel)
-            simulations.simulate_running_stats(0.1, b, 1, s)
-        except ValueError as exc:
-            errors[f"{b}|{s}"] = error_html(exc)
-            continue
-        batches = simulations.running_stats_batches(b, s)
-        means, variances, fresh = [], [], {}
-        with torch.no_grad():
-            for step in range(max_steps + 1):
-                batch = next(batches)  # (b, F)
-                if step in grid["steps"]:
-                    fresh[str(step)] = _f32(batch)
-                if step == max_steps:
-                    break
-                # norms.functional.batch_norm's statistics for a (N, C) input
-                mean = batch.mean((0,), keepdim=True)  # (1, F)
-                xc = batch - mean
-                var = (xc * xc).mean((0,), keepdim=True).view(-1) * (b / (b - 1))  # unbiased
-                means.append(mean.view(-1))
-                variances.append(var)
-        runs[f"{b}|{s}"] = {
-            "mean": _f32(torch.stack(means)),
-            "var": _f32(torch.stack(variances)),
-            "fresh": fresh,
-        }
-    momenta = [round(0.01 * i, 2) for i in range(1, 101)]
-    controls = [
-        _control(
-            "momentum",
-            "momentum",
-            "slider",
-            float(momentum),
-            options=_with(momenta, float(momentum)),
-        ),
-        _control("cumulative", "momentum=None (cumulative)", "checkbox", bool(cumulative)),
-        _control("batch_size", "batch size", "slider", batch_size, options=grid["batch_size"]),
-        _control("steps", "steps", "slider", steps, options=grid["steps"]),
-        _control("seed", "seed", "select", seed, options=grid["seed"]),
-    ]
+    runs, errors = _statistics_runs(grid)
+    controls = _running_stats_controls(momentum, cumulative, batch_size, steps, seed, grid)
     data = {
         "features": int(mean_t.numel()),
         "true_mean": _f32(mean_t),
@@ -289,20 +372,17 @@ def running_stats_payload(
         "eps": 1e-5,
         "runs": runs,
         "errors": errors,
-        "info": RUNNING_STATS_INFO,
         "colors": list(running_stats.FEATURE_COLORS),
     }
-    note = (
-        "The page holds batch sizes "
-        + ", ".join(map(str, grid["batch_size"]))
-        + ", steps "
-        + ", ".join(map(str, grid["steps"]))
-        + " and seeds "
-        + ", ".join(map(str, grid["seed"]))
-        + "; momentum takes every value of the kernel's slider. "
-        + COLAB
+    note = tr(
+        "The page holds batch sizes {sizes}, steps {steps} and seeds {seeds}; momentum takes "
+        "every value of the kernel's slider. {colab}",
+        sizes=_listed(grid["batch_size"]),
+        steps=_listed(grid["steps"]),
+        seeds=_listed(grid["seed"]),
+        colab=colab(),
     )
-    return _common("running_stats", controls, data, note)
+    return _common("running_stats", controls, data, note, _running_stats_text())
 
 
 def _quantized(values: np.ndarray) -> dict:
@@ -310,6 +390,58 @@ def _quantized(values: np.ndarray) -> dict:
     lo, hi = float(values.min()), float(values.max())
     q = np.zeros(values.shape, np.uint8) if hi == lo else np.round((values - lo) / (hi - lo) * 255)
     return {"lo": lo, "hi": hi, "q": base64.b64encode(q.astype(np.uint8).tobytes()).decode("ascii")}
+
+
+def _noise_sim(sizes, channels: int, trials: int, seed: int, groups, errors: dict) -> dict:
+    """One (channels, trials, seed) of the grid, for every group count of ``groups``
+    (a group count GroupNorm rejects goes to ``errors``)."""
+    sim = {"groups": {}}
+    for g in groups:
+        try:
+            noise = simulations.simulate_batch_noise(
+                sizes, trials if g == 1 else 1, channels, g, seed=seed
+            )
+        except ValueError as exc:
+            errors[f"C{channels}|G{g}"] = error_html(exc)
+            continue
+        # GroupNorm never looks at the other samples: one trial gives its value
+        # (tests/test_web.py checks this against the full simulation).
+        gn = noise.values["GroupNorm"]
+        sim["groups"][str(g)] = {
+            "label": noise.labels["GroupNorm"],
+            "value": float(gn[0, 0]),
+            "spread": [f"{float(v):.3f}" for v in noise.spread("GroupNorm")] if g == 1 else None,
+        }
+        if g == 1:
+            sim["bn"] = [_quantized(row) for row in noise.values["BatchNorm2d"]]
+            sim["ln"] = [_quantized(row) for row in noise.values["LayerNorm"]]
+            sim["spread"] = {str(b): batch_size_spreads(noise, b) for b in sizes}
+            sim["curve"] = {k: [float(v) for v in noise.spread(k)] for k in noise.values}
+            sim["labels"] = dict(noise.labels)
+    return sim
+
+
+def _batch_size_text() -> dict:
+    """The words the batch-size explorer's script draws and fills in."""
+    layers = ("BatchNorm2d", "LayerNorm", "GroupNorm")
+    return {
+        "info": batch_size_text(
+            "{batch_size}",
+            "{trials}",
+            spreads=placeholders(*layers),
+            labels={k: "{" + k + "_label}" for k in layers},
+        ),
+        "outside": tr("this choice is outside the grid of this page."),
+        "moves": tr("how much sample 0's output moves"),
+        "batch_size": tr("batch size"),
+        "std": tr("std across batches"),
+        "batches": tr(
+            "batch size {batch_size}: {trials} random batches",
+            **placeholders("batch_size", "trials"),
+        ),
+        "output": tr("output y[0, 0, 0, 0]"),
+        "title": tr("Sample 0 is fixed; only the other samples in its batch change"),
+    }
 
 
 def batch_size_payload(batch_size: int, trials: int, channels: int, groups: int, seed: int) -> dict:
@@ -329,59 +461,34 @@ def batch_size_payload(batch_size: int, trials: int, channels: int, groups: int,
         for k, v in BATCH_SIZE_GRID.items()
     }
     sizes = tuple(grid["batch_size"])
-    sims, errors = {}, {}
-    for c, t, s in itertools.product(grid["channels"], grid["trials"], grid["seed"]):
-        sim = {"groups": {}}
-        for g in grid["groups"]:
-            try:
-                noise = simulations.simulate_batch_noise(sizes, t if g == 1 else 1, c, g, seed=s)
-            except ValueError as exc:
-                errors[f"C{c}|G{g}"] = error_html(exc)
-                continue
-            # GroupNorm never looks at the other samples: one trial gives its value
-            # (tests/test_web.py checks this against the full simulation).
-            gn = noise.values["GroupNorm"]
-            sim["groups"][str(g)] = {
-                "label": noise.labels["GroupNorm"],
-                "value": float(gn[0, 0]),
-                "spread": [f"{float(v):.3f}" for v in noise.spread("GroupNorm")]
-                if g == 1
-                else None,
-            }
-            if g == 1:
-                sim["bn"] = [_quantized(row) for row in noise.values["BatchNorm2d"]]
-                sim["ln"] = [_quantized(row) for row in noise.values["LayerNorm"]]
-                sim["spread"] = {str(b): batch_size_spreads(noise, b) for b in sizes}
-                sim["curve"] = {k: [float(v) for v in noise.spread(k)] for k in noise.values}
-                sim["labels"] = dict(noise.labels)
-        sims[f"{c}|{t}|{s}"] = sim
+    errors = {}
+    sims = {
+        f"{c}|{t}|{s}": _noise_sim(sizes, c, t, s, grid["groups"], errors)
+        for c, t, s in itertools.product(grid["channels"], grid["trials"], grid["seed"])
+    }
     controls = [
-        _control("batch_size", "batch size", "slider", batch_size, options=grid["batch_size"]),
-        _control("trials", "random batches", "slider", trials, options=grid["trials"]),
-        _control("seed", "seed", "select", seed, options=grid["seed"]),
-        _control("channels", "channels", "int", channels, min=1, max=max(grid["channels"])),
-        _control("groups", "groups (GN)", "int", groups, min=1, max=max(grid["groups"])),
+        _control("batch_size", tr("batch size"), "slider", batch_size, options=grid["batch_size"]),
+        _control("trials", tr("random batches"), "slider", trials, options=grid["trials"]),
+        _control("seed", tr("seed"), "select", seed, options=grid["seed"]),
+        _control("channels", tr("channels"), "int", channels, min=1, max=max(grid["channels"])),
+        _control("groups", tr("groups (GN)"), "int", groups, min=1, max=max(grid["groups"])),
     ]
     data = {
         "sims": sims,
         "errors": errors,
-        "info": BATCH_SIZE_INFO,
         "sizes": list(sizes),
         "colors": dict(batch_noise.NOISE_COLORS),
     }
-    note = (
-        "The page holds batch sizes "
-        + ", ".join(map(str, sizes))
-        + "; "
-        + " or ".join(map(str, grid["trials"]))
-        + " random batches; seed "
-        + " or ".join(map(str, grid["seed"]))
-        + "; 1 to "
-        + str(max(grid["channels"]))
-        + " channels with every group count. "
-        + COLAB
+    note = tr(
+        "The page holds batch sizes {sizes}; {trials} random batches; seed {seeds}; 1 to "
+        "{channels} channels with every group count. {colab}",
+        sizes=_listed(sizes),
+        trials=join(map(str, grid["trials"]), tr(" or ")),
+        seeds=join(map(str, grid["seed"]), tr(" or ")),
+        channels=max(grid["channels"]),
+        colab=colab(),
     )
-    return _common("batch_size", controls, data, note)
+    return _common("batch_size", controls, data, note, _batch_size_text())
 
 
 def states_payload(
@@ -405,7 +512,10 @@ def states_payload(
         except Exception as exc:  # noqa: BLE001 - shown to the reader, as in the kernel
             states[key] = {"error": error_html(exc)}
         else:
-            states[key] = {"info": info, "png": base64.b64encode(png_bytes(fig)).decode("ascii")}
+            states[key] = {
+                "info": bilingual(info),
+                "png": base64.b64encode(png_bytes(fig)).decode("ascii"),
+            }
     controls = [
         _control(
             n,
@@ -416,15 +526,19 @@ def states_payload(
         )
         for n in names
     ]
-    return _common(
-        "states",
-        controls,
-        {"order": names, "states": states},
-        "The page holds every combination of "
-        + ", ".join(f"{n} in {{{', '.join(map(str, grid[n]))}}}" for n in names)
-        + ". "
-        + COLAB,
+    note = tr(
+        "The page holds every combination of {values}. {colab}",
+        values=join(
+            [tr("{name} in {values}", name=n, values="{" + _listed(grid[n]) + "}") for n in names],
+            ", ",
+        ),
+        colab=colab(),
     )
+    text = {
+        "outside": tr("this combination is outside the grid this page precomputed."),
+        "figure": tr("figure"),
+    }
+    return _common("states", controls, {"order": names, "states": states}, note, text)
 
 
 def precomputed(grid: dict[str, Sequence]) -> Callable:
@@ -441,22 +555,9 @@ def precomputed(grid: dict[str, Sequence]) -> Callable:
     def payload(explorer) -> str:
         initial = explorer.values()
         full = {n: list(grid[n]) + ([] if initial[n] in grid[n] else [initial[n]]) for n in grid}
-
-        def draw(values: dict) -> tuple[object, str]:
-            explorer._busy = True  # setting a control must not redraw the widget
-            try:
-                for name, value in values.items():
-                    explorer.controls[name].value = value
-                return explorer._draw(explorer)
-            finally:
-                for name, value in initial.items():
-                    if name in values:
-                        explorer.controls[name].value = value
-                explorer._busy = False
-
         return html(
             states_payload(
-                draw,
+                explorer.draw_state,
                 full,
                 initial,
                 labels={n: getattr(explorer.controls[n], "description", n) or n for n in grid},
