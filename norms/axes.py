@@ -370,90 +370,111 @@ def describe(module: torch.nn.Module, input_shape: Sequence[int] | torch.Size) -
 
     if ranks is not None and ndim not in ranks:
         fail(f"{rank_error_message(ranks, ndim)}, wanted {LAYOUTS[name]}")
-
-    has_mean, has_bias = True, getattr(module, "bias", None) is not None
     weight = getattr(module, "weight", None)
     param_shape = None if weight is None else tuple(weight.shape)
-
-    if kind in ("batch", "instance"):
-        num_features = module.num_features
-        track = bool(module.track_running_stats)
-        train_eval_differ = track
-        if kind == "instance" and ndim == ranks[0]:  # unbatched (C, *S)
-            chan = 0
-            reduced = tuple(range(1, ndim))
-            stat_dims: tuple[int, ...] = (0,)
-        else:
-            chan = 1
-            reduced = batch_norm_dims(ndim) if kind == "batch" else instance_norm_dims(ndim)
-            stat_dims = (1,) if kind == "batch" else (0, 1)
-        c = shape[chan]
-        # Same rules as forward: a mismatch only matters if something is sized by C.
-        if c != num_features and (module.affine or track):
-            fail(
-                f"expected {num_features} channels in dim {chan} "
-                f"(num_features={num_features}), got {c}"
-            )
-        param_dims = None if param_shape is None else (chan,)
-        index = _index_over(shape, stat_dims)
-    elif kind in ("layer", "rms"):
-        ns = tuple(module.normalized_shape)
-        k = len(ns)
-        if k == 0:
-            fail("normalized_shape must have at least one dimension")
-        if ndim < k or shape[ndim - k :] != ns:
-            fail(
-                f"normalized_shape={list(ns)} needs the input's last {k} dim"
-                f"{'' if k == 1 else 's'} to be {ns}, got input shape {shape}"
-            )
-        reduced = layer_norm_dims(ndim, k)
-        stat_dims = tuple(range(ndim - k))
-        param_dims = None if param_shape is None else reduced
-        train_eval_differ = False
-        if kind == "rms":
-            has_mean, has_bias = False, False
-        index = _index_over(shape, stat_dims)
-    else:  # group
-        g = int(module.num_groups)
-        if ndim < 2:
-            fail(f"expected at least 2 dimensions (N, C, *), got {ndim}")
-        n, c = shape[0], shape[1]
-        if c % g != 0:
-            fail(f"number of channels {c} (dim 1) is not divisible by num_groups={g}")
-        if param_shape is not None and c != module.num_channels:
-            fail(f"expected {module.num_channels} channels in dim 1 (num_channels), got {c}")
-        cpg = c // g
-        reduced = group_norm_dims(ndim, cpg)
-        train_eval_differ = False
-        param_dims = None if param_shape is None else (1,)
-        # id = n * G + c // (C//G), broadcast over the spatial dims.
-        ids = (
-            torch.arange(n, dtype=torch.int64)[:, None] * g
-            + (torch.arange(c, dtype=torch.int64) // max(cpg, 1))[None, :]
-        )  # (N, C)
-        index = ids.view(n, c, *([1] * (ndim - 2))).expand(shape).contiguous()
-        stat_shape = (n, g)
-
-    if kind != "group":
-        stat_shape = tuple(shape[d] for d in stat_dims)
-    num_stats = math.prod(stat_shape)
-    if kind == "group":
-        per = (shape[1] // g) * math.prod(shape[2:])
-    else:
-        per = math.prod(shape[d] for d in reduced)
-    kept = tuple(d for d in range(ndim) if d not in reduced)
+    layout = _LAYOUT_OF_FAMILY[kind](module, kind, shape, ranks, fail)
+    param_dims = layout.pop("param_dims")
+    reduced = layout["reduced_dims"]
     return Reduction(
         norm=name,
         input_shape=shape,
-        reduced_dims=reduced,
-        kept_dims=kept,
-        num_statistics=num_stats,
-        elements_per_statistic=per,
-        stat_shape=stat_shape,
+        kept_dims=tuple(d for d in range(ndim) if d not in reduced),
+        num_statistics=math.prod(layout["stat_shape"]),
         param_shape=param_shape,
-        param_dims=param_dims,
-        has_mean=has_mean,
-        has_bias=has_bias,
-        train_eval_differ=train_eval_differ,
-        statistic_index=index,
+        param_dims=None if param_shape is None else param_dims,
+        has_mean=kind != "rms",
+        has_bias=kind != "rms" and getattr(module, "bias", None) is not None,
+        **layout,
     )
+
+
+def _per_sample_layout(shape, reduced, stat_dims) -> dict:
+    """The fields of a :class:`Reduction` shared by the norms with one statistic per index of
+    ``stat_dims`` (all but GroupNorm)."""
+    return {
+        "reduced_dims": reduced,
+        "stat_shape": tuple(shape[d] for d in stat_dims),
+        "elements_per_statistic": math.prod(shape[d] for d in reduced),
+        "statistic_index": _index_over(shape, stat_dims),
+    }
+
+
+def _batch_or_instance_layout(module, kind, shape, ranks, fail) -> dict:
+    """BatchNorm's and InstanceNorm's axes: per channel (and per sample for InstanceNorm)."""
+    ndim = len(shape)
+    num_features = module.num_features
+    track = bool(module.track_running_stats)
+    if kind == "instance" and ndim == ranks[0]:  # unbatched (C, *S)
+        chan, reduced, stat_dims = 0, tuple(range(1, ndim)), (0,)
+    else:
+        chan = 1
+        reduced = batch_norm_dims(ndim) if kind == "batch" else instance_norm_dims(ndim)
+        stat_dims = (1,) if kind == "batch" else (0, 1)
+    c = shape[chan]
+    # Same rules as forward: a mismatch only matters if something is sized by C.
+    if c != num_features and (module.affine or track):
+        fail(
+            f"expected {num_features} channels in dim {chan} (num_features={num_features}), got {c}"
+        )
+    return {
+        **_per_sample_layout(shape, reduced, stat_dims),
+        "param_dims": (chan,),
+        "train_eval_differ": track,
+    }
+
+
+def _layer_or_rms_layout(module, kind, shape, ranks, fail) -> dict:
+    """LayerNorm's and RMSNorm's axes: the last ``len(normalized_shape)`` dims."""
+    ndim = len(shape)
+    ns = tuple(module.normalized_shape)
+    k = len(ns)
+    if k == 0:
+        fail("normalized_shape must have at least one dimension")
+    if ndim < k or shape[ndim - k :] != ns:
+        fail(
+            f"normalized_shape={list(ns)} needs the input's last {k} dim"
+            f"{'' if k == 1 else 's'} to be {ns}, got input shape {shape}"
+        )
+    reduced = layer_norm_dims(ndim, k)
+    return {
+        **_per_sample_layout(shape, reduced, tuple(range(ndim - k))),
+        "param_dims": reduced,
+        "train_eval_differ": False,
+    }
+
+
+def _group_layout(module, kind, shape, ranks, fail) -> dict:
+    """GroupNorm's axes: per sample and group of ``C // G`` channels, over the spatial dims."""
+    ndim = len(shape)
+    g = int(module.num_groups)
+    if ndim < 2:
+        fail(f"expected at least 2 dimensions (N, C, *), got {ndim}")
+    n, c = shape[0], shape[1]
+    if c % g != 0:
+        fail(f"number of channels {c} (dim 1) is not divisible by num_groups={g}")
+    if getattr(module, "weight", None) is not None and c != module.num_channels:
+        fail(f"expected {module.num_channels} channels in dim 1 (num_channels), got {c}")
+    cpg = c // g
+    # id = n * G + c // (C//G), broadcast over the spatial dims.
+    ids = (
+        torch.arange(n, dtype=torch.int64)[:, None] * g
+        + (torch.arange(c, dtype=torch.int64) // max(cpg, 1))[None, :]
+    )  # (N, C)
+    return {
+        "reduced_dims": group_norm_dims(ndim, cpg),
+        "stat_shape": (n, g),
+        "elements_per_statistic": cpg * math.prod(shape[2:]),
+        "statistic_index": ids.view(n, c, *([1] * (ndim - 2))).expand(shape).contiguous(),
+        "param_dims": (1,),
+        "train_eval_differ": False,
+    }
+
+
+#: The layout of each family's statistics (:func:`describe`).
+_LAYOUT_OF_FAMILY = {
+    "batch": _batch_or_instance_layout,
+    "instance": _batch_or_instance_layout,
+    "layer": _layer_or_rms_layout,
+    "rms": _layer_or_rms_layout,
+    "group": _group_layout,
+}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+import sys
 from pathlib import Path
 
 import nbformat
@@ -10,6 +10,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
+
+sys.path.insert(0, str(ROOT / "tools"))
+import toc  # noqa: E402
 
 
 def repository_url() -> str:
@@ -27,8 +30,7 @@ def read(path: Path) -> nbformat.NotebookNode:
 
 def toc_files() -> set[str]:
     """Every file named in _toc.yml, relative to the root, without its suffix."""
-    text = (ROOT / "_toc.yml").read_text()
-    return set(re.findall(r"(?:file|root):\s*(\S+)", text))
+    return set(toc.pages())
 
 
 #: The pip requirement the setup cell installs on Colab; {url} is the repository URL.

@@ -34,6 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import toc  # noqa: E402
+
 LANGUAGE = "zh_CN"
 LOCALES = ROOT / "locales"
 CATALOGS = LOCALES / LANGUAGE / "LC_MESSAGES"
@@ -667,9 +669,7 @@ def english_left(markdown: str) -> list[str]:
 
 def book_notebooks() -> list[Path]:
     """The notebooks the table of contents lists, in its order."""
-    toc = (ROOT / "_toc.yml").read_text()
-    names = re.findall(r"(?:file|root):\s*(\S+)", toc)
-    return [ROOT / f"{n}.ipynb" for n in names if (ROOT / f"{n}.ipynb").exists()]
+    return toc.notebooks()
 
 
 def write_notebooks(out: Path = NOTEBOOKS) -> list[Path]:

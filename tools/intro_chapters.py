@@ -16,10 +16,11 @@ import re
 import sys
 from pathlib import Path
 
-import yaml
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import toc  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-TOC = ROOT / "_toc.yml"
+ROOT = toc.ROOT
+TOC = toc.TOC
 INTRO = ROOT / "book" / "intro.md"
 START = (
     "<!-- chapters: generated from _toc.yml by tools/intro_chapters.py; edit descriptions only -->"
@@ -31,12 +32,7 @@ _ITEM = re.compile(r"^- \{doc\}`(?P<doc>[^`]+)`: (?P<text>.*)$")
 
 def parts(toc_path: Path = TOC) -> list[tuple[str, list[str]]]:
     """``[(caption, [page, ...]), ...]`` of the table of contents (pages relative to book/)."""
-    toc = yaml.safe_load(toc_path.read_text(encoding="utf-8"))
-    out = []
-    for part in toc.get("parts", []):
-        pages = [Path(c["file"]).name for c in part.get("chapters", [])]
-        out.append((part.get("caption", ""), pages))
-    return out
+    return [(caption, [Path(p).name for p in pages]) for caption, pages in toc.parts(toc_path)]
 
 
 def descriptions(block: str) -> dict[str, str]:

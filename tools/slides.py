@@ -42,9 +42,9 @@ import time
 from pathlib import Path
 
 import nbformat
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import toc  # noqa: E402
 from exercises import directives, solution_cells  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,11 +78,12 @@ _SKIP_TAGS = {"remove-output", "remove-cell", "solution"}
 
 def chapters() -> list[Path]:
     """Every notebook of the table of contents that is a chapter (not the instructors' page)."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    names = [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]
-    return [
-        ROOT / f"{n}.ipynb" for n in names if n not in NOT_A_DECK and (ROOT / f"{n}.ipynb").exists()
-    ]
+    return [p for p in toc.notebooks() if page(p) not in NOT_A_DECK]
+
+
+def page(path: Path) -> str:
+    """A notebook's page as ``_toc.yml`` names it (``book/batchnorm``)."""
+    return path.relative_to(ROOT).with_suffix("").as_posix()
 
 
 # ----------------------------------------------------------------------------- the outline

@@ -12,13 +12,14 @@ Usage: ``python tools/stored_outputs.py [NOTEBOOK ...]`` (default: every noteboo
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import toc  # noqa: E402
 
 
 def problems(nb: nbformat.NotebookNode, name: str) -> list[str]:
@@ -42,14 +43,8 @@ def problems(nb: nbformat.NotebookNode, name: str) -> list[str]:
     return found
 
 
-def toc_notebooks() -> list[Path]:
-    toc = (ROOT / "_toc.yml").read_text()
-    names = re.findall(r"(?:file|root):\s*(\S+)", toc)
-    return [ROOT / f"{n}.ipynb" for n in names if (ROOT / f"{n}.ipynb").exists()]
-
-
 def main(argv: list[str]) -> int:
-    paths = [Path(a) for a in argv] or toc_notebooks()
+    paths = [Path(a) for a in argv] or toc.notebooks()
     found = []
     for path in paths:
         found += problems(nbformat.read(path, as_version=4), str(path.relative_to(ROOT)))

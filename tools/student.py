@@ -35,6 +35,7 @@ from pathlib import Path
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import toc  # noqa: E402
 from exercises import check  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,11 +101,7 @@ def student_notebook(path: Path, out: Path) -> str:
 
 def chapters() -> list[Path]:
     """Every notebook the book's table of contents lists."""
-    import re
-
-    toc = (ROOT / "_toc.yml").read_text()
-    names = re.findall(r"(?:file|root):\s*(\S+)", toc)
-    return [ROOT / f"{n}.ipynb" for n in names if (ROOT / f"{n}.ipynb").exists()]
+    return toc.notebooks()
 
 
 def build_notebooks(paths, out: Path, fresh: bool = True) -> None:

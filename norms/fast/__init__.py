@@ -7,7 +7,9 @@
   (``csrc/kernels.cpp``), compiled on first use, with a fallback without a compiler;
 * :mod:`~norms.fast.codegen`: the code the compiler writes, shortened to its loops;
 * :mod:`~norms.fast.passes`: what counts as a pass over memory, by recording ATen ops;
-* :mod:`~norms.fast.bench`: ``make bench``.
+* :mod:`~norms.fast.bench`: ``make bench``: the timing (what it times is in
+  :mod:`~norms.fast.cases`, its tables in :mod:`~norms.fast.report`);
+* :mod:`~norms.fast.machine`: what its numbers were measured on (CPU, SIMD level, flags).
 
 Nothing here is imported by ``import norms``: ``norms.fast.fused`` loads on first use.
 """

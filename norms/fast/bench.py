@@ -54,26 +54,33 @@ chapter).
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
-import platform
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-from torch import nn
-
-from norms import modules
 
 if TYPE_CHECKING:
     from torch.utils import benchmark
 
-from . import cpu_kernels, fused
+from .cases import (
+    CASES,
+    DIRECTIONS,
+    FLOPS_PER_ELEMENT,
+    IMPLS,
+    SMALL_CASES,
+    TINY_CASES,
+    Case,
+    flops,
+    make_layer,
+    perfect_bytes,
+)
+from .machine import machine, machine_line
+from .report import readme_table, report_markdown, summary, write
 
 __all__ = [
     "Case",
@@ -82,6 +89,7 @@ __all__ = [
     "TINY_CASES",
     "IMPLS",
     "DIRECTIONS",
+    "FLOPS_PER_ELEMENT",
     "machine",
     "make_layer",
     "perfect_bytes",
@@ -93,216 +101,6 @@ __all__ = [
     "write",
     "main",
 ]
-
-IMPLS = ("torch", "norms", "fused")
-DIRECTIONS = ("fwd", "fwd+bwd")
-
-
-@dataclass(frozen=True)
-class Case:
-    """One layer on one input shape.
-
-    Args:
-        op: the layer's class name, e.g. ``"LayerNorm"`` (the same name in
-            ``torch.nn``, :mod:`norms` and :mod:`norms.fast.fused`).
-        shape: the input shape.
-        args: positional constructor arguments, e.g. ``(768,)``.
-        kwargs: keyword constructor arguments, e.g. ``{"affine": True}``.
-        what: where such a shape occurs (for the report).
-    """
-
-    op: str
-    shape: tuple[int, ...]
-    args: tuple = ()
-    kwargs: dict = field(default_factory=dict)
-    what: str = ""
-
-
-#: Realistic shapes: two per layer, 3 to 6.6 million float32 elements (13 to 26 MB:
-#: far larger than the caches, as in training, and below glibc's 32 MB limit for
-#: reusing freed memory, see :func:`steady_allocator_for_this_process`).
-CASES: tuple[Case, ...] = (
-    Case("BatchNorm2d", (32, 64, 56, 56), (64,), what="ResNet-50, first stage, batch 32"),
-    Case("BatchNorm2d", (32, 128, 28, 28), (128,), what="ResNet-50, second stage, batch 32"),
-    Case("LayerNorm", (32, 256, 768), (768,), what="BERT-base, 32 sequences of 256 tokens"),
-    Case("LayerNorm", (4, 1024, 1024), (1024,), what="GPT-2 medium, 4 sequences of 1024 tokens"),
-    Case("RMSNorm", (8, 512, 2048), (2048,), what="a 1B-parameter LLaMA-style model"),
-    Case("RMSNorm", (2, 512, 4096), (4096,), what="LLaMA-7B, 2 sequences of 512 tokens"),
-    Case(
-        "GroupNorm", (32, 64, 56, 56), (32, 64), what="ResNet-50 stage 1 with GroupNorm (Wu & He)"
-    ),
-    Case("GroupNorm", (4, 320, 64, 64), (32, 320), what="a diffusion U-Net block, batch 4"),
-    Case(
-        "InstanceNorm2d", (4, 64, 128, 128), (64,), {"affine": True}, what="style transfer, 128x128"
-    ),
-    Case(
-        "InstanceNorm2d",
-        (32, 64, 56, 56),
-        (64,),
-        {"affine": True},
-        what="image-to-image network, 56x56",
-    ),
-)
-
-#: Small shapes, one per layer, about half a million elements (2 MB): what the chapter
-#: times on a CPU (compiling and timing all five layers takes well under a minute).
-#: They fit in the caches, so the roof there is cache bandwidth, measured the same way.
-SMALL_CASES: tuple[Case, ...] = (
-    Case("BatchNorm2d", (16, 32, 28, 28), (32,), what="small"),
-    Case("LayerNorm", (8, 128, 512), (512,), what="small"),
-    Case("RMSNorm", (8, 128, 512), (512,), what="small"),
-    Case("GroupNorm", (16, 32, 28, 28), (8, 32), what="small"),
-    Case("InstanceNorm2d", (16, 32, 28, 28), (32,), {"affine": True}, what="small"),
-)
-
-#: Tiny shapes, one per layer: the same code path in a fraction of a second (tests, the chapter on
-#: a CPU).
-TINY_CASES: tuple[Case, ...] = (
-    Case("BatchNorm2d", (4, 6, 10, 12), (6,), what="tiny"),
-    Case("LayerNorm", (4, 10, 48), (48,), what="tiny"),
-    Case("RMSNorm", (4, 10, 48), (48,), what="tiny"),
-    Case("GroupNorm", (4, 6, 10, 12), (3, 6), what="tiny"),
-    Case("InstanceNorm2d", (4, 6, 10, 12), (6,), {"affine": True}, what="tiny"),
-)
-
-
-# ---------------------------------------------------------------------------
-# what a perfect kernel must do
-# ---------------------------------------------------------------------------
-
-#: Floating-point operations per input element, counted on the formulas (the
-#: work per statistic, a few operations per row or channel, is left out).
-#:
-#: Forward with affine parameters (LayerNorm-like): sum for the mean (1),
-#: subtract it (1), square and sum (2), multiply by 1/sigma (1), times gamma plus
-#: beta (2): 7. RMSNorm: square and sum (2), times 1/rms (1), times gamma (1): 4.
-#:
-#: Backward (see :mod:`norms.autograd`): g = dy * gamma (1), x_hat from x (2),
-#: sum g (1), g * x_hat and its sum (2), dx = rstd * (g - <g> - x_hat <g x_hat>)
-#: (4), dgamma = sum dy * x_hat (2), dbeta = sum dy (1): 13. RMSNorm has no
-#: mean and no beta: x_hat (1), g (1), g * x_hat and sum (2), dx (3), dgamma (2): 9.
-FLOPS_PER_ELEMENT = {
-    "centred": {"fwd": 7, "fwd+bwd": 7 + 13},
-    "rms": {"fwd": 4, "fwd+bwd": 4 + 9},
-}
-
-
-def _params(case: Case) -> int:
-    """Number of elements in the layer's parameters (weight and bias)."""
-    return sum(p.numel() for p in make_layer(case, "torch", device="meta").parameters())
-
-
-def perfect_bytes(case: Case, direction: str, itemsize: int = 4) -> int:
-    """Bytes a perfect kernel must move: every input read once, every output written once.
-
-    Forward: read ``x`` and the parameters, write ``y``. Forward and backward: the
-    forward's traffic, then read ``x`` and ``dy`` and the parameters, write ``dx`` and
-    the parameter gradients. (The forward and backward are separate calls, so ``x``
-    is read twice.) Statistics (a few numbers per row or channel) are left out.
-
-    >>> perfect_bytes(Case("LayerNorm", (2, 3, 4), (4,)), "fwd")   # (24 + 24) * 4 + 8 * 4
-    224
-    """
-    n = math.prod(case.shape)
-    p = _params(case)
-    if direction == "fwd":
-        elements = 2 * n + p
-    elif direction == "fwd+bwd":
-        elements = (2 * n + p) + (3 * n + 2 * p)
-    else:
-        raise ValueError(f"direction must be 'fwd' or 'fwd+bwd', got {direction!r}")
-    return elements * itemsize
-
-
-def flops(case: Case, direction: str) -> int:
-    """Floating-point operations of the formula (:data:`FLOPS_PER_ELEMENT` times the input size)."""
-    kind = "rms" if case.op == "RMSNorm" else "centred"
-    return FLOPS_PER_ELEMENT[kind][direction] * math.prod(case.shape)
-
-
-# ---------------------------------------------------------------------------
-# layers and the functions we time
-# ---------------------------------------------------------------------------
-
-
-def make_layer(
-    case: Case, impl: str, device: str | torch.device = "cpu", dtype=torch.float32
-) -> nn.Module:
-    """The layer of ``case`` from ``torch.nn`` (``"torch"``), :mod:`norms` or
-    :mod:`norms.fast.fused`.
-
-    Parameters get non-trivial values (the same in every implementation, from a
-    fixed seed), and the layer is in training mode.
-    """
-    if impl == "torch":
-        cls = getattr(nn, case.op)
-    elif impl == "norms":
-        cls = getattr(modules, case.op)
-    elif impl == "fused":
-        cls = getattr(fused, case.op)
-    else:
-        raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
-    layer = cls(*case.args, **case.kwargs, device=device, dtype=dtype)
-    if str(device) != "meta":
-        gen = torch.Generator().manual_seed(0)
-        with torch.no_grad():
-            for p in layer.parameters():
-                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=gen))
-    return layer.train()
-
-
-def _cpu_model() -> str:
-    """The CPU's name from ``/proc/cpuinfo`` (``model name``, or ``CPU part`` on ARM), else
-    :func:`platform.processor`."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("model name", "Model", "CPU part")):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _simd_level(features: str, arch: str) -> str:
-    """The widest SIMD instruction set in a ``/proc/cpuinfo`` feature line."""
-    flags = set(features.split())
-    if arch in ("aarch64", "arm64"):
-        return "SVE" if "sve" in flags else "NEON" if "asimd" in flags else "none"
-    for level, flag in (
-        ("AVX-512", "avx512f"),
-        ("AVX2", "avx2"),
-        ("AVX", "avx"),
-        ("SSE4.2", "sse4_2"),
-    ):
-        if flag in flags:
-            return level
-    return "unknown"
-
-
-def machine(threads: int | None = None) -> dict:
-    """What the numbers were measured on: ``cpu`` (the model), ``simd`` (its widest SIMD level),
-    ``torch_simd`` (the level torch's own kernels use), ``kernel_flags`` (the
-    instruction-set flags the C++ kernels are compiled with), ``cores`` and ``threads``."""
-    arch = platform.machine().lower()
-    return {
-        "cpu": _cpu_model(),
-        "simd": _simd_level(cpu_kernels._cpu_features(), arch),
-        "torch_simd": torch.backends.cpu.get_cpu_capability(),
-        "kernel_flags": " ".join(
-            f for f in cpu_kernels.FLAGS if f.startswith(("-march", "-mcpu", "-mprefer"))
-        ),
-        "cores": os.cpu_count(),
-        "threads": torch.get_num_threads() if threads is None else threads,
-    }
-
-
-def machine_line(info: dict) -> str:
-    """:func:`machine` in one line of text."""
-    return (
-        f"CPU: {info['cpu']} ({info['cores']} cores), SIMD: {info['simd']} "
-        f"(torch uses {info['torch_simd']}; kernels: {info['kernel_flags'] or 'default flags'}), "
-        f"{info['threads']} thread(s)"
-    )
 
 
 def _functions(case: Case, impl: str, device, dtype) -> dict[str, Callable[[], object]]:
@@ -452,49 +250,20 @@ def run(
     """
     say = progress or (lambda _s: None)
     cases = list(cases)
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    records: list[dict] = []
-    copies: dict[tuple, dict] = {}
+    timing = _Timing(threads, rounds, block_s, warmup, device, dtype)
     common = {
         "threads": threads,
         "device": str(torch.device(device)),
         "dtype": str(dtype).removeprefix("torch."),
         **{k: v for k, v in machine(threads).items() if k in ("cpu", "simd")},
     }
-    # Static shapes inside this call only (see the module docstring).
-    static_shapes = torch._dynamo.config.patch(
-        automatic_dynamic_shapes=False, recompile_limit=256, accumulated_recompile_limit=4096
-    )
-    static_shapes.__enter__()
-    try:
+    records: list[dict] = []
+    copies: dict[tuple, dict] = {}
+    with _steady_settings(threads):
         for i, case in enumerate(cases, 1):
             name = f"[{i}/{len(cases)}] {case.op} {tuple(case.shape)}"
             if case.shape not in copies:
-                src = torch.randn(case.shape).to(device=device, dtype=dtype)
-                dst = torch.empty_like(src)
-                copy = lambda dst=dst, src=src: dst.copy_(src)
-                for _ in range(warmup):
-                    copy()
-                m, runs = _interleaved(
-                    {"copy": copy}, "copy", str(case.shape), threads, rounds, block_s, device
-                )["copy"]
-                rec = {
-                    "op": "copy",
-                    "shape": list(case.shape),
-                    "direction": "fwd",
-                    "impl": "copy",
-                    "median_s": float(m.median),
-                    "iqr_s": _iqr(m),
-                    "bytes": 2 * math.prod(case.shape) * itemsize,
-                    "flops": 0,
-                    "runs": runs,
-                    "what": case.what,
-                    **common,
-                }
-                rec["copy_fraction"] = 1.0
-                copies[case.shape] = rec
+                copies[case.shape] = rec = _time_copy(case, timing, common)
                 records.append(rec)
                 say(
                     f"{name} copy: {rec['median_s'] * 1e3:.2f} ms, "
@@ -502,211 +271,112 @@ def run(
                 )
             bandwidth = copies[case.shape]["bytes"] / copies[case.shape]["median_s"]
             for direction in directions:
-                fns, compile_s = {}, {}
-                for impl in impls:
-                    fn = _functions(case, impl, device, dtype)[direction]
-                    compile_s[impl] = _timed(fn, device)  # the first call compiles the fused path
-                    for _ in range(warmup - 1):
-                        fn()
-                    fns[impl] = fn
-                ms = _interleaved(
-                    fns, case.op, f"{case.shape} {direction}", threads, rounds, block_s, device
-                )
-                nbytes = perfect_bytes(case, direction, itemsize)
-                line = []
-                for impl in impls:
-                    m, runs = ms[impl]
-                    rec = {
-                        "op": case.op,
-                        "shape": list(case.shape),
-                        "direction": direction,
-                        "impl": impl,
-                        "median_s": float(m.median),
-                        "iqr_s": _iqr(m),
-                        "bytes": nbytes,
-                        "flops": flops(case, direction),
-                        "runs": runs,
-                        "what": case.what,
-                        **common,
-                    }
-                    rec["copy_fraction"] = nbytes / rec["median_s"] / bandwidth
-                    if impl == "fused":
-                        rec["compile_s"] = compile_s[impl]
-                    records.append(rec)
-                    line.append(
-                        f"{impl} {rec['median_s'] * 1e3:.2f} ms "
-                        f"({100 * rec['copy_fraction']:.0f}% of copy)"
-                    )
-                ratios = ""
-                if "torch" in ms and "fused" in ms:
-                    ratios = f"  (fused/torch {ms['fused'][0].median / ms['torch'][0].median:.2f}x)"
-                say(f"{name} {direction}: " + ", ".join(line) + ratios)
-    finally:
-        static_shapes.__exit__(None, None, None)
-        torch.set_num_threads(previous_threads)
+                found = _time_direction(case, direction, impls, timing, common, bandwidth)
+                records += found
+                say(f"{name} {direction}: {_progress_line(found)}")
     return records
 
 
-# ---------------------------------------------------------------------------
-# summaries and the report
-# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Timing:
+    """How :func:`run` times: its arguments of the same names."""
 
+    threads: int
+    rounds: int
+    block_s: float
+    warmup: int
+    device: str | torch.device
+    dtype: torch.dtype
 
-def _key(r: dict) -> tuple:
-    return (r.get("threads"), r["op"], tuple(r["shape"]), r["direction"])
-
-
-def summary(records: Sequence[dict]) -> list[dict]:
-    """One row per (threads, op, shape, direction): each impl's median and its ratio to torch.
-
-    Returns dicts with ``threads``, ``op``, ``shape``, ``direction``, ``<impl>_s``,
-    ``<impl>_x`` (median over torch's median) and ``<impl>_frac`` (fraction of
-    the copy bandwidth) for every impl present.
-    """
-    rows: dict[tuple, dict] = {}
-    for r in records:
-        if r["impl"] == "copy":
-            continue
-        row = rows.setdefault(
-            _key(r),
-            {
-                "threads": r.get("threads"),
-                "op": r["op"],
-                "shape": tuple(r["shape"]),
-                "direction": r["direction"],
-            },
+    def interleaved(self, fns: dict[str, Callable], label: str, sub_label: str):
+        return _interleaved(
+            fns, label, sub_label, self.threads, self.rounds, self.block_s, self.device
         )
-        row[f"{r['impl']}_s"] = r["median_s"]
-        row[f"{r['impl']}_frac"] = r["copy_fraction"]
-    for row in rows.values():
-        if "torch_s" in row:
-            for impl in IMPLS:
-                if f"{impl}_s" in row:
-                    row[f"{impl}_x"] = row[f"{impl}_s"] / row["torch_s"]
-    return list(rows.values())
 
 
-def _gpu(device: str) -> str:
-    """``", GPU: <name>"`` when the records were measured on a GPU, else ``""``."""
-    if not device.startswith("cuda") or not torch.cuda.is_available():
-        return ""
-    return f", GPU: {torch.cuda.get_device_name(torch.device(device))} (the times are the GPU's)"
+@contextmanager
+def _steady_settings(threads: int):
+    """``threads`` threads and static shapes inside :func:`run` only (see the module docstring);
+    the caller's settings come back afterwards, also on an error."""
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    static_shapes = torch._dynamo.config.patch(
+        automatic_dynamic_shapes=False, recompile_limit=256, accumulated_recompile_limit=4096
+    )
+    static_shapes.__enter__()
+    try:
+        yield
+    finally:
+        static_shapes.__exit__(None, None, None)
+        torch.set_num_threads(previous_threads)
 
 
-def readme_table(records: Sequence[dict]) -> str:
-    """The table the README shows (Markdown, to paste): the CPU, then one row per case and
-    direction with the fused path's time over torch's at every thread count measured, and, for
-    forward cases, the fused path's and torch's fraction of the copy bandwidth."""
-    rows = summary(records)
-    threads = sorted({row["threads"] for row in rows}, key=str)
-    info = machine(threads[0] if threads else None)
-    by_key = {(row["threads"], row["op"], row["shape"], row["direction"]): row for row in rows}
-    cases = list(dict.fromkeys((row["op"], row["shape"], row["direction"]) for row in rows))
-    head = " | ".join(f"fused / torch, {t} thread(s)" for t in threads)
-    frac = " | ".join(f"% copy fused / torch, {t} thread(s)" for t in threads)
-    lines = [
-        f"{machine_line(info).rsplit(', ', 1)[0]}, torch {torch.__version__}:",
-        "",
-        f"| case | direction | {head} | {frac} |",
-        "| --- | --- |" + " ---: |" * (2 * len(threads)),
-    ]
-    for op, shape, direction in cases:
-        ratios, fractions = [], []
-        for t in threads:
-            row = by_key.get((t, op, shape, direction), {})
-            ratios.append(f"{row['fused_x']:.2f}x" if "fused_x" in row else "-")
-            fractions.append(
-                f"{100 * row['fused_frac']:.0f} / {100 * row['torch_frac']:.0f}"
-                if direction == "fwd" and "fused_frac" in row and "torch_frac" in row
-                else "-"
-            )
-        lines.append(
-            f"| {op} {'x'.join(map(str, shape))} | {direction} | {' | '.join(ratios)} | "
-            f"{' | '.join(fractions)} |"
-        )
-    return "\n".join(lines) + "\n"
+def _record(case: Case, direction: str, impl: str, measured, nbytes: int, nflops: int, common):
+    """One record of :func:`run` (without ``copy_fraction``) from ``(Measurement, runs)``."""
+    m, runs = measured
+    return {
+        "op": case.op if impl != "copy" else "copy",
+        "shape": list(case.shape),
+        "direction": direction,
+        "impl": impl,
+        "median_s": float(m.median),
+        "iqr_s": _iqr(m),
+        "bytes": nbytes,
+        "flops": nflops,
+        "runs": runs,
+        "what": case.what,
+        **common,
+    }
 
 
-def report_markdown(records: Sequence[dict]) -> str:
-    """A readable table of ``records`` (Markdown): the CPU, then one table per thread count."""
-    first = records[0] if records else {}
-    info = machine(first.get("threads"))
-    lines = [
-        "# How fast is a normalization layer?",
-        "",
-        f"{machine_line(info).rsplit(', ', 1)[0]}{_gpu(first.get('device', 'cpu'))}. "
-        f"torch {torch.__version__}, device {first.get('device', '?')}, {first.get('dtype', '?')}. "
-        "Median of interleaved runs "
-        "(torch.utils.benchmark); IQR in the JSON. `x torch`: median over torch's median. "
-        "`% copy`: bytes a perfect kernel moves per second, as a percentage of the copy bandwidth "
-        "of the same tensor in the same run.",
-    ]
-
-    def ms(row, impl):
-        if f"{impl}_s" not in row:
-            return "-"
-        x = f" ({row[f'{impl}_x']:.2f}x)" if f"{impl}_x" in row and impl != "torch" else ""
-        return f"{row[f'{impl}_s'] * 1e3:.2f}{x}"
-
-    rows = summary(records)
-    for threads in sorted({row["threads"] for row in rows}, key=str):
-        lines += [
-            "",
-            f"## {threads} thread(s)",
-            "",
-            (
-                "| layer | shape | direction | torch ms | norms ms (x torch) | fused ms (x torch) "
-                "| % copy: torch / norms / fused |"
-            ),
-            "| --- | --- | --- | ---: | ---: | ---: | ---: |",
-        ]
-        for row in (r for r in rows if r["threads"] == threads):
-            frac = " / ".join(
-                f"{100 * row[f'{i}_frac']:.0f}" if f"{i}_frac" in row else "-" for i in IMPLS
-            )
-            shape = "x".join(map(str, row["shape"]))
-            lines.append(
-                f"| {row['op']} | {shape} | {row['direction']} | {ms(row, 'torch')} | "
-                f"{ms(row, 'norms')} | {ms(row, 'fused')} | {frac} |"
-            )
-        fused_rows = [r for r in rows if r["threads"] == threads and "fused_x" in r]
-        if fused_rows:
-            worst = max(fused_rows, key=lambda r: r["fused_x"])
-            lines += [
-                "",
-                f"Largest fused/torch ratio: {worst['fused_x']:.2f}x ({worst['op']} "
-                f"{'x'.join(map(str, worst['shape']))} {worst['direction']}).",
-            ]
-    copies = [r for r in records if r["impl"] == "copy"]
-    if copies:
-        lines += ["", "Copy bandwidth (`dst.copy_(src)`, read + write):", ""]
-        for r in copies:
-            lines.append(
-                f"- {'x'.join(map(str, r['shape']))}, {r['threads']} thread(s): "
-                f"{r['bytes'] / r['median_s'] / 1e9:.1f} GB/s "
-                f"({r['median_s'] * 1e3:.2f} ms, IQR {r['iqr_s'] * 1e3:.2f} ms)"
-            )
-    lines += ["", "## For the README (fused time over torch's; forward cases: % of copy)", ""]
-    lines += readme_table(records).rstrip("\n").splitlines()
-    compiles = [r["compile_s"] for r in records if "compile_s" in r]
-    if compiles:
-        lines += [
-            "",
-            f"Compile time of the fused path (first call): {sum(compiles):.1f} s in all, "
-            f"at most {max(compiles):.1f} s for one case.",
-        ]
-    return "\n".join(lines) + "\n"
+def _time_copy(case: Case, timing: _Timing, common: dict) -> dict:
+    """The record of ``dst.copy_(src)`` on the shape of ``case``: the roof of the bandwidth."""
+    src = torch.randn(case.shape).to(device=timing.device, dtype=timing.dtype)
+    dst = torch.empty_like(src)
+    copy = lambda dst=dst, src=src: dst.copy_(src)
+    for _ in range(timing.warmup):
+        copy()
+    measured = timing.interleaved({"copy": copy}, "copy", str(case.shape))["copy"]
+    nbytes = 2 * math.prod(case.shape) * src.element_size()
+    rec = _record(case, "fwd", "copy", measured, nbytes, 0, common)
+    rec["copy_fraction"] = 1.0
+    return rec
 
 
-def write(records: Sequence[dict], outdir: str | Path) -> tuple[Path, Path]:
-    """Write ``results.json`` (the records) and ``report.md`` into ``outdir``; return both paths."""
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    results = outdir / "results.json"
-    report = outdir / "report.md"
-    results.write_text(json.dumps(list(records), indent=1) + "\n")
-    report.write_text(report_markdown(records))
-    return results, report
+def _time_direction(
+    case: Case, direction: str, impls: Sequence[str], timing: _Timing, common: dict, bandwidth
+) -> list[dict]:
+    """The records of every implementation of ``case`` in one direction, timed interleaved."""
+    fns, compile_s = {}, {}
+    for impl in impls:
+        fn = _functions(case, impl, timing.device, timing.dtype)[direction]
+        compile_s[impl] = _timed(fn, timing.device)  # the first call compiles the fused path
+        for _ in range(timing.warmup - 1):
+            fn()
+        fns[impl] = fn
+    ms = timing.interleaved(fns, case.op, f"{case.shape} {direction}")
+    itemsize = torch.empty((), dtype=timing.dtype).element_size()
+    nbytes = perfect_bytes(case, direction, itemsize)
+    records = []
+    for impl in impls:
+        rec = _record(case, direction, impl, ms[impl], nbytes, flops(case, direction), common)
+        rec["copy_fraction"] = nbytes / rec["median_s"] / bandwidth
+        if impl == "fused":
+            rec["compile_s"] = compile_s[impl]
+        records.append(rec)
+    return records
+
+
+def _progress_line(records: list[dict]) -> str:
+    """The times of one case and direction, as :func:`run` reports its progress."""
+    line = ", ".join(
+        f"{r['impl']} {r['median_s'] * 1e3:.2f} ms ({100 * r['copy_fraction']:.0f}% of copy)"
+        for r in records
+    )
+    by_impl = {r["impl"]: r["median_s"] for r in records}
+    if "torch" in by_impl and "fused" in by_impl:
+        line += f"  (fused/torch {by_impl['fused'] / by_impl['torch']:.2f}x)"
+    return line
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -102,7 +102,7 @@ def flags(
     """
     machine = (machine or platform.machine()).lower()
     if features is None:
-        features = _cpu_features()
+        features = cpu_features()
     if machine in ("x86_64", "amd64"):
         isa = (f"-march={target}",)
         if target == "native" and "avx512f" in features.split():
@@ -114,7 +114,7 @@ def flags(
     return ("-O3", *isa, "-funroll-loops", "-fopenmp", "-std=c++17", "-shared", "-fPIC")
 
 
-def _cpu_features() -> str:
+def cpu_features() -> str:
     """The ``flags`` (x86) or ``Features`` (ARM) line of ``/proc/cpuinfo``; empty if there is
     none."""
     try:
@@ -162,7 +162,7 @@ def _machine(cxx: str) -> str:
     except (OSError, subprocess.SubprocessError):
         version = ""
     # -march=native: the library runs on CPUs with these features only
-    return "\n".join([version, platform.machine(), _cpu_features()])
+    return "\n".join([version, platform.machine(), cpu_features()])
 
 
 def _cache_folder() -> Path | None:

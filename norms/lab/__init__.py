@@ -1,7 +1,7 @@
 """Experiments: data, small models, training loops and the chapters' runs.
 
-* :mod:`~norms.lab.training`: ``load_digits`` as tensors, the MLP/CNN/residual models
-  whose normalization is an argument, :func:`~norms.lab.training.train`,
+* :mod:`~norms.lab.models`: the MLP/CNN/residual models whose normalization is an argument;
+* :mod:`~norms.lab.training`: ``load_digits`` as tensors, :func:`~norms.lab.training.train`,
   :func:`~norms.lab.training.evaluate`, :func:`~norms.lab.training.recalibrate_batchnorm`;
 * :mod:`~norms.lab.pitfalls`: parameter groups without weight decay, freezing BatchNorm;
 * :mod:`~norms.lab.transformer`: the transformer chapter's tiny training runs;

@@ -8,10 +8,8 @@ share, so that each run in a notebook is one call and the lesson stays visible:
 * :func:`load_digits_data`: scikit-learn's ``load_digits`` (1797 images of 8 × 8
   pixels, shipped with scikit-learn, nothing downloaded) as standardized tensors,
   split into a training and a test set by a seeded permutation.
-* :func:`make_norm`: one normalization layer of ``norms`` by name (``"none"``,
-  ``"batch"``, ``"layer"``, ``"group"``, ``"rms"``) for a feature shape ``(C,)`` or
-  ``(C, H, W)``.
-* :class:`Block`, :class:`DigitsMLP`, :class:`CNN`, :class:`ResidualMLP`: the models, each a
+* the models (:mod:`norms.lab.models`, re-exported here): :func:`make_norm` (a norm by
+  name), :class:`Block`, :class:`DigitsMLP`, :class:`CNN`, :class:`ResidualMLP`, each a
   stack of blocks *weight layer → norm → activation* whose normalization is an
   argument. Each block can capture its pre-activation (the input of its
   nonlinearity) and that tensor's gradient for :func:`train` to record.
@@ -38,18 +36,26 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..modules.batchnorm import BatchNorm1d, BatchNorm2d, _BatchNorm
-from ..modules.groupnorm import GroupNorm
-from ..modules.layernorm import LayerNorm
-from ..modules.rmsnorm import RMSNorm
+from ..modules.batchnorm import _BatchNorm
+from .models import (
+    CNN,
+    DTYPE,
+    NORM_KINDS,
+    NORM_LABELS,
+    Block,
+    DigitsMLP,
+    ResidualBlock,
+    ResidualMLP,
+    default_dtype,
+    make_norm,
+    seeded,
+)
 
 __all__ = [
     "NORM_KINDS",
@@ -62,6 +68,7 @@ __all__ = [
     "DigitsMLP",
     "CNN",
     "ResidualMLP",
+    "ResidualBlock",
     "TrainLog",
     "train",
     "evaluate",
@@ -70,22 +77,6 @@ __all__ = [
     "default_dtype",
     "recalibrate_batchnorm",
 ]
-
-#: The names :func:`make_norm` accepts, in the order the chapters show them.
-NORM_KINDS: tuple[str, ...] = ("none", "batch", "layer", "group", "rms")
-#: The floating-point type of the data and models of the experiments: float64, because a float32
-#: training run gives other numbers on another CPU (SIMD width, thread count), a float64 one does
-#: not at the size of these models.
-DTYPE = torch.float64
-#: How the figures and summary lines name each kind.
-NORM_LABELS: dict[str, str] = {
-    "none": "no norm",
-    "batch": "BatchNorm",
-    "layer": "LayerNorm",
-    "group": "GroupNorm",
-    "rms": "RMSNorm",
-}
-
 
 # --------------------------------------------------------------------------
 # data
@@ -140,294 +131,6 @@ def load_digits_data(
     mean, std = x[tr].mean(), x[tr].std()
     x = (x - mean) / std
     return Data(x[tr], y[tr], x[test], y[test])
-
-
-# --------------------------------------------------------------------------
-# models
-# --------------------------------------------------------------------------
-
-
-def make_norm(kind: str, shape: Sequence[int], groups: int = 4) -> nn.Module:
-    """The normalization layer ``kind`` for features of shape ``(C,)`` or ``(C, H, W)``.
-
-    * ``"none"``: :class:`torch.nn.Identity`;
-    * ``"batch"``: :class:`~norms.BatchNorm1d` (``(C,)``) or :class:`~norms.BatchNorm2d`
-      (``(C, H, W)``): statistics per channel over the batch (and the pixels);
-    * ``"layer"``: :class:`~norms.LayerNorm` over the whole ``shape``: statistics per
-      sample over every feature (for images: over C, H and W, as in Wu & He, 2018;
-      its γ and β have one entry per element);
-    * ``"group"``: :class:`~norms.GroupNorm` with ``groups`` groups of channels;
-    * ``"rms"``: :class:`~norms.RMSNorm` over the whole ``shape``.
-    """
-    shape = tuple(int(s) for s in shape)
-    if len(shape) not in (1, 3):
-        raise ValueError(f"shape must be (C,) or (C, H, W), got {shape}")
-    channels = shape[0]
-    if kind == "none":
-        return nn.Identity()
-    if kind == "batch":
-        return BatchNorm1d(channels) if len(shape) == 1 else BatchNorm2d(channels)
-    if kind == "layer":
-        return LayerNorm(shape)
-    if kind == "group":
-        return GroupNorm(groups, channels)
-    if kind == "rms":
-        return RMSNorm(shape)
-    raise ValueError(f"unknown norm {kind!r}; choose from {', '.join(NORM_KINDS)}")
-
-
-@contextmanager
-def default_dtype(dtype: torch.dtype):
-    """A context in which new floating-point tensors (parameters included) have ``dtype``.
-
-    The models of this module draw their initial parameters inside it: drawn in float64, they
-    are the same on every CPU to the last bit or two; drawn in float32 and then cast, they differ
-    by a float32 rounding between CPUs whose SIMD kernels round ``uniform_`` differently."""
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(before)
-
-
-def seeded(seed: int):
-    """A context in which torch's global generator starts from ``seed`` and is restored after."""
-    ctx = torch.random.fork_rng(devices=[])
-
-    class _Seeded:
-        def __enter__(self):
-            ctx.__enter__()
-            torch.manual_seed(seed)
-
-        def __exit__(self, *exc):
-            return ctx.__exit__(*exc)
-
-    return _Seeded()
-
-
-class Block(nn.Module):
-    """``layer → norm → activation → dropout`` (or ``layer → activation → norm`` with
-    ``norm_after_activation=True``).
-
-    With :attr:`capture` set, :meth:`forward` keeps the input of the activation in
-    :attr:`z` (pre-activation; with the norm before the activation this is the norm's
-    output) and retains its gradient, for :func:`train` to record.
-
-    Args:
-        layer: the weight layer (``nn.Linear`` or ``nn.Conv2d``).
-        norm: the normalization layer (``nn.Identity()`` for none).
-        dropout: dropout probability after the activation (0: no dropout layer).
-        norm_after_activation: put the norm after the activation instead of before.
-    """
-
-    def __init__(
-        self,
-        layer: nn.Module,
-        norm: nn.Module,
-        dropout: float = 0.0,
-        norm_after_activation: bool = False,
-    ) -> None:
-        super().__init__()
-        self.layer = layer
-        self.norm = norm
-        self.act = nn.ReLU()
-        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
-        self.norm_after_activation = norm_after_activation
-        self.capture = False
-        self.z: Tensor | None = None
-
-    def forward(self, x: Tensor) -> Tensor:
-        h = self.layer(x)
-        z = h if self.norm_after_activation else self.norm(h)
-        if self.capture:
-            if z.requires_grad:
-                z.retain_grad()
-            self.z = z
-        out = self.act(z)
-        if self.norm_after_activation:
-            out = self.norm(out)
-        return self.dropout(out)
-
-    def extra_repr(self) -> str:
-        return "norm after activation" if self.norm_after_activation else ""
-
-
-class _Stack(nn.Module):
-    """Shared: ``blocks`` (a ModuleList of :class:`Block`) and ``head``."""
-
-    blocks: nn.ModuleList
-    head: nn.Module
-    norm_kind: str
-
-    def norm_layers(self) -> list[nn.Module]:
-        """The normalization layer of every block, first to last."""
-        return [b.norm for b in self.blocks]
-
-
-class DigitsMLP(_Stack):
-    """``depth`` blocks Linear → norm → ReLU on flattened 8 × 8 images, then a linear head.
-
-    A linear layer followed by a norm has no bias (BatchNorm would subtract it, the
-    other norms have their own β); without a norm it has one.
-
-    Args:
-        norm: a kind of :func:`make_norm` (``"none"``, ``"batch"``, ``"layer"``,
-            ``"group"``, ``"rms"``).
-        width: hidden width. depth: number of hidden blocks.
-        in_features, num_classes: input size (64 pixels) and number of classes.
-        groups: groups of GroupNorm. dropout: dropout after every activation.
-        norm_after_activation: see :class:`Block`.
-        seed: parameters are initialized from this seed (torch's global generator is
-            left as it was).
-        dtype: floating-point type of the parameters (default :data:`DTYPE`, float64).
-
-    Shape:
-        input ``(N, 1, 8, 8)`` or ``(N, 64)``; output ``(N, num_classes)``.
-    """
-
-    def __init__(
-        self,
-        norm: str = "none",
-        width: int = 64,
-        depth: int = 3,
-        in_features: int = 64,
-        num_classes: int = 10,
-        groups: int = 8,
-        dropout: float = 0.0,
-        norm_after_activation: bool = False,
-        seed: int = 0,
-        dtype: torch.dtype = DTYPE,
-    ) -> None:
-        super().__init__()
-        self.norm_kind = norm
-        with seeded(seed), default_dtype(dtype):
-            self.blocks = nn.ModuleList(
-                Block(
-                    nn.Linear(in_features if i == 0 else width, width, bias=norm == "none"),
-                    make_norm(norm, (width,), groups),
-                    dropout,
-                    norm_after_activation,
-                )
-                for i in range(depth)
-            )
-            self.head = nn.Linear(width, num_classes)
-
-    def forward(self, x: Tensor) -> Tensor:
-        x = x.flatten(1)  # (N, 64)
-        for block in self.blocks:
-            x = block(x)
-        return self.head(x)
-
-
-class CNN(_Stack):
-    """Three blocks Conv2d(3 × 3) → norm → ReLU on 8 × 8 images, global average pooling,
-    a linear head.
-
-    Channels ``channels`` at 8 × 8, then ``2·channels`` at 4 × 4 and 2 × 2 (stride 2).
-    The norms see feature maps of shape ``(C, 8, 8)``, ``(2C, 4, 4)`` and ``(2C, 2, 2)``.
-
-    Args:
-        norm: a kind of :func:`make_norm`. channels: channels of the first block.
-        groups: groups of GroupNorm (must divide ``channels``).
-        num_classes: classes. seed: initialization seed (global generator restored).
-        dtype: floating-point type of the parameters (default :data:`DTYPE`, float64).
-
-    Shape:
-        input ``(N, 1, 8, 8)``; output ``(N, num_classes)``.
-    """
-
-    def __init__(
-        self,
-        norm: str = "none",
-        channels: int = 16,
-        groups: int = 4,
-        num_classes: int = 10,
-        seed: int = 0,
-        dtype: torch.dtype = DTYPE,
-    ) -> None:
-        super().__init__()
-        self.norm_kind = norm
-        c1, c2 = channels, 2 * channels
-        specs = [(1, c1, 1, 8), (c1, c2, 2, 4), (c2, c2, 2, 2)]  # (in, out, stride, output side)
-        with seeded(seed), default_dtype(dtype):
-            self.blocks = nn.ModuleList(
-                Block(
-                    nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=norm == "none"),
-                    make_norm(norm, (cout, side, side), groups),
-                )
-                for cin, cout, stride, side in specs
-            )
-            self.head = nn.Linear(c2, num_classes)
-
-    def forward(self, x: Tensor) -> Tensor:
-        if x.dim() != 4 or x.shape[1:] != (1, 8, 8):
-            raise ValueError(f"CNN expects images of shape (N, 1, 8, 8), got {tuple(x.shape)}")
-        for block in self.blocks:
-            x = block(x)
-        return self.head(x.mean(dim=(2, 3)))  # (N, 2C) after global average pooling
-
-
-class ResidualBlock(nn.Module):
-    """``x + norm2(linear2(relu(norm1(linear1(x)))))``, then ReLU (the ResNet basic block,
-    fully connected). With ``zero_init=True`` the γ of ``norm2`` starts at 0, so the
-    block starts as the identity (Goyal et al., 2017)."""
-
-    def __init__(self, width: int, norm: str, zero_init: bool = False, groups: int = 8) -> None:
-        super().__init__()
-        bias = norm == "none"
-        self.linear1, self.norm1 = (
-            nn.Linear(width, width, bias=bias),
-            make_norm(norm, (width,), groups),
-        )
-        self.linear2, self.norm2 = (
-            nn.Linear(width, width, bias=bias),
-            make_norm(norm, (width,), groups),
-        )
-        if zero_init:
-            if getattr(self.norm2, "weight", None) is None:
-                raise ValueError(f"zero_init needs a norm with a learnable γ, got {norm!r}")
-            nn.init.zeros_(self.norm2.weight)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return torch.relu(x + self.norm2(self.linear2(torch.relu(self.norm1(self.linear1(x))))))
-
-
-class ResidualMLP(nn.Module):
-    """A linear stem, ``depth`` :class:`ResidualBlock` s of width ``width``, a linear head.
-
-    Args:
-        norm: a kind of :func:`make_norm`. width, depth: size. zero_init: start the last
-        norm of every residual block with γ = 0. seed: initialization seed.
-        dtype: floating-point type of the parameters (default :data:`DTYPE`, float64).
-
-    Shape:
-        input ``(N, 1, 8, 8)`` or ``(N, 64)``; output ``(N, num_classes)``.
-    """
-
-    def __init__(
-        self,
-        norm: str = "batch",
-        width: int = 64,
-        depth: int = 4,
-        in_features: int = 64,
-        num_classes: int = 10,
-        zero_init: bool = False,
-        seed: int = 0,
-        dtype: torch.dtype = DTYPE,
-    ) -> None:
-        super().__init__()
-        self.norm_kind = norm
-        with seeded(seed), default_dtype(dtype):
-            self.stem = nn.Linear(in_features, width)
-            self.blocks = nn.ModuleList(ResidualBlock(width, norm, zero_init) for _ in range(depth))
-            self.head = nn.Linear(width, num_classes)
-
-    def forward(self, x: Tensor) -> Tensor:
-        x = torch.relu(self.stem(x.flatten(1)))
-        for block in self.blocks:
-            x = block(x)
-        return self.head(x)
 
 
 # --------------------------------------------------------------------------
@@ -526,7 +229,9 @@ def evaluate(
         total_loss, correct = 0.0, 0
         for start in range(0, n, size):
             out = net(x[start : start + size])
-            total_loss += float(F.cross_entropy(out, y[start : start + size], reduction="sum"))
+            total_loss += float(
+                nn.functional.cross_entropy(out, y[start : start + size], reduction="sum")
+            )
             correct += int((out.argmax(1) == y[start : start + size]).sum())
     finally:
         _restore_modes(modes)
@@ -621,14 +326,8 @@ def train(
     Returns:
         a :class:`TrainLog`.
     """
-    if batch_size < 1 or epochs < 1:
-        raise ValueError(f"batch_size and epochs must be positive, got {batch_size} and {epochs}")
-    n = len(data.x_train)
-    if batch_size > n:
-        raise ValueError(f"batch_size {batch_size} is larger than the training set ({n} samples)")
-    steps_per_epoch = n // batch_size
-    total_steps = steps_per_epoch * epochs
-    every = record_every or max(1, total_steps // 10)
+    steps_per_epoch = _steps_per_epoch(len(data.x_train), batch_size, epochs)
+    every = record_every or max(1, steps_per_epoch * epochs // 10)
     opt = (
         optimizer(model)
         if optimizer is not None
@@ -636,105 +335,154 @@ def train(
             model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay
         )
     )
-    blocks = _blocks(model)
+    recorder = _Recorder(_blocks(model), sample_size)
     gen = torch.Generator().manual_seed(seed)
     losses: list[float] = []
-    test_acc, test_acc_bs, train_acc = [], [], []
-    rec: dict[str, list] = {
-        k: [] for k in ("steps", "mean", "std", "grad", "ratio", "act", "gsample")
-    }
+    accuracies: dict[str, list[float]] = {"test": [], "test_batch_stats": [], "train": []}
     diverged = None
-    step = 0
     with seeded(seed):
         for _ in range(epochs):
             model.train()
-            order = torch.randperm(n, generator=gen)
-            for i in range(steps_per_epoch):
-                idx = order[i * batch_size : (i + 1) * batch_size]
-                record = bool(blocks) and step % every == 0
-                for b in blocks:
-                    b.capture = record
-                loss = F.cross_entropy(model(data.x_train[idx]), data.y_train[idx])
-                if not math.isfinite(loss.item()):
-                    diverged = step
-                    break
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if record:
-                    before = [b.layer.weight.detach().clone() for b in blocks]
-                opt.step()
-                if record:
-                    zs = [b.z for b in blocks]
-                    rec["steps"].append(step)
-                    rec["mean"].append([float(z.detach().mean()) for z in zs])
-                    rec["std"].append([float(z.detach().std()) for z in zs])
-                    rec["grad"].append(
-                        [float(z.grad.std()) if z.grad is not None else math.nan for z in zs]
-                    )
-                    rec["ratio"].append(
-                        [
-                            float((b.layer.weight.detach() - w).norm() / w.norm())
-                            for b, w in zip(blocks, before, strict=True)
-                        ]
-                    )
-                    rec["act"].append(torch.stack([_sample(z, sample_size) for z in zs]))
-                    rec["gsample"].append(
-                        torch.stack(
-                            [
-                                _sample(z.grad, sample_size)
-                                if z.grad is not None
-                                else torch.full((sample_size,), math.nan)
-                                for z in zs
-                            ]
-                        )
-                    )
-                    for b in blocks:
-                        b.capture, b.z = False, None
-                losses.append(loss.item())
-                step += 1
+            order = torch.randperm(len(data.x_train), generator=gen)
+            batches = order[: steps_per_epoch * batch_size].split(batch_size)
+            diverged = _run_epoch(model, data, opt, batches, recorder, every, losses)
             if diverged is not None:
                 break
-            test_acc.append(evaluate(model, data.x_test, data.y_test)[1])
-            if eval_batch_stats:
-                test_acc_bs.append(
-                    evaluate(model, data.x_test, data.y_test, batch_size, batch_stats=True)[1]
-                )
-            train_acc.append(evaluate(model, data.x_train, data.y_train)[1])
-    for b in blocks:
-        b.capture, b.z = False, None
+            _measure_epoch(model, data, batch_size, eval_batch_stats, accuracies)
+    recorder.release()
     model.train()
-    n_blocks = len(blocks)
-
-    def table(key):
-        return torch.tensor(rec[key], dtype=torch.float32).reshape(len(rec["steps"]), n_blocks)
-
-    def samples(key):
-        if not rec[key]:
-            return torch.empty(0, n_blocks, sample_size)
-        return torch.stack(rec[key])
-
-    label = (
-        name
-        or f"{type(model).__name__} {NORM_LABELS.get(getattr(model, 'norm_kind', ''), '')}".strip()
-    )
     return TrainLog(
-        name=label,
+        name=name or _label(model),
         lr=lr,
         batch_size=batch_size,
         epochs=epochs,
         loss=torch.tensor(losses),
-        test_acc=torch.tensor(test_acc),
-        test_acc_batch_stats=torch.tensor(test_acc_bs),
-        train_acc=torch.tensor(train_acc),
-        record_steps=torch.tensor(rec["steps"], dtype=torch.long),
-        act_mean=table("mean"),
-        act_std=table("std"),
-        grad_std=table("grad"),
-        update_ratio=table("ratio"),
-        act_sample=samples("act"),
-        grad_sample=samples("gsample"),
+        test_acc=torch.tensor(accuracies["test"]),
+        test_acc_batch_stats=torch.tensor(accuracies["test_batch_stats"]),
+        train_acc=torch.tensor(accuracies["train"]),
         diverged_at=diverged,
+        **recorder.fields(),
     )
+
+
+def _label(model: nn.Module) -> str:
+    """The model's class and the name of its norm (``"DigitsMLP BatchNorm"``)."""
+    return f"{type(model).__name__} {NORM_LABELS.get(getattr(model, 'norm_kind', ''), '')}".strip()
+
+
+def _steps_per_epoch(n: int, batch_size: int, epochs: int) -> int:
+    """The full batches of ``batch_size`` in ``n`` samples; a clear error for a bad budget."""
+    if batch_size < 1 or epochs < 1:
+        raise ValueError(f"batch_size and epochs must be positive, got {batch_size} and {epochs}")
+    if batch_size > n:
+        raise ValueError(f"batch_size {batch_size} is larger than the training set ({n} samples)")
+    return n // batch_size
+
+
+def _run_epoch(model, data, opt, batches, recorder, every, losses) -> int | None:
+    """One pass of SGD steps over ``batches`` (index tensors), appending to ``losses``.
+
+    Records the blocks' statistics every ``every`` steps (counted over the run, from
+    ``len(losses)``). Returns the step at which the loss stopped being finite, else None.
+    """
+    for idx in batches:
+        step = len(losses)
+        record = recorder.capture(step % every == 0)
+        loss = nn.functional.cross_entropy(model(data.x_train[idx]), data.y_train[idx])
+        if not math.isfinite(loss.item()):
+            return step
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        before = recorder.weights() if record else None
+        opt.step()
+        if record:
+            recorder.record(step, before)
+        losses.append(loss.item())
+    return None
+
+
+def _measure_epoch(model, data, batch_size, eval_batch_stats, accuracies) -> None:
+    """Append the epoch's accuracies: test (running statistics, then batch statistics), train."""
+    accuracies["test"].append(evaluate(model, data.x_test, data.y_test)[1])
+    if eval_batch_stats:
+        accuracies["test_batch_stats"].append(
+            evaluate(model, data.x_test, data.y_test, batch_size, batch_stats=True)[1]
+        )
+    accuracies["train"].append(evaluate(model, data.x_train, data.y_train)[1])
+
+
+class _Recorder:
+    """The per-layer statistics :func:`train` keeps of the blocks' pre-activations ``z``.
+
+    At a recorded step each :class:`Block` keeps its ``z`` (and, after ``backward``, its
+    gradient); :meth:`record` reads them with the weights from before the optimizer step,
+    then lets the blocks drop them. :meth:`fields` gives the :class:`TrainLog` fields.
+    """
+
+    KEYS = ("steps", "mean", "std", "grad", "ratio", "act", "gsample")
+
+    def __init__(self, blocks: list[Block], sample_size: int):
+        self.blocks, self.sample_size = blocks, sample_size
+        self.rec: dict[str, list] = {k: [] for k in self.KEYS}
+
+    def capture(self, due: bool) -> bool:
+        """Tell every block whether to keep its ``z`` at this step; True if it is recorded."""
+        record = bool(self.blocks) and due
+        for b in self.blocks:
+            b.capture = record
+        return record
+
+    def weights(self) -> list[Tensor]:
+        return [b.layer.weight.detach().clone() for b in self.blocks]
+
+    def record(self, step: int, before: list[Tensor]) -> None:
+        zs, rec, size = [b.z for b in self.blocks], self.rec, self.sample_size
+        rec["steps"].append(step)
+        rec["mean"].append([float(z.detach().mean()) for z in zs])
+        rec["std"].append([float(z.detach().std()) for z in zs])
+        rec["grad"].append([float(z.grad.std()) if z.grad is not None else math.nan for z in zs])
+        rec["ratio"].append(
+            [
+                float((b.layer.weight.detach() - w).norm() / w.norm())
+                for b, w in zip(self.blocks, before, strict=True)
+            ]
+        )
+        rec["act"].append(torch.stack([_sample(z, size) for z in zs]))
+        rec["gsample"].append(
+            torch.stack(
+                [
+                    _sample(z.grad, size) if z.grad is not None else torch.full((size,), math.nan)
+                    for z in zs
+                ]
+            )
+        )
+        self.release()
+
+    def release(self) -> None:
+        """The blocks stop capturing and drop what they kept."""
+        for b in self.blocks:
+            b.capture, b.z = False, None
+
+    def fields(self) -> dict[str, Tensor]:
+        rec, n_blocks = self.rec, len(self.blocks)
+
+        def table(key):
+            return torch.tensor(rec[key], dtype=torch.float32).reshape(len(rec["steps"]), n_blocks)
+
+        def samples(key):
+            if not rec[key]:
+                return torch.empty(0, n_blocks, self.sample_size)
+            return torch.stack(rec[key])
+
+        return {
+            "record_steps": torch.tensor(rec["steps"], dtype=torch.long),
+            "act_mean": table("mean"),
+            "act_std": table("std"),
+            "grad_std": table("grad"),
+            "update_ratio": table("ratio"),
+            "act_sample": samples("act"),
+            "grad_sample": samples("gsample"),
+        }
 
 
 def summary(log: TrainLog) -> str:

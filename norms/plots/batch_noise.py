@@ -12,7 +12,8 @@ from .style import OKABE_ITO, axes_row
 
 __all__ = ["plot_batch_size"]
 
-_NOISE_COLORS = {"BatchNorm2d": OKABE_ITO[5], "LayerNorm": OKABE_ITO[4], "GroupNorm": OKABE_ITO[2]}
+#: The colour of each norm in the batch-size figures (and the website's explorer).
+NOISE_COLORS = {"BatchNorm2d": OKABE_ITO[5], "LayerNorm": OKABE_ITO[4], "GroupNorm": OKABE_ITO[2]}
 _NOISE_MARKERS = {"BatchNorm2d": "o", "LayerNorm": "s", "GroupNorm": "^"}
 
 
@@ -27,7 +28,7 @@ def _plot_spread(ax: Axes, noise: BatchNoise) -> None:
             marker=_NOISE_MARKERS[key],
             markersize=4.5,
             lw=1.5,
-            color=_NOISE_COLORS[key],
+            color=NOISE_COLORS[key],
             label=noise.labels[key],
         )
     ax.set_xscale("log", base=2)
@@ -97,7 +98,7 @@ def plot_batch_size(
         (
             key.replace("Norm2d", "Norm").replace("Norm", "Norm\n").strip(),
             noise.values[key][i],
-            _NOISE_COLORS[key],
+            NOISE_COLORS[key],
         )
         for key in ("BatchNorm2d", "LayerNorm", "GroupNorm")
     ]

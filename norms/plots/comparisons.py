@@ -26,7 +26,7 @@ from norms.modules import (
     RMSNorm,
 )
 
-from .reductions import _EDGE_COLOR, _HIGHLIGHT_EDGE, _TINT_BASES, _tint, plot_reduction
+from .reductions import EDGE_COLOR, HIGHLIGHT_EDGE, TINT_BASES, plot_reduction, tint
 from .style import HIGHLIGHT_COLOR, axes_grid
 
 __all__ = ["comparison_modules", "plot_comparison", "plot_sequence_comparison"]
@@ -87,12 +87,12 @@ def _shared_legend(fig: Figure, highlight: int | None, spare: list[Axes]) -> Non
     handles = [
         Patch(
             facecolor=HIGHLIGHT_COLOR,
-            edgecolor=_HIGHLIGHT_EDGE,
+            edgecolor=HIGHLIGHT_EDGE,
             label=f"statistic {highlight}: elements that\nshare one statistic",
         ),
         Patch(
-            facecolor=_tint(_TINT_BASES[0]),
-            edgecolor=_EDGE_COLOR,
+            facecolor=tint(TINT_BASES[0]),
+            edgecolor=EDGE_COLOR,
             label="other statistics\n(light tints)",
         ),
     ]

@@ -20,8 +20,9 @@ never share a tint.
 
 Every cell is one :class:`matplotlib.patches.Polygon` whose ``gid`` names its
 coordinates in the folded tensor: ``"cell-a-b-c"`` (block: ``n, c, s``; panels:
-``panel, row, column``). :func:`drawn_cells` and :func:`highlighted_cells` read
-the figure back from those artists, which is how the tests check a drawing.
+``panel, row, column``). :func:`~norms.plots.cells.drawn_cells` and
+:func:`~norms.plots.cells.highlighted_cells` (:mod:`norms.plots.cells`, re-exported here)
+read the figure back from those artists, which is how the tests check a drawing.
 In the block only the front, top and right faces are visible, but every cell is
 drawn (back to front), so every element of the tensor has its artist.
 
@@ -43,7 +44,6 @@ and :mod:`norms.plots.batch_noise`; the palette is :mod:`norms.plots.style`.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -56,6 +56,7 @@ from matplotlib.patches import Patch, Polygon
 
 from norms.axes import Reduction, describe, is_unbatched, module_label
 
+from .cells import cell_gid, drawn_cells, highlighted_cells
 from .style import HIGHLIGHT_COLOR, BookFigure
 
 __all__ = [
@@ -66,22 +67,29 @@ __all__ = [
     "highlighted_cells",
 ]
 
-# Non-highlighted statistics cycle through light tints of these: Okabe–Ito sky
-# blue, bluish green, yellow, reddish purple, and a neutral grey. Vermillion and
-# its look-alike orange are left out so that nothing resembles the highlight;
-# Okabe–Ito blue is left out because, tinted, it is too close to sky blue.
-_TINT_BASES = ("#56B4E9", "#009E73", "#F0E442", "#CC79A7", "#8C8C8C")
+#: Non-highlighted statistics cycle through light tints (:func:`tint`) of these: Okabe–Ito
+#: sky blue, bluish green, yellow, reddish purple, and a neutral grey. Vermillion and
+#: its look-alike orange are left out so that nothing resembles the highlight;
+#: Okabe–Ito blue is left out because, tinted, it is too close to sky blue. The website's
+#: explorers use the same (norms.explore.web).
+TINT_BASES = ("#56B4E9", "#009E73", "#F0E442", "#CC79A7", "#8C8C8C")
 _TINT_AMOUNT = 0.62  # how far towards white
-_EDGE_COLOR = (0.25, 0.25, 0.25, 1.0)
-_HIGHLIGHT_EDGE = (0.35, 0.12, 0.0, 1.0)
+#: The edge of a cell of a non-highlighted statistic (RGBA).
+EDGE_COLOR = (0.25, 0.25, 0.25, 1.0)
+#: The edge of a cell of the highlighted statistic (RGBA).
+HIGHLIGHT_EDGE = (0.35, 0.12, 0.0, 1.0)
 
 #: The most cells a reduction figure draws (larger shapes raise ValueError).
 MAX_CELLS = 1024
-_MAX_DEPTH = 16  # N in the block
-_MAX_SIDE = 64  # C and H·W in the block, T and D in panels
-_MAX_PANELS = 8  # B in the sequence layout
+#: The most samples (N) a block figure stacks into the page.
+MAX_DEPTH = 16
+#: The most cells along a side: C and H·W in a block, T and D in panels.
+MAX_SIDE = 64
+#: The most panels (B) in the sequence layout.
+MAX_PANELS = 8
 
-_SPATIAL_NAMES = {1: ("L",), 2: ("H", "W"), 3: ("D", "H", "W")}
+#: The names of the spatial dims of an ``(N, C, *S)`` input, by the number of them.
+SPATIAL_NAMES = {1: ("L",), 2: ("H", "W"), 3: ("D", "H", "W")}
 
 _LAYOUTS = ("auto", "image", "sequence")
 
@@ -102,7 +110,8 @@ TOO_MANY_CELLS_MESSAGE = (
 )
 
 
-def _tint(color: str, amount: float = _TINT_AMOUNT) -> np.ndarray:
+def tint(color: str, amount: float = _TINT_AMOUNT) -> np.ndarray:
+    """``color`` moved ``amount`` of the way towards white, as RGBA (the light tints)."""
     rgba = np.array(to_rgba(color))
     rgba[:3] = rgba[:3] + (1.0 - rgba[:3]) * amount
     return rgba
@@ -146,18 +155,18 @@ def _tint_indices(grid: np.ndarray) -> np.ndarray:
     """
     count = int(grid.max()) + 1
     adjacent = _neighbours(grid)
-    tint = np.zeros(count, dtype=np.int64)
+    chosen = np.zeros(count, dtype=np.int64)
     for sid in range(count):
-        taken = {int(tint[j]) for j in adjacent.get(sid, ()) if j < sid}
-        order = [(sid + k) % len(_TINT_BASES) for k in range(len(_TINT_BASES))]
+        taken = {int(chosen[j]) for j in adjacent.get(sid, ()) if j < sid}
+        order = [(sid + k) % len(TINT_BASES) for k in range(len(TINT_BASES))]
         free = [k for k in order if k not in taken]
-        tint[sid] = free[0] if free else sid % len(_TINT_BASES)
-    return tint
+        chosen[sid] = free[0] if free else sid % len(TINT_BASES)
+    return chosen
 
 
 def _cell_colors(grid: np.ndarray, highlight: int | None) -> np.ndarray:
     """RGBA per cell: the highlight colour for statistic ``highlight``, else a tint."""
-    tints = np.stack([_tint(c) for c in _TINT_BASES])
+    tints = np.stack([tint(c) for c in TINT_BASES])
     colors = tints[_tint_indices(grid)[grid]]
     if highlight is not None:
         colors[grid == highlight] = to_rgba(HIGHLIGHT_COLOR)
@@ -197,12 +206,12 @@ def _image_view(index: np.ndarray, norm: str) -> _View:
     if ndim == 1:
         return _View("panels", index.reshape(1, 1, -1), (None, None, "C"), ("C",))
     if is_unbatched(norm, ndim):
-        spatial = _SPATIAL_NAMES.get(ndim - 1, tuple(f"S{i}" for i in range(ndim - 1)))
+        spatial = SPATIAL_NAMES.get(ndim - 1, tuple(f"S{i}" for i in range(ndim - 1)))
         grid = index.reshape(1, shape[0], -1)
         return _View("block", grid, (None, "C", "·".join(spatial)), ("C", *spatial))
     if ndim == 2:
         return _View("panels", index.reshape(1, *shape), (None, "N", "C"), ("N", "C"))
-    spatial = _SPATIAL_NAMES.get(ndim - 2, tuple(f"S{i}" for i in range(ndim - 2)))
+    spatial = SPATIAL_NAMES.get(ndim - 2, tuple(f"S{i}" for i in range(ndim - 2)))
     grid = index.reshape(shape[0], shape[1], -1)
     return _View("block", grid, ("N", "C", "·".join(spatial)), ("N", "C", *spatial))
 
@@ -222,12 +231,12 @@ def _check_size(view: _View) -> None:
     a, b, c = view.grid.shape
     total = a * b * c
     limits = (
-        (_MAX_DEPTH, _MAX_SIDE, _MAX_SIDE)
+        (MAX_DEPTH, MAX_SIDE, MAX_SIDE)
         if view.kind == "block"
         else (
-            _MAX_PANELS,
-            _MAX_SIDE,
-            _MAX_SIDE,
+            MAX_PANELS,
+            MAX_SIDE,
+            MAX_SIDE,
         )
     )
     if total > MAX_CELLS or a > limits[0] or b > limits[1] or c > limits[2]:
@@ -330,14 +339,14 @@ def _legend(ax: Axes, reduction: Reduction, highlight: int | None) -> None:
         handles.append(
             Patch(
                 facecolor=HIGHLIGHT_COLOR,
-                edgecolor=_HIGHLIGHT_EDGE,
+                edgecolor=HIGHLIGHT_EDGE,
                 label=f"statistic {highlight}: these elements share {shared}",
             )
         )
     if reduction.num_statistics > (0 if highlight is None else 1):
-        tints = [_tint(c) for c in _TINT_BASES[:3]]
+        tints = [tint(c) for c in TINT_BASES[:3]]
         handles.append(
-            Patch(facecolor=tints[0], edgecolor=_EDGE_COLOR, label="other statistics (light tints)")
+            Patch(facecolor=tints[0], edgecolor=EDGE_COLOR, label="other statistics (light tints)")
         )
     ax.legend(
         handles=handles,
@@ -370,7 +379,7 @@ def _add_face(ax: Axes, corners: list[tuple[float, float]], color, edge, gid: st
 
 
 def _edge_for(grid_value: int, highlight: int | None):
-    return _HIGHLIGHT_EDGE if highlight is not None and grid_value == highlight else _EDGE_COLOR
+    return HIGHLIGHT_EDGE if highlight is not None and grid_value == highlight else EDGE_COLOR
 
 
 _LABEL_STYLE = {"fontsize": 9, "color": "0.15"}
@@ -444,7 +453,7 @@ def _draw_block(ax: Axes, view: _View, highlight: int | None, reserved: float) -
                     [(x0, y0), (x0 + 1, y0), (x0 + 1, y0 + cell_h), (x0, y0 + cell_h)],
                     colors[n, c, s],
                     _edge_for(grid[n, c, s], highlight),
-                    f"cell-{n}-{c}-{s}",
+                    cell_gid(n, c, s),
                 )
         for c in range(n_cols):  # top faces: row s = 0
             x0, y0 = ox + c, oy + height
@@ -453,7 +462,7 @@ def _draw_block(ax: Axes, view: _View, highlight: int | None, reserved: float) -
                 [(x0, y0), (x0 + 1, y0), (x0 + 1 + dx, y0 + dy), (x0 + dx, y0 + dy)],
                 _shade(colors[n, c, 0], 0.35),
                 _edge_for(grid[n, c, 0], highlight),
-                f"cell-{n}-{c}-0-top",
+                cell_gid(n, c, 0, "top"),
             )
         for s in range(n_rows):  # right faces: column c = C-1
             x0, y0 = ox + n_cols, oy + (n_rows - 1 - s) * cell_h
@@ -462,7 +471,7 @@ def _draw_block(ax: Axes, view: _View, highlight: int | None, reserved: float) -
                 [(x0, y0), (x0 + dx, y0 + dy), (x0 + dx, y0 + dy + cell_h), (x0, y0 + cell_h)],
                 _shade(colors[n, n_cols - 1, s], -0.18),
                 _edge_for(grid[n, n_cols - 1, s], highlight),
-                f"cell-{n}-{n_cols - 1}-{s}-side",
+                cell_gid(n, n_cols - 1, s, "side"),
             )
 
     width, top = n_cols + n_depth * dx, height + n_depth * dy
@@ -527,7 +536,7 @@ def _draw_panels(ax: Axes, view: _View, highlight: int | None, reserved: float) 
                     [(x0, y0), (x0 + 1, y0), (x0 + 1, y0 + cell_h), (x0, y0 + cell_h)],
                     colors[p, r, k],
                     _edge_for(grid[p, r, k], highlight),
-                    f"cell-{p}-{r}-{k}",
+                    cell_gid(p, r, k),
                 )
         if panel_label is not None:
             _label(
@@ -585,9 +594,12 @@ def _grow_to_fit(fig: Figure, tries: int = 4) -> None:
 
 
 def _new_axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
-    if ax is not None:
-        return ax
-    return BookFigure(figsize=figsize, layout="constrained").subplots()
+    """``ax`` (or the axes of a new figure) set up for cells: equal aspect, no axis lines."""
+    if ax is None:
+        ax = BookFigure(figsize=figsize, layout="constrained").subplots()
+    ax.set_aspect("equal")
+    ax.set_axis_off()
+    return ax
 
 
 def check_drawable(input_shape: Sequence[int]) -> tuple[int, ...]:
@@ -666,33 +678,16 @@ def plot_reduction(
     """
     shape = check_drawable(input_shape)
     perm = _check_permute(permute, len(shape))
-    seen_shape = shape if perm is None else tuple(shape[p] for p in perm)
-    reduction = describe(module, seen_shape)
-    if highlight is not None and not 0 <= highlight < reduction.num_statistics:
-        raise ValueError(
-            f"highlight={highlight} is not a statistic id: {reduction.norm} on {seen_shape} "
-            f"computes statistics 0 .. {reduction.num_statistics - 1}"
-        )
-    index = _displayed_index(reduction, perm)
-    kind = _resolve_layout(layout, reduction.norm, len(shape))
-    if layout == "auto" and perm is not None and len(shape) == 3:
-        kind = "sequence"  # a (B, T, D) input fed to BatchNorm1d as (B, D, T)
-    view = _sequence_view(index) if kind == "sequence" else _image_view(index, reduction.norm)
-    _check_size(view)
+    reduction = _described(module, shape, perm, highlight)
+    view = _view(reduction, perm, layout, len(shape))
 
     own_figure = ax is None
     ax = _new_axes(ax, figsize)
-    ax.set_aspect("equal")
-    ax.set_axis_off()
     show_legend = legend if legend is not None else not compact
     reserved = _reserved_inches(title, compact, show_legend)
     (_draw_block if view.kind == "block" else _draw_panels)(ax, view, highlight, reserved)
-
     if title is True:
-        label = module_label(module) + _permute_label(perm)
-        dims = _displayed_dims(reduction, perm)
-        text = _title(reduction, label, shape, dims, view.dim_names, compact)
-        ax.set_title(text, fontsize=8.5 if compact else 10, loc="center")
+        _generated_title(ax, module, reduction, shape, perm, view, compact)
     elif title:
         ax.set_title(str(title), fontsize=10)
     if show_legend:
@@ -702,76 +697,32 @@ def plot_reduction(
     return ax.figure
 
 
-# --------------------------------------------------------------------------
-# Reading a figure back
-# --------------------------------------------------------------------------
-
-_CELL_GID = re.compile(r"cell-(\d+)-(\d+)-(\d+)")
-
-
-def _cell_axes(fig_or_ax: Figure | Axes) -> Axes:
-    if isinstance(fig_or_ax, Axes):
-        return fig_or_ax
-    with_cells = [ax for ax in fig_or_ax.axes if any(_is_cell(a) for a in ax.patches)]
-    if len(with_cells) != 1:
+def _described(module, shape: tuple[int, ...], perm, highlight: int | None):
+    """:func:`describe` of what the module sees (``x.permute(*perm)``); checks ``highlight``."""
+    seen_shape = shape if perm is None else tuple(shape[p] for p in perm)
+    reduction = describe(module, seen_shape)
+    if highlight is not None and not 0 <= highlight < reduction.num_statistics:
         raise ValueError(
-            f"the figure has {len(with_cells)} panels with cells, not exactly one; "
-            "pass one of fig.axes"
+            f"highlight={highlight} is not a statistic id: {reduction.norm} on {seen_shape} "
+            f"computes statistics 0 .. {reduction.num_statistics - 1}"
         )
-    return with_cells[0]
+    return reduction
 
 
-def _is_cell(artist) -> bool:
-    gid = artist.get_gid()
-    return isinstance(gid, str) and _CELL_GID.fullmatch(gid) is not None
+def _generated_title(ax, module, reduction, shape, perm, view: _View, compact: bool) -> None:
+    """The title: the norm, the input shape, the reduced dims, the statistics, γ/β's shape."""
+    label = module_label(module) + _permute_label(perm)
+    dims = _displayed_dims(reduction, perm)
+    text = _title(reduction, label, shape, dims, view.dim_names, compact)
+    ax.set_title(text, fontsize=8.5 if compact else 10, loc="center")
 
 
-def drawn_cells(fig_or_ax: Figure | Axes) -> dict[tuple[int, int, int], tuple[float, ...]]:
-    """The cells of a reduction figure and the RGBA colour each is filled with.
-
-    Read from the drawn artists: every polygon whose ``gid`` is
-    ``"cell-a-b-c"`` (front faces; the shading faces end in ``-top``/``-side``).
-
-    Args:
-        fig_or_ax: a figure with one reduction panel, or the panel's axes.
-
-    Returns:
-        ``{(a, b, c): rgba}`` in the folded coordinates of the drawing: block
-        ``(n, c, s)`` with ``s`` the folded spatial index, panels ``(panel, row, col)``.
-
-    Example:
-        >>> import norms
-        >>> cells = drawn_cells(plot_reduction(norms.LayerNorm(8), (2, 4, 8)))
-        >>> len(cells)
-        64
-    """
-    ax = _cell_axes(fig_or_ax)
-    cells = {}
-    for patch in ax.patches:
-        match = _CELL_GID.fullmatch(str(patch.get_gid()))
-        if match:
-            cells[tuple(int(g) for g in match.groups())] = tuple(patch.get_facecolor())
-    return cells
-
-
-def highlighted_cells(fig_or_ax: Figure | Axes) -> set[tuple[int, int, int]]:
-    """Coordinates of the cells filled with :data:`HIGHLIGHT_COLOR`.
-
-    Args:
-        fig_or_ax: a figure with one reduction panel, or the panel's axes.
-
-    Returns:
-        the set of ``(a, b, c)`` folded coordinates (see :func:`drawn_cells`).
-
-    Example:
-        >>> import norms
-        >>> fig = plot_reduction(norms.BatchNorm2d(3), (2, 3, 2, 2))
-        >>> sorted(highlighted_cells(fig))
-        [(0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 0, 3), (1, 0, 0), (1, 0, 1), (1, 0, 2), (1, 0, 3)]
-    """
-    target = np.array(to_rgba(HIGHLIGHT_COLOR))
-    return {
-        coords
-        for coords, rgba in drawn_cells(fig_or_ax).items()
-        if np.allclose(rgba, target, atol=1e-6)
-    }
+def _view(reduction, perm, layout: str, rank: int) -> _View:
+    """How the figure lays the cells out (a block or panels); raises if it is too large."""
+    index = _displayed_index(reduction, perm)
+    kind = _resolve_layout(layout, reduction.norm, rank)
+    if layout == "auto" and perm is not None and rank == 3:
+        kind = "sequence"  # a (B, T, D) input fed to BatchNorm1d as (B, D, T)
+    view = _sequence_view(index) if kind == "sequence" else _image_view(index, reduction.norm)
+    _check_size(view)
+    return view

@@ -12,7 +12,8 @@ from .style import OKABE_ITO, axes_row
 
 __all__ = ["plot_running_stats"]
 
-_FEATURE_COLORS = (OKABE_ITO[4], OKABE_ITO[0])
+#: The colours of the features in the running-statistics figures (and the website's explorer).
+FEATURE_COLORS = (OKABE_ITO[4], OKABE_ITO[0])
 
 
 def _momentum_words(momentum: float | None) -> str:
@@ -22,7 +23,7 @@ def _momentum_words(momentum: float | None) -> str:
 def _plot_trace(ax: Axes, values: np.ndarray, truth: np.ndarray, what: str, legend: bool) -> None:
     steps = np.arange(values.shape[0])
     for f in range(values.shape[1]):
-        color = _FEATURE_COLORS[f % len(_FEATURE_COLORS)]
+        color = FEATURE_COLORS[f % len(FEATURE_COLORS)]
         ax.plot(steps, values[:, f], color=color, lw=1.6, label=f"feature {f}")
         ax.axhline(truth[f], color=color, lw=1.0, ls="--")
     ax.set_xlabel("training step")
@@ -71,7 +72,7 @@ def plot_running_stats(
             trace.train_output[:, f],
             trace.eval_output[:, f],
             s=12,
-            color=_FEATURE_COLORS[f % len(_FEATURE_COLORS)],
+            color=FEATURE_COLORS[f % len(FEATURE_COLORS)],
             alpha=0.85,
         )
     both = np.concatenate([trace.train_output.ravel(), trace.eval_output.ravel()])

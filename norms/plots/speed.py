@@ -64,9 +64,17 @@ def plot_roofline(
         ax = fig.subplots()
     else:
         fig = ax.figure
-
     bandwidth = float(np.median([r["bytes"] / r["median_s"] for r in copies]))  # B/s
     intensity = np.array([r["flops"] / r["bytes"] for r in cases])
+    _draw_roofs(ax, bandwidth, intensity, peak_flops)
+    _draw_cases(ax, cases)
+    _roofline_axes(ax, records[0], title)
+    _roofline_legend(ax)
+    return fig
+
+
+def _draw_roofs(ax, bandwidth: float, intensity: np.ndarray, peak_flops: float | None) -> None:
+    """The slanted memory roof (copy bandwidth × intensity) and the flat compute roof."""
     lo, hi = (
         intensity.min() / 4,
         max(intensity.max() * 4, (peak_flops / bandwidth * 4) if peak_flops else 0),
@@ -95,6 +103,9 @@ def plot_roofline(
         color="0.2",
     )
 
+
+def _draw_cases(ax, cases: Sequence[dict]) -> None:
+    """One point per record: filled for the forward pass, open for forward + backward."""
     jitter = {"torch": 0.94, "norms": 1.0, "fused": 1.06}  # side by side at equal intensity
     for impl, style in IMPL_STYLE.items():
         pts = [
@@ -120,23 +131,30 @@ def plot_roofline(
             zorder=3,
             linewidth=1.5,
         )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+
+
+def _roofline_axes(ax, first: dict, title: str | None) -> None:
+    """Log-log axes with plain tick labels, the axis labels and the title."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
+    ax.set_xscale("log")
+    ax.set_yscale("log")
     plain = FuncFormatter(lambda v, _pos: f"{v:g}")
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_formatter(plain)
         axis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("arithmetic intensity (FLOP per byte a perfect kernel moves)")
     ax.set_ylabel("achieved GFLOP/s")
-    first = records[0]
     ax.set_title(
         title
         or f"Measured on this machine: {first.get('device', '?')}, "
         f"{first.get('threads', '?')} thread(s)",
         fontsize=10,
     )
+
+
+def _roofline_legend(ax) -> None:
+    """The key: one marker per implementation, filled and open for the two directions."""
     handles = [
         Line2D([], [], color=s["color"], marker=s["marker"], ls="", label=s["label"])
         for s in IMPL_STYLE.values()
@@ -155,4 +173,3 @@ def plot_roofline(
     ]
     ax.legend(handles=handles, fontsize=8, loc="lower right")
     ax.grid(True, which="major", lw=0.3, alpha=0.5)
-    return fig

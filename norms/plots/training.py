@@ -19,7 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ..lab.training import NORM_LABELS, Data, TrainLog
-from .style import BookFigure
+from .style import OKABE_ITO, BookFigure
 
 __all__ = [
     "NORM_COLORS",
@@ -34,31 +34,21 @@ __all__ = [
     "plot_bars",
 ]
 
-_OKABE_ITO = (
-    "#E69F00",
-    "#56B4E9",
-    "#009E73",
-    "#F0E442",
-    "#0072B2",
-    "#D55E00",
-    "#CC79A7",
-    "#000000",
-)
 #: colour of each normalization, by its label in :data:`norms.lab.training.NORM_LABELS`.
 NORM_COLORS: dict[str, str] = {
     "no norm": "#7F7F7F",
-    "BatchNorm": _OKABE_ITO[5],
-    "LayerNorm": _OKABE_ITO[4],
-    "GroupNorm": _OKABE_ITO[2],
-    "RMSNorm": _OKABE_ITO[6],
+    "BatchNorm": OKABE_ITO[5],
+    "LayerNorm": OKABE_ITO[4],
+    "GroupNorm": OKABE_ITO[2],
+    "RMSNorm": OKABE_ITO[6],
 }
 #: colours of the layers of a network, first to last.
 LAYER_COLORS: tuple[str, ...] = (
-    _OKABE_ITO[1],
-    _OKABE_ITO[0],
-    _OKABE_ITO[6],
-    _OKABE_ITO[2],
-    _OKABE_ITO[4],
+    OKABE_ITO[1],
+    OKABE_ITO[0],
+    OKABE_ITO[6],
+    OKABE_ITO[2],
+    OKABE_ITO[4],
 )
 
 

@@ -230,14 +230,14 @@ def reduction_payload(
     data = {
         **reduction_tables(),
         "grid": {**g, "words": bilingual(words)},
-        "tints": [_hex(reductions._tint(c)) for c in reductions._TINT_BASES],
+        "tints": [_hex(reductions.tint(c)) for c in reductions.TINT_BASES],
         "highlight_color": HIGHLIGHT_COLOR,
-        "highlight_edge": _hex(reductions._HIGHLIGHT_EDGE),
-        "spatial_names": {str(k): list(v) for k, v in reductions._SPATIAL_NAMES.items()},
+        "highlight_edge": _hex(reductions.HIGHLIGHT_EDGE),
+        "spatial_names": {str(k): list(v) for k, v in reductions.SPATIAL_NAMES.items()},
         "limits": {
             "max_cells": reductions.MAX_CELLS,
-            "block": [reductions._MAX_DEPTH, reductions._MAX_SIDE, reductions._MAX_SIDE],
-            "panels": [reductions._MAX_PANELS, reductions._MAX_SIDE, reductions._MAX_SIDE],
+            "block": [reductions.MAX_DEPTH, reductions.MAX_SIDE, reductions.MAX_SIDE],
+            "panels": [reductions.MAX_PANELS, reductions.MAX_SIDE, reductions.MAX_SIDE],
         },
         "messages": {
             "too_many_elements": reductions.TOO_MANY_ELEMENTS_MESSAGE,
@@ -372,7 +372,7 @@ def running_stats_payload(
         "eps": 1e-5,
         "runs": runs,
         "errors": errors,
-        "colors": list(running_stats._FEATURE_COLORS),
+        "colors": list(running_stats.FEATURE_COLORS),
     }
     note = tr(
         "The page holds batch sizes {sizes}, steps {steps} and seeds {seeds}; momentum takes "
@@ -477,7 +477,7 @@ def batch_size_payload(batch_size: int, trials: int, channels: int, groups: int,
         "sims": sims,
         "errors": errors,
         "sizes": list(sizes),
-        "colors": dict(batch_noise._NOISE_COLORS),
+        "colors": dict(batch_noise.NOISE_COLORS),
     }
     note = tr(
         "The page holds batch sizes {sizes}; {trials} random batches; seed {seeds}; 1 to "
