@@ -218,15 +218,7 @@ MAX_FUNCTION_LINES = 80
 
 #: Functions over MAX_FUNCTION_LINES that someone is splitting now: (module, function) ->
 #: who. Must be empty once they are done; a new entry is a new long function.
-LONG_FUNCTIONS_BEING_SPLIT: dict[tuple[str, str], str] = {
-    ("norms.check.grader", "run_class_scenario"): "i39-grader",
-    ("norms.check.structure", "structure_problems"): "i39-grader",
-    ("norms.check.explanations", "_explain"): "i39-grader",
-    ("norms.check.running_stats", "check_running"): "i39-grader",
-    ("norms.quiz.chapters", "q_bn_fold"): "i36-quiz",
-    ("norms.quiz.chapters", "q_instance_contrast"): "i36-quiz",
-    ("norms.quiz.running", "q_running_var"): "i36-quiz",
-}
+LONG_FUNCTIONS_BEING_SPLIT: dict[tuple[str, str], str] = {}
 
 #: torch's own private base classes, kept under torch's names (``torch.nn.modules.batchnorm``
 #: has ``_NormBase`` and ``_BatchNorm``, imported across its files the same way): a reader
@@ -235,23 +227,10 @@ TORCH_PRIVATE_NAMES = {"_NormBase", "_BatchNorm"}
 
 #: Modules that still use another module's underscore names, being fixed now: module -> who.
 #: Must be empty once they are done.
-PRIVATE_USE_BEING_FIXED: dict[str, str] = {
-    f"norms.check.{m}": "i39-grader"
-    for m in (
-        "diagnosis",
-        "grader",
-        "hypotheses",
-        "inspection",
-        "running_stats",
-        "sandbox",
-        "structure",
-    )
-}
+PRIVATE_USE_BEING_FIXED: dict[str, str] = {}
 
 #: Modules where ``F`` is still ``torch.nn.functional``, being renamed now: module -> who.
-F_BEING_RENAMED: dict[str, str] = {
-    "norms.quiz.pitfalls": "i36-quiz",
-}
+F_BEING_RENAMED: dict[str, str] = {}
 
 
 def long_functions(source: str, limit: int = MAX_FUNCTION_LINES) -> list[tuple[str, int]]:

@@ -90,26 +90,26 @@ def _fold_question(rng):
     return case, eps, c, what, j, value, wrong
 
 
-def q_bn_fold(rng, names=None):
+def _fold_draw(rng):
+    """A folding question whose distractors all differ from the key: (case, eps, unit, what,
+    input, value, wrong)."""
     while True:
         case, eps, c, what, j, value, wrong = _fold_question(rng)
-        g, m, v, be = (
-            case["gamma"][c],
-            case["running_mean"][c],
-            case["running_var"][c],
-            case["beta"][c],
-        )
-        sd = math.sqrt(v + eps)
+        g, v = case["gamma"][c], case["running_var"][c]
         # |γ/√(var + ε)| = 1 leaves the unit's weights (up to sign) unchanged, and then several
         # mistakes give the right number; any other coincidence between the key and a distractor is
         # drawn again as well, so every distractor is kept
-        if abs(abs(g / sd) - 1) > 0.05 and distinct(
+        if abs(abs(g / math.sqrt(v + eps)) - 1) > 0.05 and distinct(
             [value] + [w for w, _ in wrong], 2.5 * _FOLD_TOL
         ):
-            break
-    s = g / sd
+            return case, eps, c, what, j, value, wrong
+
+
+def _fold_code(case) -> str:
+    """The code of a folding question: a Linear and an eval-mode BatchNorm with the case's
+    numbers."""
     t = "torch.tensor"
-    code = "\n".join(
+    return "\n".join(
         [
             "lin, bn = nn.Linear(3, 2), norms.BatchNorm1d(2)",
             "with torch.no_grad():",
@@ -122,6 +122,18 @@ def q_bn_fold(rng, names=None):
             "bn.eval()",
         ]
     )
+
+
+def q_bn_fold(rng, names=None):
+    case, eps, c, what, j, value, wrong = _fold_draw(rng)
+    g, m, v, be = (
+        case["gamma"][c],
+        case["running_mean"][c],
+        case["running_var"][c],
+        case["beta"][c],
+    )
+    s = g / math.sqrt(v + eps)
+    code = _fold_code(case)
     scale = tr(
         "s = γ/√(running_var + ε) = {g}/√({v} + {eps:g}) = {s}",
         g=num(g),
@@ -375,6 +387,39 @@ def q_group_members(rng, names=None):
     )
 
 
+def _contrast_reasons() -> tuple[dict, dict]:
+    """Why each layer's output is (``why_yes``) or is not (``why_no``) unchanged when one
+    image's contrast and brightness change."""
+    why_yes = {
+        "InstanceNorm2d": tr(
+            "each channel of each image is normalized on its own, so its contrast "
+            "and brightness cancel."
+        ),
+        "LayerNorm": tr(
+            "the whole image shares one mean and one std, which absorb a common "
+            "contrast and brightness."
+        ),
+        "GroupNorm": tr(
+            "each group of channels shares one mean and std, which absorb a change "
+            "common to the group."
+        ),
+    }
+    why_no = {
+        "InstanceNorm2d": tr("the change does not cancel."),
+        "LayerNorm": (
+            tr("one mean and std for the whole image cannot undo a different change per channel.")
+        ),
+        "GroupNorm": (
+            tr("one mean and std per group of channels cannot undo a different change per channel.")
+        ),
+        "BatchNorm2d": tr(
+            "its statistics are shared with the other images of the batch, so "
+            "changing one image shifts and rescales its output (and the others')."
+        ),
+    }
+    return why_yes, why_no
+
+
 def q_instance_contrast(rng, names=None):
     N, C, H, W = rng.choice([2, 4]), rng.choice([4, 6]), rng.choice([4, 5]), rng.choice([5, 6])
     shape = (N, C, H, W)
@@ -408,33 +453,7 @@ def q_instance_contrast(rng, names=None):
         ("GroupNorm", (2, C)),
         ("BatchNorm2d", (C,)),
     ]
-    why_yes = {
-        "InstanceNorm2d": tr(
-            "each channel of each image is normalized on its own, so its contrast "
-            "and brightness cancel."
-        ),
-        "LayerNorm": tr(
-            "the whole image shares one mean and one std, which absorb a common "
-            "contrast and brightness."
-        ),
-        "GroupNorm": tr(
-            "each group of channels shares one mean and std, which absorb a change "
-            "common to the group."
-        ),
-    }
-    why_no = {
-        "InstanceNorm2d": tr("the change does not cancel."),
-        "LayerNorm": (
-            tr("one mean and std for the whole image cannot undo a different change per channel.")
-        ),
-        "GroupNorm": (
-            tr("one mean and std per group of channels cannot undo a different change per channel.")
-        ),
-        "BatchNorm2d": tr(
-            "its statistics are shared with the other images of the batch, so "
-            "changing one image shifts and rescales its output (and the others')."
-        ),
-    }
+    why_yes, why_no = _contrast_reasons()
     options = []
     with torch.no_grad():
         for n, a in layers:

@@ -7,7 +7,7 @@ computed by running torch or norms."""
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
+import torch.nn.functional as TF
 from torch import nn
 
 from norms import modules
@@ -25,7 +25,7 @@ def q_dropout_shift(rng, names=None):
     value = round(((var + mu * mu) / (1 - p) - mu * mu) / var, 4)  # E[(x m/(1-p))²] − μ², over σ²
     with seeded(seed):  # measured with torch's dropout
         x = torch.randn(400_000, dtype=torch.float64) * var**0.5 + mu
-        measured = float(F.dropout(x, p, training=True).var() / x.var())
+        measured = float(TF.dropout(x, p, training=True).var() / x.var())
     if abs(measured - value) > 0.03 * value:
         raise AssertionError(f"dropout variance ratio: measured {measured}, formula {value}")
     question = tr(

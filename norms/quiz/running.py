@@ -139,6 +139,52 @@ _STEP_MOMENTA = [0.1, 0.2, 0.3]
 _STEP_TOL = 0.0015
 
 
+def _running_var_distractors(mom, vb, vu) -> list:
+    """The wrong answers to :func:`q_running_var` (value, why), for momentum ``mom`` and the
+    batch's biased ``vb`` and unbiased ``vu`` variance."""
+    return [
+        (
+            (1 - mom) * 1 + mom * vb,
+            tr(
+                "That uses the biased variance (÷n). BatchNorm normalizes with the "
+                "biased variance but stores the unbiased one (÷(n−1)) in running_var."
+            ),
+        ),
+        (
+            mom * 1 + (1 - mom) * vu,
+            tr(
+                "That is the TensorFlow/Keras convention (momentum weighs the old "
+                "value). In PyTorch new = (1 − momentum)·old + momentum·batch."
+            ),
+        ),
+        (
+            mom * 1 + (1 - mom) * vb,
+            tr("That mixes up both: Keras-style momentum and the biased variance."),
+        ),
+        (
+            vu,
+            tr(
+                "That is the batch's unbiased variance alone; the running value only "
+                "moves a fraction momentum towards it."
+            ),
+        ),
+        (
+            vb,
+            tr(
+                "That is the batch's biased variance alone; the running value only moves "
+                "a fraction momentum towards it, and it uses the unbiased variance."
+            ),
+        ),
+        (
+            1.0,
+            tr(
+                "That is the starting value: a training step does move running_var "
+                "towards the batch's (unbiased) variance."
+            ),
+        ),
+    ]
+
+
 def q_running_var(rng, names=None):
     while True:
         n_rows = rng.choice([3, 4])
@@ -150,47 +196,7 @@ def q_running_var(rng, names=None):
         mean = sum(col) / n_rows
         ss = sum((v - mean) ** 2 for v in col)
         vb, vu = ss / n_rows, ss / (n_rows - 1)
-        wrong = [
-            (
-                (1 - mom) * 1 + mom * vb,
-                tr(
-                    "That uses the biased variance (÷n). BatchNorm normalizes with the "
-                    "biased variance but stores the unbiased one (÷(n−1)) in running_var."
-                ),
-            ),
-            (
-                mom * 1 + (1 - mom) * vu,
-                tr(
-                    "That is the TensorFlow/Keras convention (momentum weighs the old "
-                    "value). In PyTorch new = (1 − momentum)·old + momentum·batch."
-                ),
-            ),
-            (
-                mom * 1 + (1 - mom) * vb,
-                tr("That mixes up both: Keras-style momentum and the biased variance."),
-            ),
-            (
-                vu,
-                tr(
-                    "That is the batch's unbiased variance alone; the running value only "
-                    "moves a fraction momentum towards it."
-                ),
-            ),
-            (
-                vb,
-                tr(
-                    "That is the batch's biased variance alone; the running value only moves "
-                    "a fraction momentum towards it, and it uses the unbiased variance."
-                ),
-            ),
-            (
-                1.0,
-                tr(
-                    "That is the starting value: a training step does move running_var "
-                    "towards the batch's (unbiased) variance."
-                ),
-            ),
-        ]
+        wrong = _running_var_distractors(mom, vb, vu)
         # a batch whose unbiased variance is (nearly) 1 would leave running_var where it started, so
         # "nothing changes" would be right by accident and the distractors would collapse onto the
         # key: draw again
