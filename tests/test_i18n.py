@@ -263,3 +263,23 @@ def test_the_chinese_site_translates_printed_outputs(monkeypatch):
     block2 = nodes.literal_block("", "two sweeps move 1 MB", classes=["output", "stream"])
     printed_lines._translate(app, nodes.section("", block2), "book/speed")
     assert block2.astext() == "two sweeps move 1 MB"
+
+
+def test_a_printed_line_made_of_norms_text_takes_norms_translation(tmp_path):
+    """A chapter that prints the grader's problem titles gets them from norms' catalogs
+    (prefill_from_norms); a line with English of its own stays for a translator."""
+    from norms.i18n import catalog
+
+    title = "The output has the wrong shape"
+    assert catalog("zh").get(title), "the grader's title is translated in norms' catalogs"
+    po = tmp_path / "page.po"
+    po.write_text(
+        f'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+        f'msgid "wrong_shape    {title}"\nmsgstr ""\n\n'
+        f'msgid "{title}, and more words here"\nmsgstr ""\n',
+        encoding="utf-8",
+    )
+    assert i18n.prefill_from_norms(po) == 1
+    entries = {e.msgid: e.msgstr for e in polib.pofile(str(po))}
+    assert entries[f"wrong_shape    {title}"] == "wrong_shape    " + catalog("zh")[title]
+    assert entries[f"{title}, and more words here"] == ""

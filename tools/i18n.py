@@ -190,7 +190,7 @@ def printed_lines(nb) -> list[str]:
 
 
 # a number that stands alone (not the 2 of BatchNorm2d, not a version's parts)
-_LONE_NUMBER = re.compile(r"(?<![\w.])[-−]?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?(?![\w])")
+_LONE_NUMBER = re.compile(r"(?<![\w.])[-−]?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?x?(?![\w])")
 
 
 def printed_template(line: str) -> tuple[str, list[str]]:
@@ -254,8 +254,34 @@ def update_outputs(out: Path = OUTPUTS) -> int:
             catalog.unlink(missing_ok=True)
             continue
         merge_catalog(catalog, {line: [(path.name, 0)] for line in lines})
+        prefill_from_norms(catalog)
         n += len(lines)
     return n
+
+
+def prefill_from_norms(catalog: Path) -> int:
+    """Fill the empty entries of an output catalog that are made only of text norms
+    translates (a grader's problem title printed by a chapter): each such piece replaced by
+    its translation from norms' catalogs, when no English is left. Returns how many."""
+    import polib
+
+    from norms.i18n import catalog as norms_catalog
+
+    table = {k: v for k, v in norms_catalog("zh").items() if len(k.split()) >= 3 and "{" not in k}
+    po = polib.pofile(str(catalog), wrapwidth=0)
+    filled = 0
+    for entry in po:
+        if entry.msgstr or entry.obsolete:
+            continue
+        text = entry.msgid
+        for english in sorted(table, key=len, reverse=True):
+            if english in text:
+                text = text.replace(english, table[english])
+        if text != entry.msgid and not is_sentence(text):
+            entry.msgstr, filled = text, filled + 1
+    if filled:
+        po.save(str(catalog))
+    return filled
 
 
 def output_translations(page: str, out: Path = OUTPUTS) -> dict[str, str]:
