@@ -46,11 +46,6 @@ ALLOWED: dict[str, str] = {
     "modules/syncbatchnorm.py:SyncBatchNormFunction.backward": GRADIENT,
     "modules/syncbatchnorm.py:combine_stats": SYNCBN,
     "plots/sync.py:slice_spread": SYNCBN,
-    "explore/web/payloads.py:running_stats_payload": (
-        "the running-statistics explorer's one batch statistic (a float64 mean and "
-        "variance of 1-D data for the browser); to move onto norms.stats with that "
-        "function's split"
-    ),
     "lab/dyt.py:TinyViT.forward": POOLING,
     "lab/dyt.py:pooled_scale": POOLING,
     "lab/small_batches.py:ResidualCNN.forward": POOLING,

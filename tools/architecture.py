@@ -42,7 +42,7 @@ PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "explore": (
         "explorers: state, ipywidgets front end, website front end",
-        ("axes", "functional", "modules", "lab", "plots"),
+        ("axes", "stats", "functional", "modules", "lab", "plots"),
     ),
     "check": ("the grader for a reader's own layer", ("axes", "functional", "modules")),
     "quiz": (

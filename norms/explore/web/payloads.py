@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
+from norms import stats
 from norms.axes import NORMS, describe
 from norms.lab import simulations
 from norms.plots import batch_noise, reductions, running_stats
@@ -257,12 +258,9 @@ def running_stats_payload(
                     fresh[str(step)] = _f32(batch)
                 if step == max_steps:
                     break
-                # norms.functional.batch_norm's statistics for a (N, C) input
-                mean = batch.mean((0,), keepdim=True)  # (1, F)
-                xc = batch - mean
-                var = (xc * xc).mean((0,), keepdim=True).view(-1) * (b / (b - 1))  # unbiased
+                mean, _, var = stats.batch_moments(batch)  # BatchNorm's: (1, F) each, biased
                 means.append(mean.view(-1))
-                variances.append(var)
+                variances.append(stats.unbiased(var.view(-1), b))
         runs[f"{b}|{s}"] = {
             "mean": _f32(torch.stack(means)),
             "var": _f32(torch.stack(variances)),
