@@ -90,11 +90,6 @@ def _as_shape(normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
     return tuple(int(d) for d in normalized_shape)
 
 
-def _channel_view(p: Tensor, x: Tensor) -> Tensor:
-    """A per-channel ``(C,)`` tensor as ``(1, C, 1, ..., 1)``, to broadcast against ``x``."""
-    return stats.channel_view(p, x.dim())
-
-
 def _sum_leading(t: Tensor, k: int) -> Tensor:
     """Sum ``t`` over every dim except the last ``k``, leaving a tensor of shape ``t.shape[-k:]``.
 
@@ -208,9 +203,9 @@ class BatchNormFunction(torch.autograd.Function):
         mean, rstd = _mean_rstd(x, dims, eps)
         y = (x - mean) * rstd  # x_hat
         if weight is not None:
-            y = y * _channel_view(weight, x)
+            y = y * stats.channel_view(weight, x.dim())
         if bias is not None:
-            y = y + _channel_view(bias, x)
+            y = y + stats.channel_view(bias, x.dim())
         # x and weight are inputs: during double backward they come back with
         # their autograd history. mean and rstd are cheap first-order caches.
         ctx.save_for_backward(x, weight, mean, rstd)
@@ -227,7 +222,7 @@ class BatchNormFunction(torch.autograd.Function):
         if need_x or need_w:
             x_hat, rstd = _x_hat(x, mean, rstd, dims, ctx.eps)
         if need_x:
-            g = dy if weight is None else dy * _channel_view(weight, x)
+            g = dy if weight is None else dy * stats.channel_view(weight, x.dim())
             dx = F.normalization_backward_over(g, x_hat, rstd, dims)
         if need_w:
             dweight = (dy * x_hat).sum(dim=dims)

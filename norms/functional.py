@@ -5,15 +5,14 @@ rms_norm, group_norm, instance_norm}``: same signatures, defaults, results
 (to floating-point rounding), gradients (through ordinary autograd), running
 statistics updates and exception types. None of them calls a fused torch
 normalization kernel; each is a handful of ``mean``/``rsqrt``/``reshape``
-calls, and *which* dims they reduce comes from :mod:`norms.axes`.
+calls: *which* dims they reduce comes from :mod:`norms.axes`, *how* the statistics
+are computed from :mod:`norms.stats`.
 
 All of them follow the same recipe::
 
-    mean = x.mean(dims, keepdim=True)            # one pass
-    xc   = x - mean                              # centred input, kept ...
-    var  = (xc * xc).mean(dims, keepdim=True)    # ... for the (biased) variance
-    y    = xc * rsqrt(var + eps)                 # ... and reused for the output
-    y    = y * weight + bias                     # per-channel / per-element affine
+    mean, xc, var = stats.moments(x, dims)       # mean, centred input, biased variance
+    y = xc * rsqrt(var + eps)                    # the centred input reused for the output
+    y = y * weight + bias                        # per-channel / per-element affine
 
 The variance is always the mean of squared deviations, never
 ``E[x²] - E[x]²``, which cancels catastrophically when ``|mean| >> std``.

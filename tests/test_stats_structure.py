@@ -43,20 +43,15 @@ ALLOWED: dict[str, str] = {
     "fast/fused.py:_GroupNormFunction.backward": GRADIENT,
     "fast/cpu_kernels.py:backward_in_ops.sum_rows": GRADIENT,
     "modules/syncbatchnorm.py:SyncBatchNormFunction.backward": GRADIENT,
-    "explore/web/payloads.py:running_stats_payload": (
-        "the running-statistics explorer's one batch statistic (a float64 mean and "
-        "variance of 1-D data for the browser); to move onto norms.stats with that "
-        "function's split"
-    ),
     "lab/dyt.py:TinyViT.forward": POOLING,
     "lab/dyt.py:pooled_scale": POOLING,
     "lab/small_batches.py:ResidualCNN.forward": POOLING,
-    "lab/training.py:CNN.forward": POOLING,
+    "lab/models.py:CNN.forward": POOLING,
     "lab/modern.py:_centre_rows": "centring a weight matrix's rows once, a re-parametrization",
     "lab/modern.py:pre_ln_to_pre_rms": "centring embeddings once, a re-parametrization",
     "lab/simulations.py:BatchNoise.spread": SEEDS,
     "lab/training.py:load_digits_data": "the data set's standardization, once, as torchvision's",
-    "lab/training.py:train": "a training record: the spread of activations and gradients",
+    "lab/training.py:_Recorder.record": "a training record: the spread of activations and gradients",
     "lab/weights.py:stream_std": "a figure's measurement: the residual stream's spread",
     "plots/dyt.py:plot_sensitivity": SEEDS,
     "plots/dyt.py:plot_lines": SEEDS,
@@ -64,7 +59,7 @@ ALLOWED: dict[str, str] = {
     "plots/training.py:plot_layer_histograms": "a histogram's caption: the spread of values",
     "check/diagnosis.py:_param_gradient_fit.total": GRADER,
     "check/hypotheses.py:_reduce": GRADER,
-    "check/running_stats.py:_RunningStatsChecks.check_running": GRADER,
+    "check/running_stats.py:_batch_statistics": GRADER,
     "quiz/computed.py:_counter_role": QUIZ,
     "quiz/pitfalls.py:q_dropout_shift": QUIZ,
     "quiz/running.py:_eps_formula": QUIZ,

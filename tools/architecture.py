@@ -50,7 +50,7 @@ PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "explore": (
         "explorers: state, ipywidgets front end, website front end",
-        ("i18n", "lazy", "axes", "functional", "modules", "lab", "plots"),
+        ("i18n", "lazy", "axes", "stats", "functional", "modules", "lab", "plots"),
     ),
     "check": ("the grader for a reader's own layer", ("i18n", "axes", "functional", "modules")),
     "quiz": (

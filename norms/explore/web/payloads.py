@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
+from norms import stats
 from norms.axes import NORMS, describe
 from norms.i18n import join, tr
 from norms.lab import simulations
@@ -280,12 +281,9 @@ def _statistics_run(batch_size: int, seed: int, steps: Sequence[int]) -> dict:
                 fresh[str(step)] = _f32(batch)
             if step == max(steps):
                 break
-            # norms.functional.batch_norm's statistics for a (N, C) input
-            mean = batch.mean((0,), keepdim=True)  # (1, F)
-            xc = batch - mean
-            var = (xc * xc).mean((0,), keepdim=True).view(-1) * (batch_size / (batch_size - 1))
+            mean, _, var = stats.batch_moments(batch)  # BatchNorm's: (1, F) each, biased
             means.append(mean.view(-1))
-            variances.append(var)
+            variances.append(stats.unbiased(var.view(-1), batch_size))
     return {
         "mean": _f32(torch.stack(means)),
         "var": _f32(torch.stack(variances)),
