@@ -642,14 +642,3 @@ def dynamic_tanh(
     if bias is not None:
         y = y + bias
     return y
-
-
-# --------------------------------------------------------------------------
-# TEMPORARY: the old private names modules/syncbatchnorm.py still reads. Helper i39-syncbn
-# moves it onto norms.stats (stats.batch_mean, stats.update_running, stats.channel_view) and
-# norms.functional.affine, and deletes this block.
-# --------------------------------------------------------------------------
-_batch_mean = stats.batch_mean
-_update_running = stats.update_running
-_channel_view = stats.channel_view
-_affine = affine

@@ -42,7 +42,7 @@ PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "lab": (
         "data, models, training loops, simulations, the seeds' rule",
-        ("i18n", "lazy", "axes", "stats", "functional", "modules", "distributed", "glue"),
+        ("i18n", "lazy", "axes", "stats", "compat", "functional", "modules", "distributed", "glue"),
     ),
     "plots": (
         "one module per figure family, one style",

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from ..modules.batchnorm import _BatchNorm
+from .. import compat
+from ..modules.batchnorm import BatchNormBase
 from ..modules.frozen_batchnorm import FrozenBatchNorm
 
 __all__ = ["param_groups", "freeze_batchnorm"]
@@ -54,7 +55,7 @@ def freeze_batchnorm(model: nn.Module) -> nn.Module:
     :class:`FrozenBatchNorm` with its statistics and γ, β (same device and dtype). Returns
     ``model``."""
     for name, child in model.named_children():
-        if isinstance(child, (_BatchNorm, nn.modules.batchnorm._BatchNorm)):
+        if isinstance(child, (BatchNormBase, *compat.torch_batchnorm_classes())):
             setattr(model, name, FrozenBatchNorm.from_batchnorm(child))
         else:
             freeze_batchnorm(child)

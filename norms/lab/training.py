@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from ..modules.batchnorm import _BatchNorm
+from .. import compat
+from ..modules.batchnorm import BatchNormBase
 from .models import (
     CNN,
     DTYPE,
@@ -190,7 +191,7 @@ class TrainLog:
 
 
 #: The BatchNorm classes of norms and of torch.nn (and their subclasses, SyncBatchNorm included).
-_BATCHNORMS = (_BatchNorm, nn.modules.batchnorm._BatchNorm)
+_BATCHNORMS = (BatchNormBase, *compat.torch_batchnorm_classes())
 
 
 def _batch_stats_copy(model: nn.Module) -> nn.Module:

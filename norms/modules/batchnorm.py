@@ -97,11 +97,6 @@ class BatchNormBase(NormBase):
         )
 
 
-#: torch's name for the base class, still imported by modules/syncbatchnorm.py, lab/pitfalls.py
-#: and lab/training.py (their owners switch to BatchNormBase; then this line goes)
-_BatchNorm = BatchNormBase
-
-
 class BatchNorm1d(BatchNormBase):
     __doc__ = (
         r"""Batch Normalization over a 2D ``(N, C)`` or 3D ``(N, C, L)`` input.
