@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 import norms
 import norms.fast.fused
-from norms.fast import cpu_kernels
+from norms.fast import cpu_kernels, kernel_library
 
 FEW = settings(max_examples=12, deadline=None, derandomize=True)
 TOL = {torch.float64: dict(atol=1e-10, rtol=1e-10), torch.float32: dict(atol=2e-5, rtol=2e-5)}
@@ -800,7 +800,7 @@ def test_a_loaded_library_is_returned_without_the_build_lock():
     """Once loaded, load() takes no lock (a build elsewhere must not stall every forward)."""
     assert cpu_kernels.load() is not None
     result = []
-    with cpu_kernels._LOCK:
+    with kernel_library._LOCK:
         thread = threading.Thread(target=lambda: result.append(cpu_kernels.load()), daemon=True)
         thread.start()
         thread.join(timeout=60)

@@ -51,7 +51,9 @@ ALLOWED: dict[str, str] = {
     "lab/modern.py:pre_ln_to_pre_rms": "centring embeddings once, a re-parametrization",
     "lab/simulations.py:BatchNoise.spread": SEEDS,
     "lab/training.py:load_digits_data": "the data set's standardization, once, as torchvision's",
-    "lab/training.py:_Recorder.record": "a training record: the spread of activations and gradients",
+    "lab/training.py:_Recorder.record": (
+        "a training record: the spread of activations and gradients"
+    ),
     "lab/weights.py:stream_std": "a figure's measurement: the residual stream's spread",
     "plots/dyt.py:plot_sensitivity": SEEDS,
     "plots/dyt.py:plot_lines": SEEDS,
