@@ -88,9 +88,7 @@ def kernel_state(norm, shape, groups, last_dims, layout, language="en") -> dict:
             math.prod(shape) > reductions.MAX_CELLS
         ):  # plot_reduction's first check (tests/browser runs it)
             raise ValueError(
-                reductions.TOO_MANY_ELEMENTS_MESSAGE.format(
-                    shape=shape, cells=math.prod(shape), max_cells=reductions.MAX_CELLS
-                )
+                reductions.too_many_elements_message(shape, math.prod(shape), reductions.MAX_CELLS)
             )
         index = reduction.statistic_index.numpy()
         kind = reductions._resolve_layout(layout, norm, len(shape))

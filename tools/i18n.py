@@ -158,16 +158,20 @@ def norms_messages(package: Path = ROOT / "norms") -> tuple[dict[str, list[str]]
 # are not sentences.
 _WORD_IN_LINE = re.compile(r"(?<![\w.\-])[A-Za-z][a-z]+(?![\w(=.\-])")
 _CODE_LINE = re.compile(
-    r"(;\s*(//.*)?$|//|#pragma|#include|^\s*[{}]|^\s*[A-Za-z_][\w.]*\s*[-+*]?=\s|\bconst \w|::"
-    r"|\bint64_t\b|\w\* |^\s*(for|while|if|def|return|template)\b|\brange\(|^riscv64|^x86_64)"
+    r"(;\s*(//.*)?$|//|#pragma|#include|^\s*[{}]|^\s*[A-Za-z_][\w.]*\s*[-+*]?=\s[^:]*$"
+    r"|\bconst \w|::|\bint64_t\b|\w\* |^\s*(for|while|if|def|return|template)\b|\brange\("
+    r"|^riscv64|^x86_64)"
 )
+_QUOTED_NAME = re.compile(r"'[^'\s]*'")
 _NOT_WORDS = re.compile(r"\b(inf|nan|tensor|True|False|dtype|torch\.\w+)\b")
 
 
 def is_sentence(line: str) -> bool:
     """Whether a printed line holds a sentence to translate (not code, not a tensor)."""
-    words = _WORD_IN_LINE.findall(_NOT_WORDS.sub(" ", line))
-    return len(words) >= 2 and not _CODE_LINE.search(line)
+    text = _QUOTED_NAME.sub(" ", _NOT_WORDS.sub(" ", line))  # 'mean', 'sub': names, not words
+    words = _WORD_IN_LINE.findall(text)
+    label = len(words) == 1 and re.search(r"(?<![\w.\-])[A-Za-z][a-z]+:", text)
+    return (len(words) >= 2 or bool(label)) and not _CODE_LINE.search(line)
 
 
 #: pages whose printed output is norms' own bilingual text, not printed lines

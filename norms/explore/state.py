@@ -22,7 +22,7 @@ import torch
 
 from norms import modules
 from norms.axes import NORMS, is_unbatched
-from norms.i18n import Text, tr
+from norms.i18n import Text, forms, tr
 
 __all__ = [
     "ERROR_COLOR",
@@ -165,9 +165,18 @@ def build_module(
     return _CHANNEL_NORMS[norm](shape[channel_dim])
 
 
-def error_html(exc: Exception) -> str:
-    name, message = html.escape(type(exc).__name__, quote=False), html.escape(str(exc), quote=False)
-    return f'<span style="color:{ERROR_COLOR}"><b>⚠ {name}:</b> {message}</span>'
+def error_html(exc: Exception) -> Text | str:
+    """An exception as the explorers show it, in every language when its message is a
+    :class:`norms.i18n.Text` (norms' own guidance), else as Python wrote it."""
+    name = html.escape(type(exc).__name__, quote=False)
+
+    def one(text: str) -> str:
+        message = html.escape(text, quote=False)
+        return f'<span style="color:{ERROR_COLOR}"><b>⚠ {name}:</b> {message}</span>'
+
+    if exc.args and isinstance(exc.args[0], Text):
+        return Text({lang: one(text) for lang, text in forms(exc.args[0]).items()})
+    return one(str(exc))
 
 
 def layout_options() -> list[tuple[Text, str]]:

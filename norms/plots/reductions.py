@@ -55,6 +55,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Polygon
 
 from norms.axes import Reduction, describe, is_unbatched, module_label
+from norms.i18n import Text, tr
 
 from .cells import cell_gid, drawn_cells, highlighted_cells
 from .style import HIGHLIGHT_COLOR, BookFigure
@@ -93,21 +94,46 @@ SPATIAL_NAMES = {1: ("L",), 2: ("H", "W"), 3: ("D", "H", "W")}
 
 _LAYOUTS = ("auto", "image", "sequence")
 
-# Messages with named fields: the website's explorers (norms.explore.web) fill the same text.
-SEQUENCE_RANK_MESSAGE = (
-    "layout='sequence' draws (B, T, D), (T, D) or (D,) inputs, got a {ndim}-D shape; "
-    "use layout='image'"
-)
-TOO_MANY_ELEMENTS_MESSAGE = (
-    "too many cells to draw: the figure draws every element, and {shape} has {cells} "
-    "(at most {max_cells}). Use a smaller shape: which elements share a statistic does not "
-    "depend on the sizes."
-)
-TOO_MANY_CELLS_MESSAGE = (
-    "too many cells to draw: the figure draws every element, and this input folds to "
-    "{a} × {b} × {c} = {total} cells (at most {max_cells}, and at most {la} × {lb} × {lc}). "
-    "Use a smaller shape: which elements share a statistic does not depend on the sizes."
-)
+# Messages with named fields: the website's explorers (norms.explore.web) fill the same text
+# (their fields given as "{name}", for the page's script to fill).
+
+
+def sequence_rank_message(ndim) -> Text:
+    """The error for a sequence layout of an input of ``ndim`` dims."""
+    return tr(
+        "layout='sequence' draws (B, T, D), (T, D) or (D,) inputs, got a {ndim}-D shape; "
+        "use layout='image'",
+        ndim=ndim,
+    )
+
+
+def too_many_elements_message(shape, cells, max_cells) -> Text:
+    """The error for an input with more elements than a figure draws."""
+    return tr(
+        "too many cells to draw: the figure draws every element, and {shape} has {cells} "
+        "(at most {max_cells}). Use a smaller shape: which elements share a statistic does not "
+        "depend on the sizes.",
+        shape=shape,
+        cells=cells,
+        max_cells=max_cells,
+    )
+
+
+def too_many_cells_message(a, b, c, total, max_cells, la, lb, lc) -> Text:
+    """The error for an input that folds to more cells than a figure draws."""
+    return tr(
+        "too many cells to draw: the figure draws every element, and this input folds to "
+        "{a} × {b} × {c} = {total} cells (at most {max_cells}, and at most {la} × {lb} × {lc}). "
+        "Use a smaller shape: which elements share a statistic does not depend on the sizes.",
+        a=a,
+        b=b,
+        c=c,
+        total=total,
+        max_cells=max_cells,
+        la=la,
+        lb=lb,
+        lc=lc,
+    )
 
 
 def tint(color: str, amount: float = _TINT_AMOUNT) -> np.ndarray:
@@ -224,7 +250,7 @@ def _sequence_view(index: np.ndarray) -> _View:
         return _View("panels", index[None], (None, "T", "D"), ("T", "D"))
     if ndim == 1:
         return _View("panels", index.reshape(1, 1, -1), (None, None, "D"), ("D",))
-    raise ValueError(SEQUENCE_RANK_MESSAGE.format(ndim=ndim))
+    raise ValueError(sequence_rank_message(ndim))
 
 
 def _check_size(view: _View) -> None:
@@ -240,18 +266,7 @@ def _check_size(view: _View) -> None:
         )
     )
     if total > MAX_CELLS or a > limits[0] or b > limits[1] or c > limits[2]:
-        raise ValueError(
-            TOO_MANY_CELLS_MESSAGE.format(
-                a=a,
-                b=b,
-                c=c,
-                total=total,
-                max_cells=MAX_CELLS,
-                la=limits[0],
-                lb=limits[1],
-                lc=limits[2],
-            )
-        )
+        raise ValueError(too_many_cells_message(a, b, c, total, MAX_CELLS, *limits))
 
 
 def _displayed_index(reduction: Reduction, permute: Sequence[int] | None) -> np.ndarray:
@@ -610,9 +625,7 @@ def check_drawable(input_shape: Sequence[int]) -> tuple[int, ...]:
     shape = tuple(int(s) for s in input_shape)
     cells = math.prod(shape)
     if cells > MAX_CELLS:
-        raise ValueError(
-            TOO_MANY_ELEMENTS_MESSAGE.format(shape=shape, cells=cells, max_cells=MAX_CELLS)
-        )
+        raise ValueError(too_many_elements_message(shape, cells, MAX_CELLS))
     return shape
 
 

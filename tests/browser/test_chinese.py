@@ -66,12 +66,17 @@ PRINTED = "() => [...document.querySelectorAll('.cell_output .output.stream pre'
     "path", [p for p in ENGLISH if p.removesuffix(".html") not in i18n.OWN_OUTPUTS]
 )
 def test_printed_sentences_are_chinese_on_chinese_pages(open_page, path):  # noqa: F811
-    """What a chapter printed (its stored outputs) shows in Chinese: no printed line with an
-    English sentence left (tools/sphinx_local/printed_lines.py and the output catalogs)."""
+    """What a chapter printed (its stored outputs) shows in Chinese: no printed line that the
+    page's output catalog translates is left in English (tools/sphinx_local/printed_lines.py),
+    and the page shows the translated lines."""
+    table = i18n.output_translations(path.removesuffix(".html"))
+    translated = {k for k, v in table.items() if v != k}
     page = open_page(ZH + path, WIDE)
-    lines = [line for text in page.evaluate(PRINTED) for line in text.splitlines()]
-    english = [line for line in lines if i18n.is_sentence(line)]
+    lines = [line.strip() for text in page.evaluate(PRINTED) for line in text.splitlines()]
+    english = [line for line in lines if i18n.printed_template(line)[0] in translated]
     assert english == [], f"{ZH}{path}: printed lines left in English: {english[:3]}"
+    if translated:
+        assert any(re.search("[\u4e00-\u9fff]", line) for line in lines), f"{ZH}{path}"
 
 
 def test_the_theme_speaks_chinese_on_chinese_pages(open_page):  # noqa: F811
@@ -91,3 +96,17 @@ def test_search_finds_a_chinese_word(open_page):  # noqa: F811
         "() => [...document.querySelectorAll('#search-results li a')].map(a => a.textContent)"
     )
     assert any("层归一化" in t for t in titles), titles
+
+
+def test_the_sidebar_captions_and_solution_titles_are_chinese():
+    """The table of contents' captions (tools/sphinx_local/toc_captions.py) and a solution's
+    title, which repeats its exercise's (tools/sphinx_local/exercise_titles.py), in Chinese."""
+    import polib
+
+    page = (SITE / ZH / "book" / "grade-your-own.html").read_text(encoding="utf-8")
+    captions = re.findall(r'caption-text">([^<]*)<', page)
+    assert captions and not [c for c in captions if re.search("[A-Za-z]{3,}", c)], captions
+    catalog = polib.pofile(str(i18n.CATALOGS / "book" / "grade-your-own.po"))
+    titles = [e.msgid for e in catalog if e.msgid in ("find the bugs", "grade your own LayerNorm")]
+    assert titles, "the exercise titles are in the page's catalog"
+    assert not [t for t in titles if t in page], [t for t in titles if t in page]

@@ -59,7 +59,43 @@ def _extract(app, doctree, docname) -> None:
             catalog.add(message, MsgOrigin(source, line))
 
 
+def _translate_solution_titles(app, doctree, docname) -> None:
+    """A solution's title repeats its exercise's ("Solution to Exercise 5 (title)"), taken
+    from the exercise as it was before the page was translated: give it the translation."""
+    if not app.config.language or app.config.language == "en":
+        return
+    import os
+
+    from sphinx import locale
+    from sphinx.util.i18n import docname_to_domain
+
+    titles = [n[TITLE][0] for n in doctree.findall(nodes.Element) if TITLE in n.attributes]
+    if not titles:
+        return
+    dirs = [os.path.join(app.srcdir, d) for d in app.config.locale_dirs]
+    domain = docname_to_domain(docname, app.config.gettext_compact)
+    catalog, found = locale.init(dirs, app.config.language, domain)
+    if not found:
+        return
+    pairs = [(t, catalog.gettext(t)) for t in titles if catalog.gettext(t) != t]
+    for node in doctree.findall(nodes.Element):
+        if not type(node).__module__.startswith("sphinx_exercise") or "solution" not in (
+            type(node).__name__
+        ):
+            continue
+        title = node.children[0] if node.children else None
+        if not isinstance(title, nodes.title):
+            continue
+        for text in list(title.findall(nodes.Text)):
+            new = str(text)
+            for english, chinese in pairs:
+                new = new.replace(english, chinese)
+            if new != str(text):
+                text.parent.replace(text, nodes.Text(new))
+
+
 def setup(app):
     app.add_transform(ExerciseTitleSource)
     app.connect("doctree-resolved", _extract)
+    app.connect("doctree-resolved", _translate_solution_titles)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -126,18 +126,22 @@
       eval_note: s.eval_differ ? w.yes : w.no });
   }
 
+  // An error template of the payload: the explorer picked its language when it started
+  // (Explorer), a harness that calls foldView alone gets the English.
+  function message(d, key) { return pick(d.messages[key], "en"); }
+
   // norms.plots.reductions._image_view / _sequence_view / _check_size: the ids folded to (a, b, c).
   function foldView(d, norm, shape, layout) {
     var r = shape.length, sp = d.spatial_names[String(r - 2)], view;
     if (prod(shape) > d.limits.max_cells)
-      throw ["ValueError", fill2(d.messages.too_many_elements, { shape: pyTuple(shape), cells: prod(shape),
+      throw ["ValueError", fill2(message(d, "too_many_elements"), { shape: pyTuple(shape), cells: prod(shape),
         max_cells: d.limits.max_cells })];
     if (layout === "auto") layout = (norm === "LayerNorm" || norm === "RMSNorm") && r <= 3 ? "sequence" : "image";
     if (layout === "sequence") {
       if (r === 3) view = { kind: "panels", grid: shape.slice(), labels: ["b", "T", "D"] };
       else if (r === 2) view = { kind: "panels", grid: [1, shape[0], shape[1]], labels: [null, "T", "D"] };
       else if (r === 1) view = { kind: "panels", grid: [1, 1, shape[0]], labels: [null, null, "D"] };
-      else throw ["ValueError", d.messages.sequence_rank.split("{ndim}").join(String(r))];
+      else throw ["ValueError", message(d, "sequence_rank").split("{ndim}").join(String(r))];
     } else if (r === 1) {
       view = { kind: "panels", grid: [1, 1, shape[0]], labels: [null, null, "C"] };
     } else if (/^InstanceNorm\dd$/.test(norm) && r === parseInt(norm.charAt(12), 10) + 1) {
@@ -150,7 +154,7 @@
     }
     var g = view.grid, total = prod(g), lim = d.limits[view.kind];
     if (total > d.limits.max_cells || g[0] > lim[0] || g[1] > lim[1] || g[2] > lim[2]) {
-      var m = d.messages.too_many_cells, vals = {
+      var m = message(d, "too_many_cells"), vals = {
         a: g[0], b: g[1], c: g[2], total: total, max_cells: d.limits.max_cells, la: lim[0], lb: lim[1], lc: lim[2]
       };
       for (var k in vals) m = m.split("{" + k + "}").join(String(vals[k]));
@@ -495,6 +499,8 @@
     this.lang = languageOf(root);
     this.text = {};
     for (var key in payload.text || {}) this.text[key] = pick(payload.text[key], this.lang);
+    var messages = (payload.data || {}).messages;  // error templates: one language from here on
+    for (var m in messages || {}) messages[m] = pick(messages[m], this.lang);
     this.controls = {};
     var self = this, bar = el("div", { class: "ne-controls" }, root);
     this.payload.controls.forEach(function (c) { self.controls[c.name] = self.makeControl(bar, c); });
@@ -570,7 +576,7 @@
   };
   Explorer.prototype.failHtml = function (html) {
     this.clear();
-    this.errorEl.innerHTML = html;
+    this.errorEl.innerHTML = pick(html, this.lang);  // a stored error: both languages
     this.root.dataset.state = JSON.stringify({ error: true });
   };
   Explorer.prototype.fail = function (type, message) {

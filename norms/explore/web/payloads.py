@@ -240,10 +240,16 @@ def reduction_payload(
             "block": [reductions.MAX_DEPTH, reductions.MAX_SIDE, reductions.MAX_SIDE],
             "panels": [reductions.MAX_PANELS, reductions.MAX_SIDE, reductions.MAX_SIDE],
         },
-        "messages": {
-            "too_many_elements": reductions.TOO_MANY_ELEMENTS_MESSAGE,
-            "too_many_cells": reductions.TOO_MANY_CELLS_MESSAGE,
-            "sequence_rank": reductions.SEQUENCE_RANK_MESSAGE,
+        "messages": {  # the page's script fills the fields, in the page's language
+            "too_many_elements": bilingual(
+                reductions.too_many_elements_message(**placeholders("shape", "cells", "max_cells"))
+            ),
+            "too_many_cells": bilingual(
+                reductions.too_many_cells_message(
+                    **placeholders("a", "b", "c", "total", "max_cells", "la", "lb", "lc")
+                )
+            ),
+            "sequence_rank": bilingual(reductions.sequence_rank_message("{ndim}")),
         },
     }
     note = tr(
@@ -298,7 +304,7 @@ def _statistics_runs(grid: dict) -> tuple[dict, dict]:
         try:  # the kernel's own check (BatchNorm rejects one value per channel)
             simulations.simulate_running_stats(0.1, b, 1, s)
         except ValueError as exc:
-            errors[f"{b}|{s}"] = error_html(exc)
+            errors[f"{b}|{s}"] = bilingual(error_html(exc))
             continue
         runs[f"{b}|{s}"] = _statistics_run(b, s, grid["steps"])
     return runs, errors
@@ -400,7 +406,7 @@ def _noise_sim(sizes, channels: int, trials: int, seed: int, groups, errors: dic
                 sizes, trials if g == 1 else 1, channels, g, seed=seed
             )
         except ValueError as exc:
-            errors[f"C{channels}|G{g}"] = error_html(exc)
+            errors[f"C{channels}|G{g}"] = bilingual(error_html(exc))
             continue
         # GroupNorm never looks at the other samples: one trial gives its value
         # (tests/test_web.py checks this against the full simulation).
@@ -508,7 +514,7 @@ def states_payload(
         try:
             fig, info = draw(values)
         except Exception as exc:  # noqa: BLE001 - shown to the reader, as in the kernel
-            states[key] = {"error": error_html(exc)}
+            states[key] = {"error": bilingual(error_html(exc))}
         else:
             states[key] = {
                 "info": bilingual(info),
