@@ -174,10 +174,6 @@ def is_sentence(line: str) -> bool:
     return (len(words) >= 2 or bool(label)) and not _CODE_LINE.search(line)
 
 
-#: pages whose printed output is norms' own bilingual text, not printed lines
-OWN_OUTPUTS: set[str] = set()
-
-
 def printed_lines(nb) -> list[str]:
     """The printed lines of a notebook's stored outputs that hold a sentence, each once, in
     order, as templates (:func:`printed_template`): the messages of the page's output
@@ -250,9 +246,6 @@ def update_outputs(out: Path = OUTPUTS) -> int:
     for path in book_notebooks():
         page = path.relative_to(ROOT).with_suffix("").as_posix()
         catalog = out / f"{page}.po"
-        if page in OWN_OUTPUTS:
-            catalog.unlink(missing_ok=True)
-            continue
         lines = printed_lines(nbformat.read(path, as_version=4))
         if not lines:
             catalog.unlink(missing_ok=True)
@@ -318,7 +311,7 @@ def output_problems(out: Path = OUTPUTS) -> list[str]:
     for path in book_notebooks():
         page = path.relative_to(ROOT).with_suffix("").as_posix()
         po_path = out / f"{page}.po"
-        lines = [] if page in OWN_OUTPUTS else printed_lines(nbformat.read(path, as_version=4))
+        lines = printed_lines(nbformat.read(path, as_version=4))
         entries = {e.msgid: e for e in polib.pofile(str(po_path))} if po_path.exists() else {}
         rel = po_path.relative_to(ROOT) if po_path.is_relative_to(ROOT) else po_path
         for line in lines:

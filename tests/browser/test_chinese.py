@@ -62,9 +62,7 @@ def test_every_page_links_to_its_twin_and_back(open_page, path):  # noqa: F811
 PRINTED = "() => [...document.querySelectorAll('.cell_output .output.stream pre')].map(p => p.textContent)"  # noqa: E501
 
 
-@pytest.mark.parametrize(
-    "path", [p for p in ENGLISH if p.removesuffix(".html") not in i18n.OWN_OUTPUTS]
-)
+@pytest.mark.parametrize("path", ENGLISH)
 def test_printed_sentences_are_chinese_on_chinese_pages(open_page, path):  # noqa: F811
     """What a chapter printed (its stored outputs) shows in Chinese: no printed line that the
     page's output catalog translates is left in English (tools/sphinx_local/printed_lines.py),
