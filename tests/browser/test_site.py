@@ -85,12 +85,26 @@ def is_chapter(path: str) -> bool:
     return path.startswith(("book/", "zh/book/"))
 
 
+# After the scroll, each shown image of the text that has not loaded yet (the browser may
+# skip a lazy image the scroll passed quickly on a busy machine) is brought into view and
+# waited for, at most IMAGE_WAIT_MS each: a test then reads a loaded image or a broken one.
+IMAGE_WAIT_MS = 10000
+LOAD_SHOWN_IMAGES = """async (ms) => {
+  for (const img of document.querySelectorAll('.bd-article img')) {
+    if (!img.getClientRects().length || (img.complete && img.naturalWidth)) continue;
+    img.scrollIntoView();
+    await Promise.race([img.decode().catch(() => {}), new Promise(r => setTimeout(r, ms))]);
+  }
+}"""
+
+
 def scroll_through(page) -> None:
     """Scroll to the bottom as a reader would, so that every lazy image loads."""
     page.evaluate(
         "async () => { for (let y = 0; y < document.body.scrollHeight; y += 600) {"
         " window.scrollTo(0, y); await new Promise(r => setTimeout(r, 30)); } }"
     )
+    page.evaluate(LOAD_SHOWN_IMAGES, IMAGE_WAIT_MS)
     page.wait_for_load_state("networkidle")
 
 
