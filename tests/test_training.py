@@ -224,6 +224,29 @@ def test_records_have_the_shapes_the_figures_read(small):
     assert "GroupNorm" in training.summary(log)
 
 
+def test_final_test_accuracies_only_change_nothing_else(small):
+    """accuracies="final test" skips the other evaluations: the same losses, records and final
+    test accuracies as measuring every epoch, the test accuracies of the last epoch only, no
+    training accuracy."""
+
+    def run(accuracies):
+        model = DigitsMLP("batch", width=32, depth=2, dropout=0.1, seed=3)
+        kw = dict(lr=0.05, epochs=3, batch_size=32, seed=4, record_every=7, sample_size=16)
+        return model, train(model, small, accuracies=accuracies, **kw)
+
+    (m_all, every), (m_final, final) = run("every epoch"), run("final test")
+    assert every.test_acc.shape == (3,) and final.test_acc.shape == (1,)
+    assert final.test_acc_batch_stats.shape == (1,) and final.train_acc.shape == (0,)
+    assert torch.equal(final.loss, every.loss) and final.final_test_acc == every.final_test_acc
+    assert torch.equal(final.test_acc_batch_stats[-1], every.test_acc_batch_stats[-1])
+    assert torch.equal(final.act_sample, every.act_sample)
+    for (name, a), b in zip(m_all.state_dict().items(), m_final.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    assert "train acc" not in training.summary(final) and "test acc" in training.summary(final)
+    with pytest.raises(ValueError, match="accuracies must be one of"):
+        train(DigitsMLP("none", width=8, depth=1), small, lr=0.05, epochs=1, accuracies="last")
+
+
 def test_records_describe_the_pre_activation(small):
     """act_mean/std are those of the block's norm output: with fresh BatchNorm (γ = 1, β = 0) the
     first record has per-layer std 1 and mean 0."""

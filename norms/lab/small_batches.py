@@ -178,7 +178,8 @@ def _run(method: str, data: Data, batch_size: int, seed: int, epochs: int, base_
     steps = epochs * (len(data.x_train) // batch_size)
     opt = renorm_warmup(lr, steps) if method == "renorm" else None
     log = train(model, data, lr=lr, epochs=epochs, batch_size=batch_size, seed=seed,
-                optimizer=opt, eval_batch_stats=False, record_every=10**9)  # fmt: skip
+                optimizer=opt, eval_batch_stats=False, record_every=10**9,
+                accuracies="final test")  # fmt: skip
     return log.final_test_acc
 
 
@@ -200,13 +201,13 @@ def frozen_finetune(
     Returns the final test accuracy."""
     model = small_batch_cnn("batch", channels, seed)
     train(model, pretrain, lr=base_lr, epochs=epochs, batch_size=32, seed=seed,
-          eval_batch_stats=False, record_every=10**9)  # fmt: skip
+          eval_batch_stats=False, record_every=10**9, accuracies="final test")  # fmt: skip
     if freeze:
         for block in model.blocks:
             block.norm = FrozenBatchNorm.from_batchnorm(block.norm)
     lr = finetune_factor * _lr(batch_size, base_lr)
     log = train(model, data, lr=lr, epochs=epochs, batch_size=batch_size, seed=seed,
-                eval_batch_stats=False, record_every=10**9)  # fmt: skip
+                eval_batch_stats=False, record_every=10**9, accuracies="final test")  # fmt: skip
     return log.final_test_acc
 
 

@@ -147,6 +147,8 @@ class TrainLog:
     Per epoch (``E`` epochs): ``test_acc`` (evaluation mode: running statistics),
     ``test_acc_batch_stats`` (every BatchNorm with the statistics of each test batch of
     the training batch size), ``train_acc`` (evaluation mode, on the training set).
+    With ``train(..., accuracies="final test")`` only the test accuracies after the last
+    epoch: ``test_acc`` and ``test_acc_batch_stats`` ``(1,)``, ``train_acc`` empty.
     Per record (``R`` records, every ``record_every`` steps, step 0 included; ``L``
     blocks): ``record_steps`` ``(R,)``; ``act_mean``, ``act_std`` ``(R, L)``, of each
     block's pre-activation ``z``; ``grad_std`` ``(R, L)``, of ``∂loss/∂z`` (nan where no
@@ -189,6 +191,9 @@ class TrainLog:
             return float("nan")
         return float(self.loss[-last:].mean())
 
+
+#: What :func:`train` measures after the epochs (its ``accuracies``).
+ACCURACIES = ("every epoch", "final test")
 
 #: The BatchNorm classes of norms and of torch.nn (and their subclasses, SyncBatchNorm included).
 _BATCHNORMS = (BatchNormBase, *compat.torch_batchnorm_classes())
@@ -301,6 +306,7 @@ def train(
     record_every: int | None = None,
     sample_size: int = 1024,
     eval_batch_stats: bool = True,
+    accuracies: str = "every epoch",
     name: str | None = None,
 ) -> TrainLog:
     """Train ``model`` on ``data`` with minibatch SGD; deterministic in ``seed``.
@@ -322,12 +328,18 @@ def train(
             every this many steps (and at step 0); ``None``: about 10 records per run.
         sample_size: values of ``z`` and its gradient kept per block and record.
         eval_batch_stats: also measure the test accuracy with batch statistics.
+        accuracies: ``"every epoch"``: the test and training accuracies after every epoch;
+            ``"final test"``: only the test accuracies after the last epoch, all that
+            :attr:`TrainLog.final_test_acc` reads (evaluating changes nothing in the
+            model: the same losses and the same final accuracy, without the other passes).
         name: a label for :func:`summary` (default: the model's class and norm).
 
     Returns:
         a :class:`TrainLog`.
     """
     steps_per_epoch = _steps_per_epoch(len(data.x_train), batch_size, epochs)
+    if accuracies not in ACCURACIES:
+        raise ValueError(f"accuracies must be one of {ACCURACIES}, got {accuracies!r}")
     every = record_every or max(1, steps_per_epoch * epochs // 10)
     opt = (
         optimizer(model)
@@ -339,17 +351,18 @@ def train(
     recorder = _Recorder(_blocks(model), sample_size)
     gen = torch.Generator().manual_seed(seed)
     losses: list[float] = []
-    accuracies: dict[str, list[float]] = {"test": [], "test_batch_stats": [], "train": []}
+    measured: dict[str, list[float]] = {"test": [], "test_batch_stats": [], "train": []}
     diverged = None
     with seeded(seed):
-        for _ in range(epochs):
+        for epoch in range(epochs):
             model.train()
             order = torch.randperm(len(data.x_train), generator=gen)
             batches = order[: steps_per_epoch * batch_size].split(batch_size)
             diverged = _run_epoch(model, data, opt, batches, recorder, every, losses)
             if diverged is not None:
                 break
-            _measure_epoch(model, data, batch_size, eval_batch_stats, accuracies)
+            if accuracies == "every epoch" or epoch == epochs - 1:
+                _measure_epoch(model, data, batch_size, eval_batch_stats, measured, accuracies)
     recorder.release()
     model.train()
     return TrainLog(
@@ -358,9 +371,9 @@ def train(
         batch_size=batch_size,
         epochs=epochs,
         loss=torch.tensor(losses),
-        test_acc=torch.tensor(accuracies["test"]),
-        test_acc_batch_stats=torch.tensor(accuracies["test_batch_stats"]),
-        train_acc=torch.tensor(accuracies["train"]),
+        test_acc=torch.tensor(measured["test"]),
+        test_acc_batch_stats=torch.tensor(measured["test_batch_stats"]),
+        train_acc=torch.tensor(measured["train"]),
         diverged_at=diverged,
         **recorder.fields(),
     )
@@ -402,14 +415,16 @@ def _run_epoch(model, data, opt, batches, recorder, every, losses) -> int | None
     return None
 
 
-def _measure_epoch(model, data, batch_size, eval_batch_stats, accuracies) -> None:
-    """Append the epoch's accuracies: test (running statistics, then batch statistics), train."""
-    accuracies["test"].append(evaluate(model, data.x_test, data.y_test)[1])
+def _measure_epoch(model, data, batch_size, eval_batch_stats, measured, accuracies) -> None:
+    """Append the epoch's accuracies: test (running statistics, then batch statistics), and
+    train unless ``accuracies`` is ``"final test"``."""
+    measured["test"].append(evaluate(model, data.x_test, data.y_test)[1])
     if eval_batch_stats:
-        accuracies["test_batch_stats"].append(
+        measured["test_batch_stats"].append(
             evaluate(model, data.x_test, data.y_test, batch_size, batch_stats=True)[1]
         )
-    accuracies["train"].append(evaluate(model, data.x_train, data.y_train)[1])
+    if accuracies == "every epoch":
+        measured["train"].append(evaluate(model, data.x_train, data.y_train)[1])
 
 
 class _Recorder:
@@ -491,10 +506,10 @@ def summary(log: TrainLog) -> str:
     head = f"{log.name:<22s} lr={log.lr:<6g} batch={log.batch_size:<3d}"
     if log.diverged_at is not None:
         return f"{head} diverged at step {log.diverged_at}"
-    text = (
-        f"{head} loss {log.final_loss():.3f}  train acc {float(log.train_acc[-1]):6.1%}"
-        f"  test acc {float(log.test_acc[-1]):6.1%}"
-    )
+    text = f"{head} loss {log.final_loss():.3f}"
+    if len(log.train_acc):  # none with accuracies="final test"
+        text += f"  train acc {float(log.train_acc[-1]):6.1%}"
+    text += f"  test acc {float(log.test_acc[-1]):6.1%}"
     if len(log.test_acc_batch_stats):
         text += f" (batch stats {float(log.test_acc_batch_stats[-1]):6.1%})"
     return text
