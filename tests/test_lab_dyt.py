@@ -170,3 +170,38 @@ def test_dynamic_tanh_of_the_cnn_is_channels_first():
     x = torch.randn(2, 1, 8, 8, dtype=torch.float64)
     assert model(x).shape == (2, 10)
     assert isinstance(model.blocks[0].norm, norms.DynamicTanh)
+
+
+def test_fit_gives_the_numbers_of_adam_looping_over_the_parameters():
+    """fit's Adam runs foreach (faster): the same losses and weights, bit for bit, as Adam's loop
+    over the parameters with fit's warm-up, on a reversal model in float64."""
+
+    def model():
+        torch.manual_seed(0)
+        return norms.lab.transformer.TinyEncoder("pre", 2, vocab=8, length=8, d_model=16, nhead=2)
+
+    def batches(gen):
+        return lambda step: norms.lab.transformer.reverse_batch(16, 8, 8, gen)
+
+    fast = model()
+    losses = dyt.fit(fast, batches(torch.Generator().manual_seed(1)), steps=30, lr=1e-2)
+    slow = model()
+    opt = torch.optim.Adam(slow.parameters(), lr=1e-2, betas=(0.9, 0.98), foreach=False)
+    gen, expected = torch.Generator().manual_seed(1), []
+    for step in range(30):
+        opt.param_groups[0]["lr"] = 1e-2 * min(1.0, (step + 1) / 10)
+        x, y = batches(gen)(step)
+        loss = torch.nn.functional.cross_entropy(slow(x).reshape(-1, 8), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        expected.append(float(loss.detach()))
+    assert losses == expected
+    for (name, a), b in zip(fast.state_dict().items(), slow.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_the_bias_corrections_square_roots_agree_for_the_steps_fit_documents():
+    # foreach Adam takes x**0.5, the loop math.sqrt: equal up to step 1798 for beta2 = 0.98
+    corrections = [1 - 0.98**step for step in range(1, 1799)]
+    assert all(math.sqrt(c) == c**0.5 for c in corrections)

@@ -187,8 +187,13 @@ def fit(
 ) -> list[float]:
     """``steps`` Adam steps (β = (0.9, 0.98), the learning rate rising linearly over ``warmup``
     steps) on the cross-entropy of ``model(x)`` against ``y``, ``x, y = batches(step)``.
-    Returns the loss of every step; stops early (filling with ``nan``) if it is not finite."""
-    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
+    Returns the loss of every step; stops early (filling with ``nan``) if it is not finite.
+
+    Adam runs with ``foreach=True``: on the CPU the same kernels per parameter as the loop
+    over parameters, without its Python overhead; the one other difference, the bias
+    correction's square root (``x**0.5`` instead of ``math.sqrt``), rounds alike for
+    β₂ = 0.98 up to step 1798, so runs of up to that many steps give the same numbers."""
+    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), foreach=True)
     losses = []
     for step in range(steps):
         for group in opt.param_groups:
