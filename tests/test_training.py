@@ -247,6 +247,26 @@ def test_final_test_accuracies_only_change_nothing_else(small):
         train(DigitsMLP("none", width=8, depth=1), small, lr=0.05, epochs=1, accuracies="last")
 
 
+def test_the_default_sgd_gives_the_numbers_of_sgd_looping_over_the_parameters(small):
+    """train's own SGD runs foreach (faster): the same losses and weights, bit for bit, as
+    torch's loop over the parameters, with momentum and weight decay."""
+
+    def run(optimizer=None):
+        model = DigitsMLP("batch", width=32, depth=2, dropout=0.1, seed=5)
+        kw = dict(lr=0.1, epochs=2, batch_size=32, seed=6, momentum=0.9, weight_decay=1e-3)
+        return model, train(model, small, optimizer=optimizer, **kw)
+
+    loop = lambda m: torch.optim.SGD(  # noqa: E731
+        m.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3, foreach=False
+    )
+    (m_default, default), (m_loop, looped) = run(), run(loop)
+    assert torch.equal(default.loss, looped.loss) and torch.equal(default.test_acc, looped.test_acc)
+    for (name, a), b in zip(
+        m_default.state_dict().items(), m_loop.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b), name
+
+
 def test_records_describe_the_pre_activation(small):
     """act_mean/std are those of the block's norm output: with fresh BatchNorm (γ = 1, β = 0) the
     first record has per-layer std 1 and mean 0."""
