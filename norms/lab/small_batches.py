@@ -131,7 +131,7 @@ def renorm_warmup(
 
     def make(model: nn.Module) -> torch.optim.Optimizer:
         layers = [m for m in model.modules() if isinstance(m, BatchRenorm2d)]
-        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, foreach=True)
         step = [0]
 
         def hook(*_):
@@ -158,7 +158,7 @@ def agc_sgd(
     def make(model: nn.Module) -> torch.optim.Optimizer:
         head = {id(p) for p in model.head.parameters()}
         clipped = [p for p in model.parameters() if id(p) not in head]
-        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, foreach=True)
         opt.register_step_pre_hook(lambda *_: adaptive_clip_grad_(clipped, clip_factor))
         return opt
 

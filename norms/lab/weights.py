@@ -114,7 +114,7 @@ def counted_agc_sgd(
     def make(model: nn.Module) -> torch.optim.Optimizer:
         head = {id(p) for p in model.head.parameters()}
         clipped = [p for p in model.parameters() if id(p) not in head]
-        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, foreach=True)
 
         def clip(*_):
             grads = [p for p in clipped if p.grad is not None]
