@@ -341,13 +341,7 @@ def train(
     if accuracies not in ACCURACIES:
         raise ValueError(f"accuracies must be one of {ACCURACIES}, got {accuracies!r}")
     every = record_every or max(1, steps_per_epoch * epochs // 10)
-    opt = (
-        optimizer(model)
-        if optimizer is not None
-        else torch.optim.SGD(  # foreach: the loop's kernels per parameter, the same numbers, faster
-            model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay, foreach=True
-        )
-    )
+    opt = _optimizer(model, optimizer, lr, momentum, weight_decay)
     recorder = _Recorder(_blocks(model), sample_size)
     gen = torch.Generator().manual_seed(seed)
     losses: list[float] = []
@@ -382,6 +376,16 @@ def train(
 def _label(model: nn.Module) -> str:
     """The model's class and the name of its norm (``"DigitsMLP BatchNorm"``)."""
     return f"{type(model).__name__} {NORM_LABELS.get(getattr(model, 'norm_kind', ''), '')}".strip()
+
+
+def _optimizer(model, optimizer, lr, momentum, weight_decay) -> torch.optim.Optimizer:
+    """``optimizer(model)``, or SGD with ``foreach=True``: torch's kernels of the loop over the
+    parameters, the same numbers, with less Python per step."""
+    if optimizer is not None:
+        return optimizer(model)
+    return torch.optim.SGD(
+        model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay, foreach=True
+    )
 
 
 def _steps_per_epoch(n: int, batch_size: int, epochs: int) -> int:
