@@ -4,6 +4,7 @@ intact, and the Chinese notebooks generated from the English ones and the catalo
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import sys
 from pathlib import Path
@@ -145,13 +146,20 @@ def _english_code(nb, page):
     return cells
 
 
+@functools.cache
+def chinese_notebook(path: Path) -> dict:
+    """``i18n.chinese_notebook(path)``, generated once for the two tests below (neither changes
+    it): the same catalogs and English notebook give the same notebook."""
+    return i18n.chinese_notebook(path)
+
+
 @pytest.mark.parametrize("path", i18n.book_notebooks(), ids=lambda p: p.stem)
 def test_the_chinese_notebook_is_up_to_date(path):
     """zh/book/NAME.ipynb is what `make translations` writes: the English code cells and
     stored outputs, the markdown from the catalogs. A hand edit or a stale copy fails."""
     committed = i18n.NOTEBOOKS / path.relative_to(ROOT)
     assert committed.exists(), f"{committed} is missing: run make translations"
-    fresh = i18n.chinese_notebook(path)
+    fresh = chinese_notebook(path)
     stored = nbformat.read(committed, as_version=4)
     english = nbformat.read(path, as_version=4)
     assert _cells(stored, "code") == _english_code(
@@ -165,7 +173,7 @@ def test_the_chinese_notebook_is_up_to_date(path):
 
 @pytest.mark.parametrize("path", i18n.book_notebooks(), ids=lambda p: p.stem)
 def test_no_english_paragraph_is_left_in_a_chinese_notebook(path):
-    nb = i18n.chinese_notebook(path)
+    nb = chinese_notebook(path)
     left = [
         run for c in nb.cells if c.cell_type == "markdown" for run in i18n.english_left(c.source)
     ]

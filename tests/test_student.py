@@ -9,6 +9,7 @@ skip, when it is missing or older than the chapters."""
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import html
 import re
@@ -19,7 +20,8 @@ import warnings
 import nbformat
 import pytest
 
-from .notebooks import ROOT, read, repository_url
+from .notebooks import ROOT, repository_url
+from .notebooks import read as _read_notebook
 
 sys.path.insert(0, str(ROOT / "tools"))
 import exercises  # noqa: E402
@@ -31,6 +33,13 @@ OUT = ROOT / "_build" / "student"
 CHAPTERS = student.chapters()
 #: the editions: (folder under _build/student/html and /notebooks, where its notebooks are)
 EDITIONS = {"en": ("", ROOT), "zh": ("zh", ROOT / "zh")}
+
+
+@functools.cache
+def read(path) -> nbformat.NotebookNode:
+    """A chapter (or its Chinese notebook), read once per session: collection and every test
+    of this file read the same few notebooks many times, and no caller changes them."""
+    return _read_notebook(path)
 
 
 def built(path):
@@ -210,11 +219,18 @@ def _text(cell):
     return "".join(o.get("text", "") for o in cell.outputs)
 
 
-def test_the_cells_after_a_solution_see_nothing_it_did(tmp_path):
+@pytest.fixture(scope="module")
+def solved(tmp_path_factory):
+    """``_exercise(BEFORE, SOLVED, AFTER)`` executed by make execute's client, once for the
+    tests that read it (neither changes it)."""
+    return _execute(_exercise(BEFORE, SOLVED, AFTER), tmp_path_factory.mktemp("solved"))
+
+
+def test_the_cells_after_a_solution_see_nothing_it_did(solved, tmp_path):
     """make execute runs a solution cell isolated: its names are taken back, the random
     number generators and torch's settings restored, so the next cell prints what it prints
     in the student edition (which has no solutions), and the solution's own output stays."""
-    nb = _execute(_exercise(BEFORE, SOLVED, AFTER), tmp_path)
+    nb = solved
     without = _execute(_exercise(BEFORE, "", AFTER), tmp_path)
     assert _text(nb.cells[3]) == "solved [2.0, 2.0, 2.0]\n"
     assert "1 [" in _text(nb.cells[-1]) and "torch.float32 True False" in _text(nb.cells[-1])
@@ -261,14 +277,14 @@ def test_a_solution_that_changes_an_object_in_place_fails(tmp_path, solution, na
         _execute(_exercise(before, solution, "print(1)"), tmp_path)
 
 
-def test_nbval_runs_solution_cells_isolated(tmp_path):
+def test_nbval_runs_solution_cells_isolated(solved, tmp_path):
     """The conftest hook: nbval over a notebook whose last cell needs a solution fails on
     that cell; the same notebook without that cell passes (without the hook, its last cell
     would print the solution's values and fail)."""
     import copy
     import subprocess
 
-    good = _execute(_exercise(BEFORE, SOLVED, AFTER), tmp_path)
+    good = solved
     nbformat.write(good, tmp_path / "good.ipynb")
     bad = copy.deepcopy(good)
     bad.cells.append(nbformat.v4.new_code_cell("print(leaked)", execution_count=4))
@@ -294,9 +310,11 @@ def test_nbval_runs_solution_cells_isolated(tmp_path):
 FORBIDDEN_HOSTS = ("colab.research.google.com", "mybinder.org", "deepnote.com", "jupyterhub")
 
 
+@functools.cache
 def solution_material() -> tuple[dict[str, str], dict[str, str]]:
     """{line: chapter} of solution code and outputs found in no other cell of any chapter,
-    and {sha256 of an image: chapter} of the images solutions output."""
+    and {sha256 of an image: chapter} of the images solutions output (computed once per
+    session: every scan uses the same chapters; no caller changes the dicts)."""
     chapters = with_solutions()
     elsewhere = []
     for c in CHAPTERS:
@@ -354,7 +372,9 @@ def third_party(data: bytes, by_size: dict[int, list]) -> bool:
     return any(p.read_bytes() == data for p in by_size.get(len(data), []))
 
 
+@functools.cache
 def npm_files_by_size() -> dict[int, list]:
+    """size -> the files of ``node_modules`` of that size (listed once per session)."""
     by_size: dict[int, list] = {}
     for path in (ROOT / "node_modules").rglob("*"):
         if path.is_file() and not path.is_symlink():
@@ -375,7 +395,7 @@ def leaks(folder) -> list[str]:
         digest = hashlib.sha256(data).hexdigest()
         if digest in images:
             found.append(f"{path}: an image a solution of {images[digest]} outputs")
-        texts = views(path)
+        texts = list(dict.fromkeys(views(path)))  # a text twice (no entity to unescape): once
         for line, chapter in lines.items():
             if any(line in t for t in texts):
                 found.append(f"{path}: solution of {chapter}: {line[:80]!r}")
