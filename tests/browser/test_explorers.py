@@ -5,6 +5,7 @@ _build/screenshots, to look at). The weight of every chapter page is checked by 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -111,6 +112,34 @@ def same_error(shown: str, exc: Exception, lang: str = "en") -> bool:
     return plain(shown) == plain(error_html(type(exc)(message)))
 
 
+# What the kernel computes for a choice does not depend on the page or its language: each is
+# computed once per test run (the pages of both editions make the same choices), not per page.
+@functools.cache
+def kernel_reduction(norm, shape, groups, last_dims, layout):
+    """norms.axes' reduction for these choices, or the ValueError the kernel raises for them
+    (building the module, describing it, or drawing it: the kernel's own checks of what it
+    can draw)."""
+    try:
+        module = build_module(norm, shape, groups, last_dims)
+        reduction = describe(module, shape)
+        plots.plot_reduction(module, shape, layout=layout)
+    except ValueError as exc:
+        return exc
+    return reduction
+
+
+@functools.cache
+def running_stats_trace(momentum, batch_size, steps, seed):
+    """simulations.simulate_running_stats, once per choice."""
+    return simulations.simulate_running_stats(momentum, batch_size, steps, seed)
+
+
+@functools.cache
+def batch_noise(sizes, trials, channels, groups, seed):
+    """simulations.simulate_batch_noise, once per choice."""
+    return simulations.simulate_batch_noise(sizes, trials, channels, groups, seed=seed)
+
+
 def check_reduction(ex: Ex, norm, shape, groups=2, last_dims=1, layout="auto", highlight=0) -> None:
     for name, value in (
         ("norm", norm),
@@ -121,13 +150,9 @@ def check_reduction(ex: Ex, norm, shape, groups=2, last_dims=1, layout="auto", h
         ("highlight", highlight),
     ):
         ex.set(name, value)
-    try:
-        module = build_module(norm, shape, groups, last_dims)
-        reduction = describe(module, shape)
-        plots.plot_reduction(
-            module, shape, layout=layout
-        )  # the kernel's own checks of what it can draw
-    except ValueError as exc:
+    reduction = kernel_reduction(norm, shape, groups, last_dims, layout)
+    if isinstance(reduction, ValueError):
+        exc = reduction
         assert same_error(ex.error(), exc, ex.lang), (norm, shape, groups, ex.error(), str(exc))
         assert ex.cells() == []
         return
@@ -196,9 +221,7 @@ def exercise_running_stats(ex: Ex) -> None:
             assert name in grid
             ex.set(name, value)
         momentum = None if case["cumulative"] else case["momentum"]
-        trace = simulations.simulate_running_stats(
-            momentum, case["batch_size"], case["steps"], case["seed"]
-        )
+        trace = running_stats_trace(momentum, case["batch_size"], case["steps"], case["seed"])
         state = ex.state()
         np.testing.assert_allclose(
             state["running_mean"], trace.running_mean[-1], rtol=1e-5, atol=1e-6
@@ -238,9 +261,7 @@ def exercise_batch_size(ex: Ex) -> None:
     for case in cases:
         for name, value in case.items():
             ex.set(name, value)
-        noise = simulations.simulate_batch_noise(
-            sizes, case["trials"], case["channels"], case["groups"], seed=case["seed"]
-        )
+        noise = batch_noise(sizes, case["trials"], case["channels"], case["groups"], case["seed"])
         assert ex.info() == said(batch_size_info(noise, case["batch_size"]), ex.lang)
         figures.add(ex.figure())
     assert len(figures) == len(cases), "every change must redraw the figure"
