@@ -100,6 +100,24 @@ class Ex:
     def figure(self) -> str:
         return self.root.locator(".ne-figure").inner_html()
 
+    def shown(self) -> dict:
+        """state(), info(), error() and cells() read in one call to the page (each call is a
+        round trip through the driver), and the number of cells drawn highlighted."""
+        shown = self.root.evaluate(SHOWN, plots.HIGHLIGHT_COLOR)
+        return dict(shown, cells=[int(v) for v in shown["cells"]])
+
+
+# What an explorer shows, as Ex reads it; like a locator, one element of each kind or an error.
+SHOWN = """(el, lit) => {
+  const one = (css) => { const found = el.querySelectorAll(css);
+    if (found.length !== 1) throw new Error(`${found.length} elements match ${css}`);
+    return found[0]; };
+  return { state: JSON.parse(el.getAttribute('data-state')), info: one('.ne-info').innerHTML,
+           error: one('.ne-error').innerHTML,
+           cells: [...el.querySelectorAll('.ne-figure rect[data-stat]')].map(e => e.getAttribute('data-stat')),
+           lit: el.querySelectorAll(`.ne-figure rect[data-stat][fill='${lit}']`).length };
+}"""  # noqa: E501 - JavaScript
+
 
 def said(text, lang: str) -> str:
     """What norms says (a norms.i18n.Text, or a plain str) in the page's language."""
@@ -151,17 +169,24 @@ def check_reduction(ex: Ex, norm, shape, groups=2, last_dims=1, layout="auto", h
     ):
         ex.set(name, value)
     reduction = kernel_reduction(norm, shape, groups, last_dims, layout)
+    page = ex.shown()
     if isinstance(reduction, ValueError):
         exc = reduction
-        assert same_error(ex.error(), exc, ex.lang), (norm, shape, groups, ex.error(), str(exc))
-        assert ex.cells() == []
+        assert same_error(page["error"], exc, ex.lang), (
+            norm,
+            shape,
+            groups,
+            page["error"],
+            str(exc),
+        )
+        assert page["cells"] == []
         return
     want = reduction.statistic_index.view(-1).tolist()
-    assert ex.state()["ids"] == want, (norm, shape, groups, last_dims)
-    assert ex.cells() == want, "the figure's cells are not the statistics of norms.axes"
-    assert ex.info() == said(stat_html(reduction, tuple(reduction.reduced_dims)), ex.lang)
+    assert page["state"]["ids"] == want, (norm, shape, groups, last_dims)
+    assert page["cells"] == want, "the figure's cells are not the statistics of norms.axes"
+    assert page["info"] == said(stat_html(reduction, tuple(reduction.reduced_dims)), ex.lang)
     shown = min(highlight, reduction.num_statistics - 1)
-    lit = ex.root.locator(f".ne-figure rect[data-stat][fill='{plots.HIGHLIGHT_COLOR}']").count()
+    lit = page["lit"]
     assert lit == int((reduction.statistic_index == shown).sum()), "the highlighted statistic"
 
 
