@@ -5,6 +5,7 @@ _build/screenshots, to look at). The weight of every chapter page is checked by 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -99,6 +100,24 @@ class Ex:
     def figure(self) -> str:
         return self.root.locator(".ne-figure").inner_html()
 
+    def shown(self) -> dict:
+        """state(), info(), error() and cells() read in one call to the page (each call is a
+        round trip through the driver), and the number of cells drawn highlighted."""
+        shown = self.root.evaluate(SHOWN, plots.HIGHLIGHT_COLOR)
+        return dict(shown, cells=[int(v) for v in shown["cells"]])
+
+
+# What an explorer shows, as Ex reads it; like a locator, one element of each kind or an error.
+SHOWN = """(el, lit) => {
+  const one = (css) => { const found = el.querySelectorAll(css);
+    if (found.length !== 1) throw new Error(`${found.length} elements match ${css}`);
+    return found[0]; };
+  return { state: JSON.parse(el.getAttribute('data-state')), info: one('.ne-info').innerHTML,
+           error: one('.ne-error').innerHTML,
+           cells: [...el.querySelectorAll('.ne-figure rect[data-stat]')].map(e => e.getAttribute('data-stat')),
+           lit: el.querySelectorAll(`.ne-figure rect[data-stat][fill='${lit}']`).length };
+}"""  # noqa: E501 - JavaScript
+
 
 def said(text, lang: str) -> str:
     """What norms says (a norms.i18n.Text, or a plain str) in the page's language."""
@@ -111,6 +130,34 @@ def same_error(shown: str, exc: Exception, lang: str = "en") -> bool:
     return plain(shown) == plain(error_html(type(exc)(message)))
 
 
+# What the kernel computes for a choice does not depend on the page or its language: each is
+# computed once per test run (the pages of both editions make the same choices), not per page.
+@functools.cache
+def kernel_reduction(norm, shape, groups, last_dims, layout):
+    """norms.axes' reduction for these choices, or the ValueError the kernel raises for them
+    (building the module, describing it, or drawing it: the kernel's own checks of what it
+    can draw)."""
+    try:
+        module = build_module(norm, shape, groups, last_dims)
+        reduction = describe(module, shape)
+        plots.plot_reduction(module, shape, layout=layout)
+    except ValueError as exc:
+        return exc
+    return reduction
+
+
+@functools.cache
+def running_stats_trace(momentum, batch_size, steps, seed):
+    """simulations.simulate_running_stats, once per choice."""
+    return simulations.simulate_running_stats(momentum, batch_size, steps, seed)
+
+
+@functools.cache
+def batch_noise(sizes, trials, channels, groups, seed):
+    """simulations.simulate_batch_noise, once per choice."""
+    return simulations.simulate_batch_noise(sizes, trials, channels, groups, seed=seed)
+
+
 def check_reduction(ex: Ex, norm, shape, groups=2, last_dims=1, layout="auto", highlight=0) -> None:
     for name, value in (
         ("norm", norm),
@@ -121,22 +168,25 @@ def check_reduction(ex: Ex, norm, shape, groups=2, last_dims=1, layout="auto", h
         ("highlight", highlight),
     ):
         ex.set(name, value)
-    try:
-        module = build_module(norm, shape, groups, last_dims)
-        reduction = describe(module, shape)
-        plots.plot_reduction(
-            module, shape, layout=layout
-        )  # the kernel's own checks of what it can draw
-    except ValueError as exc:
-        assert same_error(ex.error(), exc, ex.lang), (norm, shape, groups, ex.error(), str(exc))
-        assert ex.cells() == []
+    reduction = kernel_reduction(norm, shape, groups, last_dims, layout)
+    page = ex.shown()
+    if isinstance(reduction, ValueError):
+        exc = reduction
+        assert same_error(page["error"], exc, ex.lang), (
+            norm,
+            shape,
+            groups,
+            page["error"],
+            str(exc),
+        )
+        assert page["cells"] == []
         return
     want = reduction.statistic_index.view(-1).tolist()
-    assert ex.state()["ids"] == want, (norm, shape, groups, last_dims)
-    assert ex.cells() == want, "the figure's cells are not the statistics of norms.axes"
-    assert ex.info() == said(stat_html(reduction, tuple(reduction.reduced_dims)), ex.lang)
+    assert page["state"]["ids"] == want, (norm, shape, groups, last_dims)
+    assert page["cells"] == want, "the figure's cells are not the statistics of norms.axes"
+    assert page["info"] == said(stat_html(reduction, tuple(reduction.reduced_dims)), ex.lang)
     shown = min(highlight, reduction.num_statistics - 1)
-    lit = ex.root.locator(f".ne-figure rect[data-stat][fill='{plots.HIGHLIGHT_COLOR}']").count()
+    lit = page["lit"]
     assert lit == int((reduction.statistic_index == shown).sum()), "the highlighted statistic"
 
 
@@ -196,9 +246,7 @@ def exercise_running_stats(ex: Ex) -> None:
             assert name in grid
             ex.set(name, value)
         momentum = None if case["cumulative"] else case["momentum"]
-        trace = simulations.simulate_running_stats(
-            momentum, case["batch_size"], case["steps"], case["seed"]
-        )
+        trace = running_stats_trace(momentum, case["batch_size"], case["steps"], case["seed"])
         state = ex.state()
         np.testing.assert_allclose(
             state["running_mean"], trace.running_mean[-1], rtol=1e-5, atol=1e-6
@@ -238,9 +286,7 @@ def exercise_batch_size(ex: Ex) -> None:
     for case in cases:
         for name, value in case.items():
             ex.set(name, value)
-        noise = simulations.simulate_batch_noise(
-            sizes, case["trials"], case["channels"], case["groups"], seed=case["seed"]
-        )
+        noise = batch_noise(sizes, case["trials"], case["channels"], case["groups"], case["seed"])
         assert ex.info() == said(batch_size_info(noise, case["batch_size"]), ex.lang)
         figures.add(ex.figure())
     assert len(figures) == len(cases), "every change must redraw the figure"

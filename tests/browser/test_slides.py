@@ -96,19 +96,28 @@ OUTSIDE = """() => {
 AT_END = "() => Reveal.isLastSlide() && !Reveal.availableFragments().next"
 
 
-def _step_through(page, check=None) -> tuple[int, list[str]]:
+# One step in one call to the page (each call a round trip through the driver): where the
+# deck is, what of the slide lies outside the window, whether it is the end, and if it is not,
+# Reveal.next() (read on the next call).
+STEP = f"""() => {{
+  const step = {{idx: Reveal.getIndices(), outside: ({OUTSIDE})(), end: ({AT_END})()}};
+  if (!step.end) Reveal.next();
+  return step;
+}}"""
+
+
+def _step_through(page) -> tuple[int, list[str]]:
     """Go from the first slide to the last fragment of the last slide with Reveal.next();
-    the number of distinct slides seen, and what ``check`` found on each (if given)."""
+    the number of distinct slides seen, and what of each lies outside the window."""
     page.evaluate("() => Reveal.slide(0, 0, -1)")
     seen, problems = set(), []
     for _ in range(MAX_STEPS):
-        idx = page.evaluate("() => Reveal.getIndices()")
+        step = page.evaluate(STEP)
+        idx = step["idx"]
         seen.add((idx["h"], idx.get("v") or 0))
-        if check is not None:
-            problems += [f"slide {idx['h']}/{idx.get('v') or 0}: {p}" for p in check(page)]
-        if page.evaluate(AT_END):
+        problems += [f"slide {idx['h']}/{idx.get('v') or 0}: {p}" for p in step["outside"]]
+        if step["end"]:
             return len(seen), problems
-        page.evaluate("() => Reveal.next()")
     pytest.fail(f"still not at the end after {MAX_STEPS} steps")
 
 
@@ -134,7 +143,7 @@ def test_a_deck_steps_through_offline_with_its_maths_figures_and_answers(
         total = page.evaluate("() => Reveal.getTotalSlides()")
         built = {d["chapter"]: d for d in json.loads((SLIDES / "decks.json").read_text())}
         assert total == built[chapter]["slides"], f"{chapter}: {total} slides in the browser"
-        seen, outside = _step_through(page, lambda p: p.evaluate(OUTSIDE))
+        seen, outside = _step_through(page)
         assert seen == total, f"{chapter}: stepped through {seen} of {total} slides"
         assert not outside, f"{chapter} at {WIDE} px: " + "; ".join(outside[:5])
         want = expected(chapter)
@@ -172,7 +181,7 @@ def test_a_deck_steps_through_offline_with_its_maths_figures_and_answers(
 def test_every_slide_of_a_deck_fits_a_phone_in_dark_mode(browser, slides_url, chapter):
     context, page = _open(browser, f"{slides_url}/{chapter}.html", NARROW, "dark")
     try:
-        _, problems = _step_through(page, lambda p: p.evaluate(OUTSIDE))
+        _, problems = _step_through(page)
         assert not problems, f"{chapter} at {NARROW} px: " + "; ".join(problems[:5])
         assert page.evaluate("() => document.documentElement.scrollWidth") <= NARROW
         background = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
@@ -265,7 +274,7 @@ def test_the_chinese_decks_step_through_in_chinese(browser, slides_url):
     context, page = _open(browser, f"{slides_url}/zh/batchnorm.html", NARROW, "light")
     try:
         total = page.evaluate("() => Reveal.getTotalSlides()")
-        seen, outside = _step_through(page, lambda p: p.evaluate(OUTSIDE))
+        seen, outside = _step_through(page)
         assert seen == total and not outside, outside[:5]
         headings = page.evaluate(
             "() => [...document.querySelectorAll('.slides h1, .slides h2')].map(h => h.textContent)"
