@@ -147,12 +147,13 @@ def visit(browser, base_url: str, path: str, width: int, bodies: dict | None = N
     if bodies is not None:
         page.on("response", keep)
     try:
-        page.goto(f"{base_url}/{path}", wait_until="networkidle")
+        # no wait for the network to fall idle before the scroll: scroll_through ends with it
+        # (each such wait is half a second at least)
+        page.goto(f"{base_url}/{path}", wait_until="load")
         page.math_count = page.evaluate("() => document.querySelectorAll('.math').length")
         if page.math_count:
             page.wait_for_function("() => window.MathJax && window.MathJax.startup", timeout=15000)
             page.evaluate("() => window.MathJax.startup.promise")
-            page.wait_for_load_state("networkidle")
         scroll_through(page)
     except BaseException:
         context.close()
