@@ -110,9 +110,11 @@ LOAD_SHOWN_IMAGES = """async (ms) => {
 # on the screen once and the browser has drawn it (and run its intersection observers, which
 # fetch lazy images and an explorer's data) before the next step, however busy the machine.
 # (The scroll stepped 600 px every 30 ms before: more steps, and on a busy machine no frame
-# was sure to be drawn in 30 ms.)
-SCROLL_A_SCREEN_AT_A_TIME = """async () => {
-  const frame = () => new Promise((r) => requestAnimationFrame(r));
+# was sure to be drawn in 30 ms.) Headless Chromium now and then stops drawing frames for a
+# page: a frame not drawn within FRAME_WAIT_MS is not waited for longer.
+FRAME_WAIT_MS = 100
+SCROLL_A_SCREEN_AT_A_TIME = """async (ms) => {
+  const frame = () => new Promise((r) => { requestAnimationFrame(r); setTimeout(r, ms); });
   for (let y = 0; y < document.body.scrollHeight; y += innerHeight) {
     window.scrollTo(0, y); await frame(); await frame();
   }
@@ -121,7 +123,7 @@ SCROLL_A_SCREEN_AT_A_TIME = """async () => {
 
 def scroll_through(page) -> None:
     """Scroll to the bottom as a reader would, so that every lazy image loads."""
-    page.evaluate(SCROLL_A_SCREEN_AT_A_TIME)
+    page.evaluate(SCROLL_A_SCREEN_AT_A_TIME, FRAME_WAIT_MS)
     page.evaluate(LOAD_SHOWN_IMAGES, IMAGE_WAIT_MS)
     page.wait_for_load_state("networkidle")
 
