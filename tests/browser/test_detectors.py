@@ -18,6 +18,7 @@ from .test_site import (
     check_figures_are_sharp,
     check_link_to_the_chinese_twin,
     off_site,
+    scroll_through,
 )
 
 
@@ -144,3 +145,18 @@ def test_a_visit_reports_every_failing_check():
     message = str(failed.value)
     assert "check_one: a page: first" in message and "check_three: a page: third" in message
     assert "check_two" not in message
+
+
+def test_scroll_through_shows_every_part_of_the_page(page):
+    """Every stretch of a long page comes on screen (an intersection observer without a margin
+    sees it), as a lazy image or an explorer needs."""
+    page.set_content(
+        "<body style='margin: 0'>"
+        + "".join(f"<div class='part' style='height: 300px'>{i}</div>" for i in range(40))
+        + "<script>window.seen = new Set(); const o = new IntersectionObserver((entries) =>"
+        " entries.forEach((e) => e.isIntersecting && seen.add(e.target.textContent)));"
+        " document.querySelectorAll('.part').forEach((p) => o.observe(p));</script>"
+    )
+    scroll_through(page)
+    seen = page.evaluate("() => [...window.seen].map(Number).sort((a, b) => a - b)")
+    assert seen == list(range(40)), seen
