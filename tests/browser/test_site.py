@@ -149,14 +149,13 @@ def visit(browser, base_url: str, path: str, width: int, bodies: dict | None = N
     if bodies is not None:
         page.on("response", keep)
     try:
-        # no wait for the network to fall idle before the scroll: scroll_through ends with it
-        # (each such wait is half a second at least)
-        page.goto(f"{base_url}/{path}", wait_until="load")
+        # (index.html redirects once loaded: the network idle, the page is the one it leads to)
+        page.goto(f"{base_url}/{path}", wait_until="networkidle")
         page.math_count = page.evaluate("() => document.querySelectorAll('.math').length")
         if page.math_count:
             page.wait_for_function("() => window.MathJax && window.MathJax.startup", timeout=15000)
             page.evaluate("() => window.MathJax.startup.promise")
-        scroll_through(page)
+        scroll_through(page)  # ends with the network idle: no wait for it before
     except BaseException:
         context.close()
         raise
