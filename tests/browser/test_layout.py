@@ -1,49 +1,15 @@
-"""Every page as a phone and a laptop show it: nothing wider than a 420-pixel screen, every
-equation that does not fit shows that it scrolls, every figure sharp and shown at least at
-the size its text was made legible for (norms.plots.style), explorer data fetched only
-near the screen, and the site's page weight within its budget."""
+"""The site's layout beyond what every page's visits check (test_site.py: nothing wider than a
+phone, equations that scroll, sharp figures, the page weight and its median): a figure's zoom
+view, explorer data fetched only near the screen, the quizzes' contrast and the explorers'
+drawings readable."""
 
 from __future__ import annotations
-
-import gzip
-import statistics
-from urllib.parse import urlparse
 
 import pytest
 
 from norms.plots import style
 
-from .test_reader import NARROW, WIDE, _pages_with
-from .test_site import scroll_through, site_pages
-
-# What sticks out of a phone's screen: the page itself, or any element of the article
-# that reaches past the viewport without a scrolling box around it.
-TOO_WIDE = r"""() => {
-  const w = document.documentElement.clientWidth, out = [];
-  if (document.documentElement.scrollWidth > w + 1) out.push("the page is " + document.documentElement.scrollWidth + " px wide");
-  const scrolls = (el) => ["auto", "scroll"].includes(getComputedStyle(el).overflowX);
-  for (const el of document.querySelectorAll(".bd-article *")) {
-    if (!el.getClientRects().length) continue;
-    const r = el.getBoundingClientRect();
-    if (r.right <= w + 1 || r.width === 0) continue;
-    let a = el.parentElement, inside = false;
-    for (; a && !a.classList.contains("bd-article"); a = a.parentElement) {
-      if (scrolls(a) && a.getBoundingClientRect().right <= w + 1) { inside = true; break; }
-      if (getComputedStyle(a).overflowX === "hidden" && a.getBoundingClientRect().right <= w + 1) { inside = true; break; }
-    }
-    if (!inside) out.push(el.tagName.toLowerCase() + "." + el.className + " reaches " + Math.round(r.right) + " px: " + (el.textContent || "").trim().slice(0, 50));
-  }
-  return out.slice(0, 5);
-}"""  # noqa: E501 - JavaScript
-
-# A display equation wider than its box: it must scroll (overflow auto/scroll) and show a
-# shadow at the edge where there is more (book.css: local and scroll gradients).
-CLIPPED_EQUATIONS = r"""() => [...document.querySelectorAll('.bd-article mjx-container[display="true"]')]
-  .filter((el) => el.getClientRects().length && el.scrollWidth > el.clientWidth + 1)
-  .map((el) => { const s = getComputedStyle(el);
-    return { what: el.textContent.trim().slice(0, 40), width: el.scrollWidth, box: el.clientWidth,
-             scrolls: ["auto", "scroll"].includes(s.overflowX),
-             hint: /gradient/.test(s.backgroundImage) && /local/.test(s.backgroundAttachment) }; })"""  # noqa: E501
+from .test_site import NARROW, WIDE, scroll_through
 
 
 def _open(browser, base_url, path, width, scheme="light"):
@@ -54,48 +20,6 @@ def _open(browser, base_url, path, width, scheme="light"):
         page.wait_for_function("() => window.MathJax && window.MathJax.startup", timeout=15000)
         page.evaluate("() => window.MathJax.startup.promise")
     return context, page
-
-
-@pytest.mark.parametrize("path", site_pages())
-def test_nothing_is_wider_than_a_phone(browser, base_url, path):
-    context, page = _open(browser, base_url, path, NARROW)
-    try:
-        scroll_through(page)  # explorers and quizzes drawn, lazy images loaded
-        assert page.evaluate(TOO_WIDE) == [], f"{path} at {NARROW} px"
-        clipped = page.evaluate(CLIPPED_EQUATIONS)
-        bad = [c for c in clipped if not (c["scrolls"] and c["hint"])]
-        assert not bad, f"{path}: equations cut off without a visible way to the rest: {bad}"
-    finally:
-        context.close()
-
-
-# Each figure from a cell (under _images/, with the width it was drawn for): its pixels,
-# its drawn width (the width in its style) and the width it is shown at.
-FIGURES = """() => [...document.querySelectorAll('.bd-article .cell_output img[src*="_images/"]')]
-  .map((img) => ({ src: img.getAttribute('src').split('/').pop().slice(0, 12),
-                   natural: img.naturalWidth, drawn: parseFloat(img.style.width) || null,
-                   shown: img.getBoundingClientRect().width }))"""
-
-
-@pytest.mark.parametrize("path", _pages_with("_images/"))
-def test_every_figure_is_sharp_and_shown_as_large_as_its_text_needs(browser, base_url, path):
-    """norms.plots.style makes every text of a figure at least MIN_TEXT_PX where the figure is
-    shown min(drawn width, COLUMN_PX) wide; here the page shows it at least that wide at
-    1280 px, from twice as many pixels."""
-    context, page = _open(browser, base_url, path, WIDE)
-    try:
-        scroll_through(page)
-        figures = page.evaluate(FIGURES)
-        assert figures, f"{path}: no figure"
-        for fig in figures:
-            assert fig["drawn"], f"{path}: {fig['src']} has no drawn width (stored before 2x)"
-            assert fig["natural"] >= style.SCALE * fig["drawn"] - 1, f"{path}: {fig} not sharp"
-            least = min(fig["drawn"], style.COLUMN_PX)
-            assert fig["shown"] >= least - 1, (
-                f"{path}: {fig['src']} shown {fig['shown']:.0f} px wide, its text needs {least}"
-            )
-    finally:
-        context.close()
 
 
 def test_a_figure_opens_in_a_zoom_view_on_a_phone(browser, base_url):
@@ -132,34 +56,6 @@ def test_an_explorers_data_loads_when_it_comes_near(browser, base_url):
         assert len(asked) == 1
     finally:
         context.close()
-
-
-#: a chapter with every lazy image shown, each file gzip-compressed as a server sends it
-MEDIAN_CHAPTER_BYTES = 700_000  # half of the 1.41 MB median before (issue 37)
-
-
-def test_the_median_chapter_is_within_the_budget(browser, base_url):
-    weights = {}
-    for path in (p for p in site_pages() if p.startswith("book/")):  # the English edition
-        context = browser.new_context(viewport={"width": WIDE, "height": 900})
-        page = context.new_page()
-        bodies: dict[str, bytes] = {}
-
-        def keep(response, bodies=bodies):
-            if urlparse(response.url).hostname == "127.0.0.1" and response.status == 200:
-                try:
-                    bodies[response.url] = response.body()
-                except Exception:  # noqa: BLE001 - a redirect or a body already gone
-                    pass
-
-        page.on("response", keep)
-        page.goto(f"{base_url}/{path}", wait_until="networkidle")
-        scroll_through(page)
-        weights[path] = sum(len(gzip.compress(b, 6)) for b in bodies.values())
-        context.close()
-    median = statistics.median(weights.values())
-    print({k: round(v / 1e6, 2) for k, v in weights.items()}, f"median {median / 1e6:.2f} MB")
-    assert median <= MEDIAN_CHAPTER_BYTES, f"the median chapter weighs {median / 1e6:.2f} MB"
 
 
 # Every quiz question's header and every verdict button: its text against its background.

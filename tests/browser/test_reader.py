@@ -1,8 +1,9 @@
 """The site as readers use it: on a phone (420 px) and a laptop (1280 px), in light and
 dark mode, arriving from a search. The menu buttons open and close the navigation,
-every figure is readable or opens full size, wide content shows that it scrolls,
+wide content shows that it scrolls,
 quizzes and explorers have dark-mode colours, search snippets show no TeX and a
-followed result is highlighted, and a first visit logs no console error.
+followed result is highlighted, and a first visit logs no console error. (Every figure
+readable or opening full size on a phone: test_site.py's visit of each page.)
 
 tools/sphinx_local/reader_fixes.py, tools/sphinx_local/static/book.css and the
 ``html_theme_options`` of _config.yml make these hold.
@@ -15,9 +16,8 @@ import re
 import pytest
 
 from .conftest import PageRecorder
-from .test_site import site_pages
+from .test_site import NARROW, WIDE, _pages_with  # noqa: F401 - importable from here too
 
-NARROW, WIDE = 420, 1280
 SIZES = [NARROW, WIDE]
 SCHEMES = ["light", "dark"]
 CHAPTER = "book/training.html"
@@ -109,35 +109,6 @@ def test_a_first_visit_logs_no_console_error(open_page, width, scheme):
     assert not page.recorder.errors, page.recorder.errors
     mode = page.evaluate("() => document.documentElement.dataset.theme")
     assert mode == scheme, f"the page shows {mode} mode in a {scheme}-mode browser"
-
-
-# Every figure (an image under _images/) is shown at its own size or opens full size.
-FIGURES = """() => [...document.querySelectorAll('.bd-article img[src*="_images/"]')].map(img => {
-  const link = img.closest('a.figure-zoom');
-  return { src: img.src, shown: img.getBoundingClientRect().width, natural: img.naturalWidth,
-           zoom: link ? new URL(link.href, location.href).href : null };
-})"""
-
-
-def _pages_with(marker: str) -> list[str]:
-    from .conftest import SITE
-
-    return [p for p in site_pages() if marker in (SITE / p).read_text(errors="ignore")]
-
-
-@pytest.mark.parametrize("path", _pages_with("_images/"))
-def test_every_figure_is_readable_or_opens_full_size_on_a_phone(open_page, path):
-    page = open_page(path, NARROW)
-    page.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")  # lazy images
-    page.wait_for_load_state("networkidle")
-    figures = page.evaluate(FIGURES)
-    assert figures
-    for fig in figures:
-        small = fig["natural"] and fig["shown"] < 0.9 * fig["natural"]
-        assert not small or fig["zoom"] == fig["src"], (
-            f"{path}: {fig['src']} is shown {fig['shown']:.0f} of {fig['natural']} px wide "
-            "and does not open full size"
-        )
 
 
 # A box that scrolls sideways shows a shadow at its edges (book.css).
