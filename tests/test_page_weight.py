@@ -1,5 +1,5 @@
 """The site's page-weight rewrites (tools/sphinx_local/page_weight.py), on made-up pages;
-tests/browser/test_layout.py and test_site.py weigh the built pages."""
+tests/browser/test_site.py weighs the built pages (each chapter and the median)."""
 
 from __future__ import annotations
 
