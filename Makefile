@@ -110,14 +110,20 @@ $(CHROME_STAMP): | $(PY_STAMP)
 
 setup: $(PY_STAMP) $(ASSET_STAMP) ## install everything (venv, norms, npm assets); make book/test do this
 
+# The four builds of the book (the site and the student edition, in English and in Chinese) share
+# one execution of a page executed on every build (the instructors' page), in this folder:
+# emptied here, before any of them (tools/sphinx_local/shared_execution.py).
+SHARED_EXECUTION := NORMS_SHARED_EXECUTION=$(abspath _build/executed)
+
 # Both sites show the stored outputs: checked once, before either is built.
 stored-outputs: setup
+	@rm -rf _build/executed
 	@$(PY) tools/stored_outputs.py
 
 book: stored-outputs slides ## build the site into _build/html (warnings are errors), the slide decks in _build/html/slides
 	@rm -rf _build/html   # no file of an earlier build may hide a missing one
-	@$(BIN)/jupyter-book build . --warningiserror --keep-going --quiet
-	@$(PY) tools/i18n.py html _build/html/zh   # the Chinese edition, from locales/ (its own URLs under zh/)
+	@$(SHARED_EXECUTION) $(BIN)/jupyter-book build . --warningiserror --keep-going --quiet
+	@$(SHARED_EXECUTION) $(PY) tools/i18n.py html _build/html/zh   # the Chinese edition, from locales/ (its own URLs under zh/)
 	@cp -r _build/slides _build/html/slides   # linked from the instructors' page
 	@rm -rf _build/html/slides/zh && cp -r _build/slides/zh _build/html/zh/slides   # and from its Chinese twin
 	@echo "make: site built: _build/html/index.html (make serve to read it)"
@@ -166,8 +172,8 @@ translations: setup ## after an English edit: update the Chinese catalogs (local
 	@$(PY) tools/i18n.py update
 
 student: stored-outputs slides ## the student edition, English and Chinese: the site without solutions (_build/student/html, html/zh), student notebooks (_build/student/notebooks, notebooks/zh)
-	@$(PY) tools/student.py
-	@$(PY) tools/student.py --language zh
+	@$(SHARED_EXECUTION) $(PY) tools/student.py
+	@$(SHARED_EXECUTION) $(PY) tools/student.py --language zh
 	@rm -rf _build/student/html/slides && cp -r _build/slides _build/student/html/slides
 	@rm -rf _build/student/html/zh/slides && cp -r _build/slides/zh _build/student/html/zh/slides
 

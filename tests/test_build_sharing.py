@@ -1,6 +1,6 @@
 """What the four builds of the book (the site, the Chinese site, the student editions) share
-instead of redoing: the palette figures (page_weight.py) and pybtex's plugin look-ups
-(bib_style.py)."""
+instead of redoing: the instructors' page's execution (tools/sphinx_local/shared_execution.py),
+the palette figures (page_weight.py) and pybtex's plugin look-ups (bib_style.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,111 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools" / "sphinx_local"))
 import bib_style  # noqa: E402
 import page_weight  # noqa: E402
+import shared_execution  # noqa: E402
+
+
+def _notebook(source="print(1)"):
+    """A notebook as a build reads it from its file (the same cell ids each time)."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Title"), nbformat.v4.new_code_cell(source)]
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"cell-{i}"
+    return nb
+
+
+class FakeKernel:
+    """Stands for jupyter_cache's single_nb_execution: counts the executions, and fails on
+    a cell that says so."""
+
+    def __init__(self):
+        self.runs = 0
+
+    def __call__(self, nb, cwd, **kwargs):
+        self.runs += 1
+        err = None
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.execution_count = self.runs
+                cell.outputs = [nbformat.v4.new_output("stream", text=f"run {self.runs}\n")]
+                if "fail" in cell.source:
+                    err = RuntimeError("the cell failed")
+        nb.metadata["language_info"] = {"name": "python"}
+        return shared_execution.ExecutionResult(nb, cwd, 1.5, err, "traceback" if err else None)
+
+
+@pytest.fixture
+def kernel(monkeypatch):
+    fake = FakeKernel()
+    monkeypatch.setattr(shared_execution, "_execute", fake)
+    return fake
+
+
+def test_a_notebook_is_executed_once_per_folder_and_each_build_gets_the_executed_notebook(
+    kernel, monkeypatch, tmp_path
+):
+    monkeypatch.setenv(shared_execution.ENV, str(tmp_path / "executed"))
+    first, second = _notebook(), _notebook()
+    r1 = shared_execution.shared_execution(first, "/book", timeout=600, allow_errors=False)
+    r2 = shared_execution.shared_execution(second, "/book", timeout=600, allow_errors=False)
+    assert kernel.runs == 1
+    assert second == first and second.cells[1].outputs[0].text == "run 1\n"
+    assert r2.nb is second  # executed in place, as the execution leaves it
+    assert (r2.err, r2.time) == (None, r1.time)
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        lambda: (_notebook("print(2)"), "/book", 600),  # another notebook
+        lambda: (_notebook(), "/elsewhere", 600),  # another working folder
+        lambda: (_notebook(), "/book", 30),  # other options
+    ],
+)
+def test_another_notebook_folder_or_option_is_executed_again(kernel, monkeypatch, tmp_path, other):
+    monkeypatch.setenv(shared_execution.ENV, str(tmp_path))
+    shared_execution.shared_execution(_notebook(), "/book", timeout=600, allow_errors=False)
+    nb, cwd, timeout = other()
+    shared_execution.shared_execution(nb, cwd, timeout=timeout, allow_errors=False)
+    assert kernel.runs == 2
+
+
+def test_without_the_folder_every_build_executes(kernel, monkeypatch):
+    monkeypatch.delenv(shared_execution.ENV, raising=False)
+    for _ in range(2):
+        shared_execution.shared_execution(_notebook(), "/book", timeout=600, allow_errors=False)
+    assert kernel.runs == 2
+
+
+def test_a_failed_execution_is_not_kept_and_fails_again(kernel, monkeypatch, tmp_path):
+    monkeypatch.setenv(shared_execution.ENV, str(tmp_path))
+    for _ in range(2):
+        result = shared_execution.shared_execution(
+            _notebook("fail()"), "/book", timeout=600, allow_errors=False
+        )
+        assert isinstance(result.err, RuntimeError)
+    assert kernel.runs == 2
+
+
+def test_the_extension_replaces_what_myst_nb_executes_with():
+    from myst_nb.core.execute import direct
+
+    class App:
+        pass
+
+    before = direct.single_nb_execution
+    try:
+        shared_execution.setup(App())
+        assert direct.single_nb_execution is shared_execution.shared_execution
+    finally:
+        direct.single_nb_execution = before
+
 
 # ------------------------------------------------------------------------ palette figures
 
