@@ -217,3 +217,40 @@ def test_pybtex_looks_its_plugins_up_in_that_one_scan(monkeypatch):
     bib_style.setup(App())
     assert pybtex.plugin.entry_points is bib_style.entry_points
     assert pybtex.plugin.find_plugin("pybtex.style.names", "plain").__name__ == "NameStyle"
+
+
+# ---------------------------------------------------------------- the Chinese search index
+
+
+def test_the_chinese_search_stems_every_word_as_sphinx_does(monkeypatch):
+    import search_zh
+    from sphinx.search import zh
+
+    class App:
+        pass
+
+    text = "层归一化 LayerNorm normalizes over the last dims; RMS has no mean. 批归一化 BatchNorm"
+    words = ["LayerNorm", "RMS", "mean", "dims", "BatchNorm", "running", "eps", "层归一化"]
+
+    def stems():
+        language = zh.SearchChinese({})
+        split = language.split(text)
+        return split, [language.stem(w) for w in words + split]
+
+    monkeypatch.setattr(zh.SearchChinese, "latin_terms", [])
+    before = stems()
+    monkeypatch.setattr(zh.SearchChinese, "latin_terms", [])
+    search_zh.setup(App())
+    assert isinstance(zh.SearchChinese.latin_terms, search_zh.LatinTerms)
+    assert stems() == before
+
+
+def test_the_latin_terms_answer_in_as_the_list_does():
+    import search_zh
+
+    terms = search_zh.LatinTerms(["eps"])
+    terms.extend(["RMS", "mean", "RMS"])
+    terms.append("dims")
+    assert terms == ["eps", "RMS", "mean", "RMS", "dims"]
+    for word in ("eps", "RMS", "dims", "mean", "rms", "x", ""):
+        assert (word in terms) == (word in list(terms))
