@@ -8,8 +8,9 @@ title), with labels "Ioffe and Szegedy, 2015" and "Santurkar et al., 2018".
 
 It also reads the installed packages' entry points once for pybtex: pybtex looks a plugin up
 (style, labels, names, sorting, backend) by scanning every installed package's metadata, and
-sphinxcontrib-bibtex asks for one at each citation (about 170 scans a build, 8 % of its
-time). The packages do not change during a build, so one scan gives the same plugins.
+sphinxcontrib-bibtex asks for one at each citation (about 170 scans a build, each reading
+hundreds of metadata files: little CPU, but seconds of waiting on a busy machine). The
+packages do not change during a build, so one scan gives the same plugins.
 """
 
 from __future__ import annotations
