@@ -52,7 +52,7 @@ NPM_STAMP    := node_modules/.installed
 ASSET_STAMP  := _build/assets/.copied
 CHROME_STAMP := $(VENV)/.chromium
 
-.PHONY: help book test lint translations stored-outputs colab-packages test-portable test-unit test-notebooks test-browser test-colab colab-venv bench-book serve execute clean prereqs setup bench student assignments test-courses grade slides
+.PHONY: help book site student-site test lint translations stored-outputs colab-packages test-portable test-unit test-notebooks test-browser test-colab colab-venv bench-book serve execute clean prereqs setup bench student assignments test-courses grade slides
 
 help: ## list the targets
 	@echo "Normalization, from Scratch"
@@ -110,17 +110,27 @@ $(CHROME_STAMP): | $(PY_STAMP)
 
 setup: $(PY_STAMP) $(ASSET_STAMP) ## install everything (venv, norms, npm assets); make book/test do this
 
+# The four builds of the book (the site and the student edition, in English and in Chinese) share
+# one execution of a page executed on every build (the instructors' page), in this folder:
+# emptied here, before any of them (tools/sphinx_local/shared_execution.py).
+SHARED_EXECUTION := NORMS_SHARED_EXECUTION=$(abspath _build/executed)
+
 # Both sites show the stored outputs: checked once, before either is built.
 stored-outputs: setup
+	@rm -rf _build/executed
 	@$(PY) tools/stored_outputs.py
 
-book: stored-outputs slides ## build the site into _build/html (warnings are errors), the slide decks in _build/html/slides
-	@rm -rf _build/html   # no file of an earlier build may hide a missing one
-	@$(BIN)/jupyter-book build . --warningiserror --keep-going --quiet
-	@$(PY) tools/i18n.py html _build/html/zh   # the Chinese edition, from locales/ (its own URLs under zh/)
+book: site slides ## build the site into _build/html (warnings are errors), the slide decks in _build/html/slides
 	@cp -r _build/slides _build/html/slides   # linked from the instructors' page
 	@rm -rf _build/html/slides/zh && cp -r _build/slides/zh _build/html/zh/slides   # and from its Chinese twin
 	@echo "make: site built: _build/html/index.html (make serve to read it)"
+
+# The Sphinx builds need no slides (the decks are copied in afterwards): they start without
+# waiting for them, beside them (the site's and the student edition's builds are the longest steps).
+site: stored-outputs
+	@rm -rf _build/html   # no file of an earlier build may hide a missing one
+	@$(SHARED_EXECUTION) $(BIN)/jupyter-book build . --warningiserror --keep-going --quiet
+	@$(SHARED_EXECUTION) $(PY) tools/i18n.py html _build/html/zh   # the Chinese edition, from locales/ (its own URLs under zh/)
 
 test: lint book slides student assignments $(CHROME_STAMP) colab-venv ## lint, build, then every test: norms, notebooks (nbval in the Colab-like kernel), browser, courses
 	@$(COLAB_JUPYTER) $(TEST_THREADS) $(BIN)/pytest -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder book tests $(NBVAL) -q --durations=25 $(PYTEST_ARGS)
@@ -165,11 +175,13 @@ slides: setup ## one reveal.js deck per chapter, offline, from its notebook: _bu
 translations: setup ## after an English edit: update the Chinese catalogs (locales/) and notebooks (zh/); then translate the new and fuzzy entries
 	@$(PY) tools/i18n.py update
 
-student: stored-outputs slides ## the student edition, English and Chinese: the site without solutions (_build/student/html, html/zh), student notebooks (_build/student/notebooks, notebooks/zh)
-	@$(PY) tools/student.py
-	@$(PY) tools/student.py --language zh
+student: student-site slides ## the student edition, English and Chinese: the site without solutions (_build/student/html, html/zh), student notebooks (_build/student/notebooks, notebooks/zh)
 	@rm -rf _build/student/html/slides && cp -r _build/slides _build/student/html/slides
 	@rm -rf _build/student/html/zh/slides && cp -r _build/slides/zh _build/student/html/zh/slides
+
+student-site: stored-outputs
+	@$(SHARED_EXECUTION) $(PY) tools/student.py
+	@$(SHARED_EXECUTION) $(PY) tools/student.py --language zh
 
 assignments: setup ## the otter-grader assignments: student notebooks and autograders in _build/assignments (those whose sources changed)
 	@$(PY) tools/assignments.py

@@ -32,14 +32,20 @@
 * PNG figures are stored with a 256-colour palette (no dithering) when that is
   smaller: matplotlib's figures have few colours, the difference cannot be seen, and
   they shrink to about 40 %. Results are kept by content hash in
-  ``_build/.png_cache`` so a warm build does not redo them.
+  ``_build/.png_cache`` so a warm build does not redo them, and the four builds of
+  ``make book`` and ``make student`` (English, Chinese, the student editions: the same
+  figures) share that one cache: each figure is converted once. Two builds running at the
+  same time split the figures between them (a lock per figure; one that the other build is
+  converting is taken up again at the end, by then done).
 """
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import html
+import os
 import re
 import shutil
 from pathlib import Path
@@ -306,36 +312,56 @@ def _inline_icons_everywhere(app, exception) -> None:
             page.write_text(new, encoding="utf-8")
 
 
-def _palette_png(source: Path, cache: Path) -> None:
+def _palette_png(source: Path, cache: Path, wait: bool = True) -> bool:
+    """Replace ``source`` by its palette version (converted once, then from ``cache``).
+    Returns False, leaving ``source`` as it is, when another build holds that figure's lock
+    and ``wait`` is false."""
     digest = hashlib.sha256(source.read_bytes()).hexdigest()
     cached = cache / f"{digest}.png"
     if not cached.exists():
-        from PIL import Image
-
-        with Image.open(source) as image:
-            if image.mode == "RGBA" and image.getextrema()[3][0] < 255:
-                shutil.copy2(source, cached)  # transparency: keep as is
-            elif image.mode == "P":
-                shutil.copy2(source, cached)
-            else:
-                small = image.convert("RGB").quantize(
-                    256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
-                )
-                tmp = cached.with_suffix(".tmp")
-                small.save(tmp, format="PNG", optimize=True)
-                if tmp.stat().st_size >= source.stat().st_size:
-                    shutil.copy2(source, tmp)
-                tmp.replace(cached)
+        with open(cache / f"{digest}.lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                return False
+            if not cached.exists():  # not made by the build that held the lock
+                _convert(source, cached)
     shutil.copy2(cached, source)
+    return True
+
+
+def _convert(source: Path, cached: Path) -> None:
+    from PIL import Image
+
+    tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+    with Image.open(source) as image:
+        if image.mode == "RGBA" and image.getextrema()[3][0] < 255:
+            shutil.copy2(source, tmp)  # transparency: keep as is
+        elif image.mode == "P":
+            shutil.copy2(source, tmp)
+        else:
+            small = image.convert("RGB").quantize(
+                256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
+            )
+            small.save(tmp, format="PNG", optimize=True)
+            if tmp.stat().st_size >= source.stat().st_size:
+                shutil.copy2(source, tmp)
+    tmp.replace(cached)
+
+
+#: the figures' cache, shared by every build of the book (the site, the Chinese site, the
+#: student editions: tools/i18n.py and tools/student.py build beside, in _build/*-build)
+PNG_CACHE = ROOT / "_build" / ".png_cache"
 
 
 def _compress_images(app, exception) -> None:
     if exception is not None or app.builder.format != "html":
         return
-    cache = Path(app.outdir).parent / ".png_cache"
-    cache.mkdir(parents=True, exist_ok=True)
-    for png in sorted((Path(app.outdir) / "_images").glob("*.png")):
-        _palette_png(png, cache)
+    PNG_CACHE.mkdir(parents=True, exist_ok=True)
+    pngs = sorted((Path(app.outdir) / "_images").glob("*.png"))
+    taken = [png for png in pngs if not _palette_png(png, PNG_CACHE, wait=False)]
+    for png in taken:  # another build was converting these: by now done, or soon
+        _palette_png(png, PNG_CACHE)
 
 
 def setup(app):
