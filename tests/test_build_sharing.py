@@ -237,12 +237,34 @@ def test_the_chinese_search_stems_every_word_as_sphinx_does(monkeypatch):
         split = language.split(text)
         return split, [language.stem(w) for w in words + split]
 
+    for word in search_zh.glossary_terms(search_zh.GLOSSARY.read_text(encoding="utf-8")):
+        zh.jieba.add_word(word)  # as setup does: the words are the same on both sides
     monkeypatch.setattr(zh.SearchChinese, "latin_terms", [])
     before = stems()
     monkeypatch.setattr(zh.SearchChinese, "latin_terms", [])
+    monkeypatch.setattr(zh.SearchChinese, "js_splitter_code", "")
     search_zh.setup(App())
     assert isinstance(zh.SearchChinese.latin_terms, search_zh.LatinTerms)
     assert stems() == before
+
+
+def test_the_glossary_terms_are_words_of_the_chinese_index(monkeypatch):
+    """A glossary term is a word of the index next to its parts, and the browser's splitter
+    is Sphinx's for the Chinese site (tests/browser/test_chinese.py searches with it)."""
+    import search_zh
+    from sphinx.search import zh
+
+    class App:
+        pass
+
+    terms = search_zh.glossary_terms(search_zh.GLOSSARY.read_text(encoding="utf-8"))
+    assert {"层归一化", "批归一化", "批量归一化", "滑动平均", "可学习参数"} <= set(terms)
+    assert not [t for t in terms if len(t) < 2]
+    monkeypatch.setattr(zh.SearchChinese, "js_splitter_code", "")
+    search_zh.setup(App())
+    assert zh.SearchChinese.js_splitter_code == search_zh.SPLITTER
+    split = zh.SearchChinese({}).split("层归一化在每个样本上计算")
+    assert "层归一化" in split and "归一化" in split, split
 
 
 def test_the_latin_terms_answer_in_as_the_list_does():
