@@ -1,12 +1,11 @@
 """What the four builds of the book (the site, the Chinese site, the student editions) share
 instead of redoing: the instructors' page's execution (tools/sphinx_local/shared_execution.py),
-the palette figures (page_weight.py) and pybtex's plugin look-ups (bib_style.py)."""
+the palette figures (page_weight.py); and the Chinese search index (search_zh.py)."""
 
 from __future__ import annotations
 
 import fcntl
 import sys
-from importlib import metadata
 from pathlib import Path
 
 import nbformat
@@ -14,7 +13,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools" / "sphinx_local"))
-import bib_style  # noqa: E402
 import page_weight  # noqa: E402
 import shared_execution  # noqa: E402
 
@@ -183,40 +181,6 @@ def test_the_site_and_the_student_editions_share_one_figures_cache(
         app = SimpleNamespace(outdir=str(tmp_path / build), builder=SimpleNamespace(format="html"))
         page_weight._compress_images(app, None)
     assert len(conversions) == 1
-
-
-# ------------------------------------------------------------------------- pybtex plugins
-
-
-@pytest.mark.parametrize(
-    ("group", "name"),
-    [
-        ("pybtex.style.formatting", "plain"),
-        ("pybtex.style.labels", "alpha"),
-        ("pybtex.style.names", "lastfirst"),
-        ("pybtex.style.sorting", "author_year_title"),
-        ("pybtex.backends", "latex"),
-        ("pybtex.database.input", "bibtex"),
-        ("pybtex.style.formatting.aliases", "plain"),
-        ("pybtex.database.input.suffixes", ".bib"),
-    ],
-)
-def test_pybtex_finds_the_same_entry_points_from_one_scan(group, name):
-    assert list(bib_style.entry_points(group=group, name=name)) == list(
-        metadata.entry_points(group=group, name=name)
-    )
-
-
-def test_pybtex_looks_its_plugins_up_in_that_one_scan(monkeypatch):
-    import pybtex.plugin
-
-    class App:
-        pass
-
-    monkeypatch.setattr(pybtex.plugin, "entry_points", pybtex.plugin.entry_points)
-    bib_style.setup(App())
-    assert pybtex.plugin.entry_points is bib_style.entry_points
-    assert pybtex.plugin.find_plugin("pybtex.style.names", "plain").__name__ == "NameStyle"
 
 
 # ---------------------------------------------------------------- the Chinese search index

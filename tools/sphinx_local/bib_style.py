@@ -5,22 +5,13 @@ shows "[Ioffe and Szegedy, 2015]". pybtex's built-in styles label the list
 "[IS15]" or "[1]" instead, and the reader cannot match the two. This registers the
 pybtex style ``authoryear``: plain's formatting and sorting (by author, year,
 title), with labels "Ioffe and Szegedy, 2015" and "Santurkar et al., 2018".
-
-It also reads the installed packages' entry points once for pybtex: pybtex looks a plugin up
-(style, labels, names, sorting, backend) by scanning every installed package's metadata, and
-sphinxcontrib-bibtex asks for one at each citation (about 170 scans a build, each reading
-hundreds of metadata files: little CPU, but seconds of waiting on a busy machine). The
-packages do not change during a build, so one scan gives the same plugins.
 """
 
 from __future__ import annotations
 
 import codecs
-import functools
-from importlib import metadata
 
 import latexcodec  # noqa: F401  (registers the "ulatex" codec; a dependency of pybtex)
-import pybtex.plugin
 from pybtex.plugin import register_plugin
 from pybtex.style.formatting.plain import Style as PlainStyle
 from pybtex.style.labels import BaseLabelStyle
@@ -72,18 +63,7 @@ class AuthorYearStyle(PlainStyle):
     default_label_style = NAME
 
 
-@functools.cache
-def _installed_entry_points() -> metadata.EntryPoints:
-    return metadata.entry_points()
-
-
-def entry_points(**params) -> metadata.EntryPoints:
-    """``importlib.metadata.entry_points(**params)`` from one scan of the installed packages."""
-    return _installed_entry_points().select(**params)
-
-
 def setup(app):
-    pybtex.plugin.entry_points = entry_points  # what pybtex.plugin imported from importlib
     register_plugin("pybtex.style.labels", NAME, AuthorYearLabels)
     register_plugin("pybtex.style.formatting", NAME, AuthorYearStyle)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
