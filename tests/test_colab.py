@@ -82,6 +82,19 @@ def test_portable_kernel_runs_generic_simd_and_one_thread(colab_python):
         )
         assert reply["content"]["status"] == "ok", reply["content"]
         assert "".join(lines).split() == ["DEFAULT", "1"], lines
+        # its own Inductor cache (C++ generated for the native SIMD width does not build here),
+        # the one norms.fast would give it: outside the checkout, kept as torch's own folder is
+        lines.clear()
+        reply = kc.execute_interactive(
+            "import os, norms.fast, norms.compat\n"
+            "print(os.environ['TORCHINDUCTOR_CACHE_DIR'])\n"
+            "print(norms.compat.inductor_cache_dir() + '_default')",
+            timeout=120,
+            output_hook=lambda msg: lines.append(msg["content"].get("text", "")),
+        )
+        assert reply["content"]["status"] == "ok", reply["content"]
+        folder, expected = "".join(lines).split()
+        assert folder == expected and not folder.startswith(str(ROOT)), lines
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
