@@ -12,10 +12,7 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
-# --no-compile: no .pyc for every file of every package at install time (torch and the site's
-# packages: 94 s of CPU with it, 54 s without, measured); a module is compiled when first imported
 PIP    := $(PY) -m pip --disable-pip-version-check
-PIP_INSTALL := $(PIP) install --no-compile
 TORCH_PIN := torch==2.13.0
 # The torch of the Colab-like kernel the notebooks are tested in: make test-colab TORCH=2.14.1
 TORCH  ?= 2.13.0
@@ -79,9 +76,9 @@ prereqs: ## check that python3.11, npm and g++ are on this machine (and say if t
 $(PY_STAMP): requirements.txt pyproject.toml | prereqs
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "make: installing Python packages into $(VENV) (log: $(VENV)/pip.log)"
-	@$(PIP_INSTALL) $(TORCH_PIN) > $(VENV)/pip.log 2>&1 || { echo "make: pip could not install $(TORCH_PIN) (no network to PyPI?): see $(VENV)/pip.log"; exit 1; }
-	@$(PIP_INSTALL) -r requirements.txt >> $(VENV)/pip.log 2>&1 || { echo "make: pip could not install requirements.txt (no network to PyPI?): see $(VENV)/pip.log"; exit 1; }
-	@$(PIP_INSTALL) --no-deps --no-build-isolation -e . >> $(VENV)/pip.log 2>&1 || { echo "make: pip could not install norms in editable mode: see $(VENV)/pip.log"; exit 1; }
+	@$(PIP) install $(TORCH_PIN) > $(VENV)/pip.log 2>&1 || { echo "make: pip could not install $(TORCH_PIN) (no network to PyPI?): see $(VENV)/pip.log"; exit 1; }
+	@$(PIP) install -r requirements.txt >> $(VENV)/pip.log 2>&1 || { echo "make: pip could not install requirements.txt (no network to PyPI?): see $(VENV)/pip.log"; exit 1; }
+	@$(PIP) install --no-deps --no-build-isolation -e . >> $(VENV)/pip.log 2>&1 || { echo "make: pip could not install norms in editable mode: see $(VENV)/pip.log"; exit 1; }
 	@touch $@
 
 $(NPM_STAMP): package.json package-lock.json | prereqs

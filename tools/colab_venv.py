@@ -103,7 +103,6 @@ def install_packages(venv: Path, torch_version: str) -> None:
                 "install",
                 "-q",
                 "--disable-pip-version-check",
-                "--no-compile",  # a module is compiled when first imported (as in the Makefile)
                 f"torch=={torch_version}",
                 *map(pinned, COLAB_PACKAGES),
             ]
