@@ -17,8 +17,6 @@ from torch import nn
 
 from norms import modules
 
-from . import fused
-
 __all__ = [
     "IMPLS",
     "DIRECTIONS",
@@ -179,6 +177,10 @@ def make_layer(
     elif impl == "norms":
         cls = getattr(modules, case.op)
     elif impl == "fused":
+        # imported here: the fused layers bring torch.compile (about 2 s of imports), which
+        # what reads only the cases (the quizzes, the figures) does not need
+        from . import fused
+
         cls = getattr(fused, case.op)
     else:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")

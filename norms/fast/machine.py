@@ -13,8 +13,6 @@ from pathlib import Path
 
 import torch
 
-from . import cpu_kernels
-
 __all__ = ["cpu_model", "simd_level", "machine", "machine_line"]
 
 
@@ -50,6 +48,10 @@ def machine(threads: int | None = None) -> dict:
     """What the numbers were measured on: ``cpu`` (the model), ``simd`` (its widest SIMD level),
     ``torch_simd`` (the level torch's own kernels use), ``kernel_flags`` (the
     instruction-set flags the C++ kernels are compiled with), ``cores`` and ``threads``."""
+    # imported here: cpu_kernels registers its operators through torch.compile's machinery
+    # (about 1 s of imports), which what only reads the benchmark cases does not need
+    from . import cpu_kernels
+
     arch = platform.machine().lower()
     return {
         "cpu": cpu_model(),
