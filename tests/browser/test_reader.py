@@ -100,6 +100,35 @@ def test_no_top_bar_and_the_sidebar_keeps_logo_and_search_in_view(open_page, wid
         )
 
 
+@pytest.mark.parametrize("path", ["book/references.html", "zh/book/references.html"])
+def test_a_logo_that_loads_late_does_not_push_the_current_chapter_out_of_view(
+    browser, base_url, path
+):
+    """The logo's SVG held back until the page's scripts have run (as a slow connection or a
+    busy machine does): the chapter list must not move down under it when it arrives."""
+    context = browser.new_context(viewport={"width": WIDE, "height": 900})
+    try:
+        page = context.new_page()
+        held = []
+        page.route(re.compile(r".*/_static/logo(-dark)?\.svg$"), held.append)
+        page.goto(f"{base_url}/{path}", wait_until="domcontentloaded")
+        page.wait_for_function("() => document.readyState !== 'loading'")
+        page.wait_for_timeout(300)
+        assert held, "the logo was not requested"
+        for route in held:
+            route.continue_()
+        page.wait_for_load_state("load")
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.navbar-brand img.only-light')]"
+            ".every(img => img.complete && img.naturalWidth > 0)"
+        )
+        page.wait_for_timeout(200)
+        current = page.locator(".bd-docs-nav li.active > a").last.bounding_box()
+        assert current and 0 <= current["y"] and current["y"] + current["height"] <= 900, current
+    finally:
+        context.close()
+
+
 @pytest.mark.parametrize("width", SIZES)
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_a_first_visit_logs_no_console_error(open_page, width, scheme):

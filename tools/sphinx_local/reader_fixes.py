@@ -74,14 +74,19 @@ if (/\/search\.html$/.test(location.pathname) && "IntersectionObserver" in windo
     }, 0));
   };
 }
-document.addEventListener("DOMContentLoaded", () => {
-  // The chapter list scrolls on its own (book.css): bring the current chapter into view.
+// The chapter list scrolls on its own (book.css): bring the current chapter into view, once
+// the page is laid out and again when it has loaded (a late image or font can move the list).
+const showCurrentChapter = () => {
   const current = [...document.querySelectorAll(".bd-docs-nav li.active > a")].pop();
   const list = current && current.closest(".sidebar-primary-item");
   if (list && list.scrollHeight > list.clientHeight) {
     const below = current.getBoundingClientRect().bottom - list.getBoundingClientRect().bottom;
     if (below > 0) list.scrollTop += below + list.clientHeight / 3;
   }
+};
+window.addEventListener("load", showCurrentChapter);
+document.addEventListener("DOMContentLoaded", () => {
+  showCurrentChapter();
   // A figure opens in a zoom view over the page.
   document.addEventListener("click", (event) => {
     const link = event.target.closest("a.figure-zoom");
