@@ -110,7 +110,7 @@ def test_a_logo_that_loads_late_does_not_push_the_current_chapter_out_of_view(
     try:
         page = context.new_page()
         held = []
-        page.route(re.compile(r".*/_static/logo(-dark)?\.svg$"), held.append)
+        page.route(re.compile(r".*/_static/logo(-dark)?\.svg$"), lambda route: held.append(route))
         page.goto(f"{base_url}/{path}", wait_until="domcontentloaded")
         page.wait_for_function("() => document.readyState !== 'loading'")
         page.wait_for_timeout(300)
