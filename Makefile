@@ -132,6 +132,9 @@ site: stored-outputs
 	@$(SHARED_EXECUTION) $(BIN)/jupyter-book build . --warningiserror --keep-going --quiet
 	@$(SHARED_EXECUTION) $(PY) tools/i18n.py html _build/html/zh   # the Chinese edition, from locales/ (its own URLs under zh/)
 
+# otter assign runs the tests on each solution (about 15 s of CPU each): make test's own tests
+# grade the solutions (tests/test_assignments.py), so its build of the assignments does not
+test: ASSIGNMENTS_ARGS := --no-run-tests
 test: lint book slides student assignments $(CHROME_STAMP) colab-venv ## lint, build, then every test: norms, notebooks (nbval in the Colab-like kernel), browser, courses
 	@$(COLAB_JUPYTER) $(TEST_THREADS) $(BIN)/pytest -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder book tests $(NBVAL) -q --durations=25 $(PYTEST_ARGS)
 
@@ -184,7 +187,7 @@ student-site: stored-outputs
 	@$(SHARED_EXECUTION) $(PY) tools/student.py --language zh
 
 assignments: setup ## the otter-grader assignments: student notebooks and autograders in _build/assignments (those whose sources changed)
-	@$(PY) tools/assignments.py
+	@$(PY) tools/assignments.py $(ASSIGNMENTS_ARGS)
 
 # grade.py checks its arguments first, then builds that one assignment if its sources changed
 # (the quotes: a folder's name may have spaces)

@@ -901,6 +901,33 @@ def test_make_assignments_builds_only_what_changed(tmp_path):
     assert assignments.sources(master) != digest
 
 
+@pytest.mark.parametrize("run_tests", [True, False])
+def test_otter_assign_runs_the_tests_on_the_solution_unless_told_not_to(
+    run_tests, tmp_path, monkeypatch
+):
+    """``make assignments`` has otter assign run the tests on each solution; ``make test`` passes
+    ``--no-run-tests`` (its own tests grade the solutions) and nothing else changes."""
+    commands = []
+
+    def fake_run(command, **kwargs):
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 1, "", "stopped by the test")
+
+    monkeypatch.setattr(assignments.subprocess, "run", fake_run)
+    master = ROOT / "assignments" / "layernorm-rmsnorm.ipynb"
+    (tmp_path / "w.whl").write_bytes(b"")  # copied next to the prepared master
+    with pytest.raises(RuntimeError, match="stopped by the test"):
+        assignments._build_into(
+            master, master.name, tmp_path / "out", tmp_path / "w.whl", run_tests
+        )
+    (command,) = [c for c in commands if "assign" in c]
+    assert command[1] == "assign" and command[-1] == str((tmp_path / "out").resolve())
+    assert ("--no-run-tests" in command) == (not run_tests), command
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^test: ASSIGNMENTS_ARGS := --no-run-tests$", makefile, re.M)
+    assert "tools/assignments.py $(ASSIGNMENTS_ARGS)" in makefile
+
+
 def test_the_wheel_is_built_outside_the_tree(tmp_path, monkeypatch):
     """A build that was interrupted or ran at the same time left ``build/`` in the tree
     (setuptools' ``bdist.linux-x86_64/wheel/norms-*.dist-info``): the next build does not

@@ -23,20 +23,22 @@ file name); each question's title gets its points.
 An assignment is built only when its sources changed since its last build: its master,
 the package ``norms`` (the autograder installs a wheel of it), ``pyproject.toml``,
 ``requirements.txt`` and this file (their digest is stored in ``NAME/.sources``);
-``--force`` builds anyway. Builds are safe to run at the same time as other builds and as
-``make grade``: the wheel is built from a copy of the tree in a fresh temporary folder
-(never in the tree's ``build/``, which an interrupted build would leave behind), each
-assignment is built into a fresh folder next to ``NAME/`` and then put in its place (under
-a lock that readers, :func:`locked`, share), and two builds of one assignment run one after
-the other (the second finds it up to date).
+``--force`` builds anyway; ``--no-run-tests`` builds without running the tests on the solution
+(``make test`` passes it: tests/test_assignments.py grades the solution itself, through the
+autograder's test files and through ``make grade``). Builds are safe to run at the same time as
+other builds and as ``make grade``: the wheel is built from a copy of the tree in a fresh
+temporary folder (never in the tree's ``build/``, which an interrupted build would leave
+behind), each assignment is built into a fresh folder next to ``NAME/`` and then put in its
+place (under a lock that readers, :func:`locked`, share), and two builds of one assignment run
+one after the other (the second finds it up to date).
 
 Each built assignment also gets its Chinese student notebook, ``NAME/student/zh/NAME.ipynb``
 (:func:`write_chinese`): the markdown translated from ``locales/zh_CN/assignments/NAME.po``,
 the code the same, so the same autograder grades it.
 
-Usage: ``python tools/assignments.py [--out DIR] [--force] [MASTER or NAME ...]`` (default:
-every ``assignments/*.ipynb``). Grade a class with ``make grade`` (``tools/grade.py``), or
-one submission locally, without Docker::
+Usage: ``python tools/assignments.py [--out DIR] [--force] [--no-run-tests] [MASTER ...]``
+(default: every ``assignments/*.ipynb``). Grade a class with ``make grade``
+(``tools/grade.py``), or one submission locally, without Docker::
 
     cd _build/assignments/NAME/autograder && mkdir -p results
     otter run -a NAME-autograder_*.zip -o results path/to/submission.ipynb
@@ -429,7 +431,7 @@ def build(args) -> str:
     """Build one assignment into a fresh folder and put it in place of ``out/NAME``; return
     what was done, for the log. Skipped when another build made it up to date meanwhile
     (unless ``force``)."""
-    master, out, wheel, force = Path(args[0]), Path(args[1]), Path(args[2]), args[3]
+    master, out, wheel, force, run_tests = Path(args[0]), Path(args[1]), Path(args[2]), *args[3:]
     shown = master.relative_to(ROOT) if master.is_relative_to(ROOT) else master
     with locked(out, master.stem, what="build"):
         digest = sources(master)
@@ -437,7 +439,7 @@ def build(args) -> str:
             return f"assignment up to date: {shown}"
         new = fresh_folder(f".{master.stem}-new-", out)
         try:
-            _build_into(master, shown, new, wheel)
+            _build_into(master, shown, new, wheel, run_tests)
             (new / STAMP).write_text(digest)
             old = Path(tempfile.mkdtemp(prefix=f".{master.stem}-old-", dir=out))
             with locked(out, master.stem):  # no reader sees a half-swapped folder
@@ -452,8 +454,9 @@ def build(args) -> str:
     return f"assignment built: {shown} -> {where}"
 
 
-def _build_into(master: Path, shown, dest: Path, wheel: Path) -> None:
-    """``otter assign`` of ``master`` into ``dest``, then the student notebook's setup."""
+def _build_into(master: Path, shown, dest: Path, wheel: Path, run_tests: bool = True) -> None:
+    """``otter assign`` of ``master`` into ``dest`` (which runs the tests on the solution, unless
+    not ``run_tests``), then the student notebook's setup."""
     nb = nbformat.read(master, as_version=4)
     check_master(nb, shown)
     otter = Path(sys.executable).with_name("otter")
@@ -466,7 +469,8 @@ def _build_into(master: Path, shown, dest: Path, wheel: Path) -> None:
             "".join(f"{p}\n" for p in [*pins(), f"files/{wheel.name}"])
         )
         run = subprocess.run(
-            [str(otter), "assign", str(prepared), str(dest.resolve())],
+            [str(otter), "assign", *([] if run_tests else ["--no-run-tests"]), str(prepared)]
+            + [str(dest.resolve())],
             capture_output=True,
             text=True,
             cwd=tmp,
@@ -492,9 +496,12 @@ def master_of(arg) -> Path:
     return path.resolve()
 
 
-def ensure(masters, out: Path = OUT, force: bool = False, log=print) -> None:
+def ensure(
+    masters, out: Path = OUT, force: bool = False, log=print, run_tests: bool = True
+) -> None:
     """Build every assignment of ``masters`` whose sources changed (all with ``force``); the
-    wheel of norms only when one is built."""
+    wheel of norms only when one is built. ``run_tests``: otter assign runs the tests on the
+    solution."""
     out = Path(out)
     todo = [m for m in masters if force or not up_to_date(m, out)]
     for master in masters:
@@ -506,10 +513,10 @@ def ensure(masters, out: Path = OUT, force: bool = False, log=print) -> None:
     with tempfile.TemporaryDirectory(prefix="norms-wheel-out-") as tmp:
         wheel = build_wheel(Path(tmp))
         if len(todo) == 1:
-            log(build((todo[0], out, wheel, force)))
+            log(build((todo[0], out, wheel, force, run_tests)))
             return
         with ProcessPoolExecutor(max_workers=2) as pool:
-            for done in pool.map(build, [(m, out, wheel, force) for m in todo]):
+            for done in pool.map(build, [(m, out, wheel, force, run_tests) for m in todo]):
                 log(done)
 
 
@@ -519,6 +526,12 @@ def main(argv) -> int:
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--check", action="store_true", help="only check the master notebooks")
     parser.add_argument("--force", action="store_true", help="build even when up to date")
+    parser.add_argument(
+        "--no-run-tests",
+        dest="run_tests",
+        action="store_false",
+        help="do not run the tests on the solution (make test grades it itself)",
+    )
     args = parser.parse_args(argv)
     masters = [master_of(m) for m in args.masters] or sorted(MASTERS.glob("*.ipynb"))
     for master in masters:  # every master is checked before any is built
@@ -530,7 +543,8 @@ def main(argv) -> int:
             return 2
     if args.check:
         return 0
-    ensure(masters, args.out.resolve(), args.force, log=lambda s: print(s, flush=True))
+    log = lambda s: print(s, flush=True)
+    ensure(masters, args.out.resolve(), args.force, log=log, run_tests=args.run_tests)
     for master in masters:
         write_chinese(master.stem, args.out.resolve())
     return 0
