@@ -17,6 +17,7 @@ from .test_site import (
     check_figures_are_readable,
     check_figures_are_sharp,
     check_link_to_the_chinese_twin,
+    check_quizzes_render,
     off_site,
     scroll_through,
 )
@@ -160,3 +161,16 @@ def test_scroll_through_shows_every_part_of_the_page(page):
     scroll_through(page)
     seen = page.evaluate("() => [...window.seen].map(Number).sort((a, b) => a - b)")
     assert seen == list(range(40)), seen
+
+
+def test_quizzes_not_drawn_or_without_answers_are_detected(page):
+    question = '<div class="Quiz"><div class="MultipleChoiceQn">Q?</div>{}</div>'
+    buttons = '<label class="MCButton">a</label><label class="MCButton">b</label>'
+    page.set_content(question.format(buttons) * 3)
+    check_quizzes_render(page, "fine.html")
+    page.set_content(question.format(buttons) * 2)
+    with pytest.raises(AssertionError, match="only 2 quiz questions drawn"):
+        check_quizzes_render(page, "two.html")
+    page.set_content(question.format(buttons) * 2 + question.format(""))
+    with pytest.raises(AssertionError, match=r"questions \[2\] show no answers"):
+        check_quizzes_render(page, "empty.html")

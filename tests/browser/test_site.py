@@ -17,7 +17,9 @@ On a wide screen (WIDE, 1280 px, then DESKTOP, 1200 px, without reloading):
   - check_figures_are_sharp (a page with figures): every figure sharp and shown at least at
     the size its text was made legible for (norms.plots.style);
   - check_printed_sentences_are_chinese (a Chinese chapter): what the chapter printed is shown
-    in Chinese.
+    in Chinese;
+  - check_quizzes_render (a page with a quiz): every quiz drawn, at least three questions, each
+    multiple-choice one with its answers.
 On a phone (NARROW, 420 px):
   - check_nothing_is_wider_than_the_screen;
   - check_wide_equations_scroll: every equation that does not fit shows that it scrolls;
@@ -91,6 +93,8 @@ def is_chapter(path: str) -> bool:
 ENGLISH = [p for p in site_pages() if p.startswith("book/")]
 # the pages showing a figure drawn by a cell
 FIGURE_PAGES = set(_pages_with("_images/"))
+# the pages with a quiz (jupyterquiz builds it in JavaScript: the class is in its inline script)
+QUIZ_PAGES = set(_pages_with("MultipleChoiceQn"))
 
 
 # After the scroll, each shown image of the text that has not loaded yet (the browser may
@@ -318,6 +322,20 @@ def check_printed_sentences_are_chinese(page, path: str) -> None:
         assert any(re.search("[\u4e00-\u9fff]", line) for line in lines), f"{path}"
 
 
+# Each quiz on the page: how many multiple-choice questions it shows, and their answer buttons.
+QUIZZES_SHOWN = """() => [...document.querySelectorAll('.Quiz')].map(q =>
+  [q.querySelectorAll('.MultipleChoiceQn').length, q.querySelectorAll('.MCButton').length])"""
+
+
+def check_quizzes_render(page, path: str) -> None:
+    """The page's quizzes are drawn: at least three questions, and each multiple-choice one
+    shows at least two answers (tests/browser/test_quiz.py clicks them)."""
+    shown = page.evaluate(QUIZZES_SHOWN)
+    assert len(shown) >= 3, f"{path}: only {len(shown)} quiz questions drawn"
+    empty = [i for i, (choice, buttons) in enumerate(shown) if choice and buttons < 2]
+    assert not empty, f"{path}: questions {empty} show no answers to choose from"
+
+
 #: the English chapters' weights (check_weight's measure), by page, for the median's test
 CHAPTER_WEIGHTS: dict[str, int] = {}
 
@@ -336,6 +354,8 @@ def test_page_on_a_wide_screen(browser, base_url, path):
             checks.run(check_figures_are_sharp, page, path)
         if is_chapter(path) and path.startswith(ZH):
             checks.run(check_printed_sentences_are_chinese, page, path)
+        if path in QUIZ_PAGES:
+            checks.run(check_quizzes_render, page, path)
         checks.run(check_nothing_clipped, page, path)
         page.set_viewport_size({"width": DESKTOP, "height": 900})
         checks.run(check_nothing_clipped, page, path)
