@@ -73,18 +73,12 @@ prereqs: ## check that python3.11, npm and g++ are on this machine (and say if t
 	$(if $(shell command -v aarch64-linux-gnu-g++),,$(info $(NO_CROSS_CXX)))
 	@:
 
-# pip byte-compiles what it installs one file at a time (about 40 s of CPU here, while every
-# later step waits for this venv): it installs without, then compileall compiles every package
-# on both cores (the same .pyc files; imports need them where PYTHONDONTWRITEBYTECODE is set).
-# As pip does, a file this Python cannot compile is left without one (torch ships a test helper
-# in Python 3.12's syntax), so compileall's status is not make's.
 $(PY_STAMP): requirements.txt pyproject.toml | prereqs
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "make: installing Python packages into $(VENV) (log: $(VENV)/pip.log)"
-	@$(PIP) install --no-compile $(TORCH_PIN) > $(VENV)/pip.log 2>&1 || { echo "make: pip could not install $(TORCH_PIN) (no network to PyPI?): see $(VENV)/pip.log"; exit 1; }
-	@$(PIP) install --no-compile -r requirements.txt >> $(VENV)/pip.log 2>&1 || { echo "make: pip could not install requirements.txt (no network to PyPI?): see $(VENV)/pip.log"; exit 1; }
-	@$(PIP) install --no-compile --no-deps --no-build-isolation -e . >> $(VENV)/pip.log 2>&1 || { echo "make: pip could not install norms in editable mode: see $(VENV)/pip.log"; exit 1; }
-	@$(PY) -m compileall -q -j 2 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" >> $(VENV)/pip.log 2>&1 || true
+	@$(PIP) install $(TORCH_PIN) > $(VENV)/pip.log 2>&1 || { echo "make: pip could not install $(TORCH_PIN) (no network to PyPI?): see $(VENV)/pip.log"; exit 1; }
+	@$(PIP) install -r requirements.txt >> $(VENV)/pip.log 2>&1 || { echo "make: pip could not install requirements.txt (no network to PyPI?): see $(VENV)/pip.log"; exit 1; }
+	@$(PIP) install --no-deps --no-build-isolation -e . >> $(VENV)/pip.log 2>&1 || { echo "make: pip could not install norms in editable mode: see $(VENV)/pip.log"; exit 1; }
 	@touch $@
 
 $(NPM_STAMP): package.json package-lock.json | prereqs
@@ -141,9 +135,7 @@ site: stored-outputs
 # otter assign runs the tests on each solution (about 15 s of CPU each): make test's own tests
 # grade the solutions (tests/test_assignments.py), so its build of the assignments does not
 test: ASSIGNMENTS_ARGS := --no-run-tests
-# (the two longest builds, the site's and the student edition's, first: make starts ready
-# prerequisites in this order on its two job slots)
-test: lint stored-outputs site student-site book slides student assignments $(CHROME_STAMP) colab-venv ## lint, build, then every test: norms, notebooks (nbval in the Colab-like kernel), browser, courses
+test: lint book slides student assignments $(CHROME_STAMP) colab-venv ## lint, build, then every test: norms, notebooks (nbval in the Colab-like kernel), browser, courses
 	@$(COLAB_JUPYTER) $(TEST_THREADS) $(BIN)/pytest -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder book tests $(NBVAL) -q --durations=25 $(PYTEST_ARGS)
 
 lint: setup ## ruff: lint and format check of norms/, tests/ and tools/
