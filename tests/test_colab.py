@@ -86,9 +86,9 @@ def test_portable_kernel_runs_generic_simd_and_one_thread(colab_python):
         # the one norms.fast would give it: outside the checkout, kept as torch's own folder is
         lines.clear()
         reply = kc.execute_interactive(
-            "import os, norms.fast, norms.compat\n"
+            "import os, norms.fast\n"
             "print(os.environ['TORCHINDUCTOR_CACHE_DIR'])\n"
-            "print(norms.compat.inductor_cache_dir() + '_default')",
+            "print(norms.fast.inductor_cache_for('default'))",
             timeout=120,
             output_hook=lambda msg: lines.append(msg["content"].get("text", "")),
         )

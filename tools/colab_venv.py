@@ -26,7 +26,6 @@ CUDA build from PyPI (several GB): put DIR on a disk with room, and delete it af
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import os
 import shutil
@@ -44,15 +43,6 @@ SETUP_SPEC = "norms[widgets,quiz] @ git+{url}"
 #: notebooks in the ``colab-portable`` kernel, so a pass means that no stored output depends on
 #: the SIMD width or on the thread count (issue 22).
 PORTABLE_CPU = {"ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
-def portable_inductor_cache() -> str:
-    """``<torch's Inductor cache folder>_default``, the folder :mod:`norms.fast` gives a process
-    with ``ATEN_CPU_CAPABILITY=default`` (``<temp dir>/torchinductor_<user>``, torch's default:
-    norms.compat.inductor_cache_dir, without importing torch here)."""
-    user = getpass.getuser().replace("\\", "_")
-    folder = os.path.join(tempfile.gettempdir(), f"torchinductor_{user}")
-    return f"{folder}_{PORTABLE_CPU['ATEN_CPU_CAPABILITY']}"
 
 
 def pinned(name: str) -> str:
@@ -158,8 +148,11 @@ def build(venv: Path, torch_version: str) -> Path:
     # folder of its own (a parent process may pass its own folder on in the environment), the
     # one norms.fast gives a process with this ATEN_CPU_CAPABILITY: beside torch's own folder,
     # kept from one checkout to the next as torch's is (speed.ipynb: 65 s in nbval with a cold
-    # cache, 29 s with a warm one)
-    portable = {**PORTABLE_CPU, "TORCHINDUCTOR_CACHE_DIR": portable_inductor_cache()}
+    # cache, 29 s with a warm one). (Imported here: --packages-only runs in the system's Python.)
+    from norms.fast import inductor_cache_for
+
+    cache = inductor_cache_for(PORTABLE_CPU["ATEN_CPU_CAPABILITY"])
+    portable = {**PORTABLE_CPU, "TORCHINDUCTOR_CACHE_DIR": cache}
     specs = {"colab": ({}, ""), "colab-portable": (portable, ", generic SIMD, one thread")}
     for name, (extra, label) in specs.items():
         kernel = kernels / name

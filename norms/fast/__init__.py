@@ -19,6 +19,15 @@ import os
 from ..lazy import lazy_submodules
 
 
+def inductor_cache_for(capability: str) -> str:
+    """The Inductor cache folder of a process with ``ATEN_CPU_CAPABILITY=capability``:
+    ``<Inductor's default folder>_<capability>`` (the Colab-like portable kernel of
+    tools/colab_venv.py is given the same folder)."""
+    from ..compat import inductor_cache_dir
+
+    return f"{inductor_cache_dir()}_{capability}"
+
+
 def _inductor_cache_per_capability() -> None:
     """Give a process that sets ``ATEN_CPU_CAPABILITY`` an Inductor cache folder of its own.
 
@@ -39,7 +48,7 @@ def _inductor_cache_per_capability() -> None:
     # Inductor writes the default folder into the variable on first use, so a parent process
     # that compiled something passes it on: that one counts as unset too.
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR", default_cache_dir()) == default_cache_dir():
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = f"{default_cache_dir()}_{capability}"
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache_for(capability)
 
 
 _inductor_cache_per_capability()
