@@ -201,8 +201,7 @@ def test_the_chinese_search_stems_every_word_as_sphinx_does(monkeypatch):
         split = language.split(text)
         return split, [language.stem(w) for w in words + split]
 
-    for word in search_zh.glossary_terms(search_zh.GLOSSARY.read_text(encoding="utf-8")):
-        zh.jieba.add_word(word)  # as setup does: the words are the same on both sides
+    search_zh.add_glossary_words()  # as setup does: the words are the same on both sides
     monkeypatch.setattr(zh.SearchChinese, "latin_terms", [])
     before = stems()
     monkeypatch.setattr(zh.SearchChinese, "latin_terms", [])

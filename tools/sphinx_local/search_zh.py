@@ -62,6 +62,13 @@ def glossary_terms(text: str) -> list[str]:
     return sorted(set(words))
 
 
+def add_glossary_words() -> None:
+    """The glossary's Chinese terms and synonyms become words for jieba (when Sphinx uses it)."""
+    if zh.JIEBA:
+        for word in glossary_terms(GLOSSARY.read_text(encoding="utf-8")):
+            zh.jieba.add_word(word)
+
+
 class LatinTerms(list):
     """A list whose ``in`` is a set look-up (only ``extend`` and ``append`` add to it)."""
 
@@ -86,7 +93,5 @@ def setup(app):
     if not isinstance(zh.SearchChinese.latin_terms, LatinTerms):
         zh.SearchChinese.latin_terms = LatinTerms(zh.SearchChinese.latin_terms)
     zh.SearchChinese.js_splitter_code = SPLITTER
-    if zh.JIEBA:
-        for word in glossary_terms(GLOSSARY.read_text(encoding="utf-8")):
-            zh.jieba.add_word(word)
+    add_glossary_words()
     return {"parallel_read_safe": True, "parallel_write_safe": True}
