@@ -431,7 +431,8 @@ def build(args) -> str:
     """Build one assignment into a fresh folder and put it in place of ``out/NAME``; return
     what was done, for the log. Skipped when another build made it up to date meanwhile
     (unless ``force``)."""
-    master, out, wheel, force, run_tests = Path(args[0]), Path(args[1]), Path(args[2]), *args[3:]
+    master, out, wheel, force, run_tests = args
+    master, out, wheel = Path(master), Path(out), Path(wheel)
     shown = master.relative_to(ROOT) if master.is_relative_to(ROOT) else master
     with locked(out, master.stem, what="build"):
         digest = sources(master)
@@ -468,9 +469,9 @@ def _build_into(master: Path, shown, dest: Path, wheel: Path, run_tests: bool = 
         (Path(tmp) / "requirements.txt").write_text(
             "".join(f"{p}\n" for p in [*pins(), f"files/{wheel.name}"])
         )
+        flags = [] if run_tests else ["--no-run-tests"]
         run = subprocess.run(
-            [str(otter), "assign", *([] if run_tests else ["--no-run-tests"]), str(prepared)]
-            + [str(dest.resolve())],
+            [str(otter), "assign", *flags, str(prepared), str(dest.resolve())],
             capture_output=True,
             text=True,
             cwd=tmp,
@@ -543,8 +544,13 @@ def main(argv) -> int:
             return 2
     if args.check:
         return 0
-    log = lambda s: print(s, flush=True)
-    ensure(masters, args.out.resolve(), args.force, log=log, run_tests=args.run_tests)
+    ensure(
+        masters,
+        args.out.resolve(),
+        args.force,
+        log=lambda s: print(s, flush=True),
+        run_tests=args.run_tests,
+    )
     for master in masters:
         write_chinese(master.stem, args.out.resolve())
     return 0
