@@ -14,6 +14,11 @@ BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 TORCH_PIN := torch==2.13.0
+# torch comes from pip (uv does not look at this machine's local torch file, and without it a
+# range would pull a CUDA build); everything else from uv, which installs requirements.txt in a
+# third of pip's time (18 s against 57 s here, bytecode compiled). Pinned in requirements.txt too.
+UV_PIN := uv==0.13.9
+UV     := $(BIN)/uv
 # The torch of the Colab-like kernel the notebooks are tested in: make test-colab TORCH=2.14.1
 TORCH  ?= 2.13.0
 COLAB_DIR ?= _build/colab-venv/torch-$(TORCH)
@@ -76,8 +81,8 @@ prereqs: ## check that python3.11, npm and g++ are on this machine (and say if t
 $(PY_STAMP): requirements.txt pyproject.toml | prereqs
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "make: installing Python packages into $(VENV) (log: $(VENV)/pip.log)"
-	@$(PIP) install $(TORCH_PIN) > $(VENV)/pip.log 2>&1 || { echo "make: pip could not install $(TORCH_PIN) (no network to PyPI?): see $(VENV)/pip.log"; exit 1; }
-	@$(PIP) install -r requirements.txt >> $(VENV)/pip.log 2>&1 || { echo "make: pip could not install requirements.txt (no network to PyPI?): see $(VENV)/pip.log"; exit 1; }
+	@$(PIP) install $(TORCH_PIN) $(UV_PIN) > $(VENV)/pip.log 2>&1 || { echo "make: pip could not install $(TORCH_PIN) and $(UV_PIN) (no network to PyPI?): see $(VENV)/pip.log"; exit 1; }
+	@$(UV) pip install --python $(PY) --compile-bytecode -r requirements.txt >> $(VENV)/pip.log 2>&1 || { echo "make: uv could not install requirements.txt (no network to PyPI?): see $(VENV)/pip.log"; exit 1; }
 	@$(PIP) install --no-deps --no-build-isolation -e . >> $(VENV)/pip.log 2>&1 || { echo "make: pip could not install norms in editable mode: see $(VENV)/pip.log"; exit 1; }
 	@touch $@
 
@@ -160,7 +165,7 @@ test-colab: setup colab-venv ## the Colab-like kernel: its checks and nbval over
 	@$(COLAB_JUPYTER) $(BIN)/pytest -n $(JOBS) --dist loadfile tests book -m colab $(NBVAL) -q
 
 # The Colab-like venv's packages need only the system's Python: installed next to the project's
-# own venv (both pip runs take about a minute), not after it.
+# own venv (each installs torch with pip and the rest with uv: about half a minute), not after it.
 colab-packages: | prereqs
 	@$(PYTHON) tools/colab_venv.py $(COLAB_DIR) --torch $(TORCH) --packages-only
 

@@ -36,6 +36,20 @@ def test_requirements_are_pinned_and_torch_is_the_local_wheel():
     assert "torch==2.13.0" in lines
 
 
+def test_the_installer_make_uses_is_the_one_requirements_pin():
+    """make installs uv with pip next to torch, then requirements.txt with that uv: the two pins
+    are one version, and requirements.txt's install keeps it (it would replace it otherwise)."""
+    make = re.search(r"^UV_PIN\s*:=\s*(\S+)", (ROOT / "Makefile").read_text(), re.M)
+    assert make, "the Makefile sets no UV_PIN"
+    lines = [
+        line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()
+    ]
+    assert make[1] in lines, f"requirements.txt does not pin {make[1]}"
+    from colab_venv import UV_PIN
+
+    assert UV_PIN == make[1], "the Colab-like venv installs another uv than make"
+
+
 def test_npm_assets_are_pinned_and_locked():
     package = json.loads((ROOT / "package.json").read_text())
     loose = {

@@ -18,8 +18,8 @@ installed again by the setup cell on every run, so it is never stale.
 Usage: ``python tools/colab_venv.py DIR [--torch VERSION] [--packages-only]`` (default: the
 version requirements.txt pins). ``--packages-only`` makes the venv and installs Colab's packages
 and stops there; it needs only the standard library, so ``make`` runs it with the system's
-Python while the project's own venv is being installed (the two pip runs take about a minute
-each). Any torch version other than the pinned CPU wheel is a full
+Python while the project's own venv is being installed (each takes torch from pip and the rest
+from uv: about half a minute each). Any torch version other than the pinned CPU wheel is a full
 CUDA build from PyPI (several GB): put DIR on a disk with room, and delete it after.
 """
 
@@ -42,6 +42,9 @@ SETUP_SPEC = "norms[widgets,quiz] @ git+{url}"
 #: width, two threads): ATen's generic kernels and one thread. nbval in ``make test`` runs the
 #: notebooks in the ``colab-portable`` kernel, so a pass means that no stored output depends on
 #: the SIMD width or on the thread count (issue 22).
+#: The installer of the venv's packages (torch apart): the one make installs (the Makefile's
+#: UV_PIN and requirements.txt pin the same; Colab has uv too).
+UV_PIN = "uv==0.13.9"
 PORTABLE_CPU = {"ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
@@ -85,18 +88,11 @@ def install_packages(venv: Path, torch_version: str) -> None:
             f"colab_venv: installing torch=={torch_version} and {', '.join(COLAB_PACKAGES)} into "
             f"{venv}"
         )
-        run(
-            [
-                python,
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--disable-pip-version-check",
-                f"torch=={torch_version}",
-                *map(pinned, COLAB_PACKAGES),
-            ]
-        )
+        # torch from pip (the machine's local file; uv does not look there), the rest from uv
+        pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        run([*pip, f"torch=={torch_version}", UV_PIN])
+        uv = [venv / "bin" / "uv", "pip", "install", "-q", "--python", python, "--compile-bytecode"]
+        run([*uv, *map(pinned, COLAB_PACKAGES)])
         stamp.write_text(torch_version)
 
 
