@@ -36,6 +36,27 @@ def test_requirements_are_pinned_and_torch_is_the_local_wheel():
     assert "torch==2.13.0" in lines
 
 
+def test_make_lets_python_keep_its_bytecode_caches(tmp_path):
+    """A recipe of the Makefile runs Python without PYTHONDONTWRITEBYTECODE, even when the
+    caller sets it (make test's processes then compile norms and the tests once, not each)."""
+    probe = tmp_path / "probe.mk"
+    probe.write_text(
+        "include Makefile\nprobe-bytecode:\n"
+        "\t@python3 -c 'import sys; print(sys.flags.dont_write_bytecode)'\n"
+    )
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run(
+        ["make", "-s", "--no-print-directory", "-f", str(probe), "probe-bytecode"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0", done.stdout
+
+
 def test_the_installer_make_uses_is_the_one_requirements_pin():
     """make installs uv with pip next to torch, then requirements.txt with that uv: the two pins
     are one version, and requirements.txt's install keeps it (it would replace it otherwise)."""
