@@ -57,18 +57,24 @@ def test_make_lets_python_keep_its_bytecode_caches(tmp_path):
     assert done.stdout.strip() == "0", done.stdout
 
 
-def test_the_installer_make_uses_is_the_one_requirements_pin():
-    """make installs uv with pip next to torch, then requirements.txt with that uv: the two pins
-    are one version, and requirements.txt's install keeps it (it would replace it otherwise)."""
-    make = re.search(r"^UV_PIN\s*:=\s*(\S+)", (ROOT / "Makefile").read_text(), re.M)
-    assert make, "the Makefile sets no UV_PIN"
-    lines = [
-        line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()
-    ]
-    assert make[1] in lines, f"requirements.txt does not pin {make[1]}"
-    from colab_venv import UV_PIN
+def test_the_installer_make_uses_is_the_one_requirements_pin(tmp_path):
+    """make installs uv with pip next to torch, then requirements.txt with that uv, and the
+    Colab-like venv the same: both take requirements.txt's pin (requirements.txt's install would
+    replace another version)."""
+    from colab_venv import pinned
 
-    assert UV_PIN == make[1], "the Colab-like venv installs another uv than make"
+    probe = tmp_path / "probe.mk"
+    probe.write_text("include Makefile\nprobe-uv:\n\t@echo '$(UV_PIN)'\n")
+    done = subprocess.run(
+        ["make", "-s", "--no-print-directory", "-f", str(probe), "probe-uv"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(r"uv==[\d.]+", pinned("uv")), pinned("uv")
+    assert done.stdout.strip() == pinned("uv"), done.stdout
 
 
 def test_npm_assets_are_pinned_and_locked():

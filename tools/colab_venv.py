@@ -42,9 +42,6 @@ SETUP_SPEC = "norms[widgets,quiz] @ git+{url}"
 #: width, two threads): ATen's generic kernels and one thread. nbval in ``make test`` runs the
 #: notebooks in the ``colab-portable`` kernel, so a pass means that no stored output depends on
 #: the SIMD width or on the thread count (issue 22).
-#: The installer of the venv's packages (torch apart): the one make installs (the Makefile's
-#: UV_PIN and requirements.txt pin the same; Colab has uv too).
-UV_PIN = "uv==0.13.9"
 PORTABLE_CPU = {"ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
@@ -90,7 +87,7 @@ def install_packages(venv: Path, torch_version: str) -> None:
         )
         # torch from pip (the machine's local file; uv does not look there), the rest from uv
         pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        run([*pip, f"torch=={torch_version}", UV_PIN])
+        run([*pip, f"torch=={torch_version}", pinned("uv")])
         uv = [venv / "bin" / "uv", "pip", "install", "-q", "--python", python, "--compile-bytecode"]
         run([*uv, *map(pinned, COLAB_PACKAGES)])
         stamp.write_text(torch_version)
