@@ -17,7 +17,7 @@ TORCH_PIN := torch==2.13.0
 # torch comes from pip (uv does not look at this machine's local torch file, and without it a
 # range would pull a CUDA build); everything else from uv, which installs requirements.txt in a
 # third of pip's time (18 s against 57 s here, bytecode compiled). Its pin is requirements.txt's.
-UV_PIN := $(shell sed -n 's/^\(uv==[^ #]*\).*/\1/p' requirements.txt)
+UV_PIN := $(filter uv==%,$(file < requirements.txt))
 UV     := $(BIN)/uv
 # The torch of the Colab-like kernel the notebooks are tested in: make test-colab TORCH=2.14.1
 TORCH  ?= 2.13.0
